@@ -1,0 +1,51 @@
+"""ensemble_env: learn to route and fuse LLM ensembles with multi-agent RL.
+
+A pool of N models has answered every question of a benchmark (their per-choice scores sit in an HDF5
+"logit cache"). Two cooperating agents play on the stream of questions: the *decider* picks a small team of
+models for each question, the *fusion* agent reads the team's probabilities and answers. This is the
+two-stage Dec-POMDP of RL-Focal (arXiv 2502.04492).
+
+>>> import ensemble_env
+>>> env = ensemble_env.parallel_env()          # the embedded default cache
+>>> obs, infos = env.reset(seed=0)
+>>> env.agents
+['decider', 'fusion']
+"""
+
+from ensemble_env.cache import CacheError, LogitCache, default_cache_path, load_cache, load_default_cache, save_cache
+from ensemble_env.config import EnvConfig
+from ensemble_env.engine import EnsembleVectorEnv
+from ensemble_env.env import EnsembleParallelEnv, env, parallel_env, vector_env
+
+__all__ = [
+    "CacheError",
+    "EnsembleParallelEnv",
+    "EnsembleVectorEnv",
+    "EnvConfig",
+    "LogitCache",
+    "default_cache_path",
+    "env",
+    "load_cache",
+    "load_default_cache",
+    "parallel_env",
+    "save_cache",
+    "vector_env",
+]
+__version__ = "0.1.0"
+
+ENV_ID = "ensemble_env/Ensemble-v0"
+
+
+def _register() -> None:
+    """Register the env in PettingZoo's registry (PettingZoo >= 1.25 has one) as ``ensemble_env/Ensemble-v0``."""
+    try:
+        from pettingzoo.env_registry.registration import aec_registry, parallel_registry, register
+    except ImportError:  # older PettingZoo: no registry
+        return
+    if ENV_ID not in parallel_registry:
+        register("parallel", ENV_ID, entry_point="ensemble_env.env:parallel_env")
+    if ENV_ID not in aec_registry:
+        register("aec", ENV_ID, entry_point="ensemble_env.env:env")
+
+
+_register()

@@ -1,0 +1,114 @@
+"""The ``ensemble-env`` command line.
+
+Commands:
+
+- ``ensemble-env demo``: one episode of the game on a cache (the embedded default by default) with a
+  rendered excerpt, a summary, and the baselines every comparison shows.
+- ``ensemble-env baselines CACHE``: the baselines table of a cache (fitted on train, scored on test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from ensemble_env import baselines
+from ensemble_env.env import parallel_env, resolve_cache
+from ensemble_env.policies import MeanVote
+
+__all__ = ["main"]
+
+
+def _describe_cache(cache_arg: str | None) -> str:
+    cache = resolve_cache(cache_arg)
+    where = "embedded default cache" if cache_arg is None else cache.path
+    return (
+        f"{where}: {cache.n_questions} questions, {cache.n_models} models ({', '.join(cache.models)}), "
+        f"{cache.n_tasks} tasks ({', '.join(cache.task_names)})"
+    )
+
+
+def _demo(args: argparse.Namespace) -> int:
+    cache = resolve_cache(args.cache)
+    print(_describe_cache(args.cache))
+    env = parallel_env(cache, render_mode="ansi", split=args.split, order="shuffled", window=args.window)
+    obs, _ = env.reset(seed=args.seed)
+    rng = np.random.default_rng(args.seed)
+    fuse = MeanVote.from_env(env)
+    team_size = min(args.team_size, cache.n_models)
+    print(
+        f"\nAn episode on the {args.split} split: the decider commits a random team of {team_size} "
+        f"(a stand-in for a learned decider), the fusion agent takes the team's mean-probability vote.\n"
+    )
+    print(env.render())
+    steps = 0
+    total_reward, team_sizes = 0.0, []
+    while env.agents:
+        team = np.zeros(cache.n_models, dtype=np.int8)
+        team[rng.choice(cache.n_models, size=team_size, replace=False)] = 1
+        actions = {"decider": team, "fusion": int(fuse(obs["fusion"])[0])}
+        obs, rewards, _, _, infos = env.step(actions)
+        total_reward += rewards["fusion"]
+        team_sizes.append(infos["fusion"]["team_size"])
+        steps += 1
+        if steps <= args.show:
+            print(env.render())
+    accuracy = infos["fusion"]["accuracy"]
+    print(
+        f"  ... {steps} steps in all: accuracy {accuracy:.3f}, mean team size {np.mean(team_sizes):.2f}, "
+        f"return {total_reward:.1f}\n"
+    )
+    print(f"Baselines (fitted on train, scored on {args.split}):")
+    print(baselines.format_table(cache, baselines.run_all(cache, split=args.split, k=team_size, seed=args.seed)))
+    return 0
+
+
+def _baselines(args: argparse.Namespace) -> int:
+    cache = resolve_cache(args.cache)
+    print(_describe_cache(args.cache))
+    results = baselines.run_all(cache, split=args.split, train_split=args.train_split, k=args.k, seed=args.seed)
+    print(baselines.format_table(cache, results))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ensemble-env",
+        description="Learn to route and fuse LLM ensembles with multi-agent RL (RL-Focal as a PettingZoo env).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser("demo", help="play one episode with a rendered excerpt, then show the baselines")
+    demo.add_argument("--cache", default=None, help="logit cache file (default: the embedded cache)")
+    demo.add_argument("--split", default="test", choices=("train", "test", "validation", "all"))
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--window", type=int, default=500, help="window T of the decider's statistics")
+    demo.add_argument("--team-size", type=int, default=3, help="size of the demo decider's random teams")
+    demo.add_argument("--show", type=int, default=4, help="how many steps to render")
+    demo.set_defaults(run=_demo)
+
+    table = commands.add_parser("baselines", help="baselines of a cache: fitted on train, scored on test")
+    table.add_argument("cache", nargs="?", default=None, help="logit cache file (default: the embedded cache)")
+    table.add_argument("--split", default="test", choices=("train", "test", "validation", "all"))
+    table.add_argument("--train-split", default="train", choices=("train", "test", "validation", "all"))
+    table.add_argument("-k", type=int, default=3, help="team size of the random and greedy-focal teams")
+    table.add_argument("--seed", type=int, default=0)
+    table.set_defaults(run=_baselines)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except (ValueError, FileNotFoundError) as error:
+        print(f"ensemble-env {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

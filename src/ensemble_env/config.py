@@ -1,0 +1,144 @@
+"""The environment's options as one frozen, validated dataclass.
+
+:func:`ensemble_env.parallel_env`, :func:`ensemble_env.env` and :func:`ensemble_env.vector_env` take these
+fields as keyword arguments; the engine receives one :class:`EnvConfig`. Checks that need the cache (task and
+model names, the subset encoding's model limit, features present) happen when the engine is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ensemble_env.metrics import METRICS
+
+__all__ = [
+    "DECIDER_ACTIONS",
+    "DECIDER_EXTRAS",
+    "ORDERS",
+    "SIZE_PENALTY_MODES",
+    "SPLIT_CHOICES",
+    "EnvConfig",
+]
+
+DECIDER_ACTIONS = ("multibinary", "multidiscrete", "subset")
+DECIDER_EXTRAS = ("model_accuracy", "task", "features")
+ORDERS = ("sequential", "shuffled")
+SIZE_PENALTY_MODES = ("on_error", "always")
+SPLIT_CHOICES = ("train", "test", "validation", "all")
+#: the subset encoding enumerates 2**N - 1 teams; beyond this many models it is refused
+MAX_SUBSET_MODELS = 12
+
+
+def _names(value: Any, option: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise ValueError(f"{option} must be a sequence of names, got the string {value!r} (write [{value!r}])")
+    names = tuple(value)
+    if not all(isinstance(name, str) for name in names):
+        raise ValueError(f"{option} must hold strings, got {names!r}")
+    return names
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Options of the ensemble game (all keyword arguments of ``parallel_env``)."""
+
+    alpha: float = 1.0
+    """Size penalty: a wrong answer with team E earns -1 - alpha * |E| / N (see ``size_penalty_mode``)."""
+    window: int = 500
+    """T, the number of most recently answered questions the decider's statistics are computed over."""
+    split: str = "train"
+    """Questions of this split form the stream: "train", "test", "validation" or "all"."""
+    tasks: tuple[str, ...] | None = None
+    """Task names to keep (default: every task of the cache)."""
+    order: str = "sequential"
+    """"sequential": the cache's order (the paper's online stream); "shuffled": a new permutation per reset."""
+    episode_length: int | None = None
+    """Questions per episode; default the whole stream. Shorter episodes start at a random position."""
+    decider_action: str = "multibinary"
+    """Encoding of the decider's action: "multibinary" (N bits, the paper), "multidiscrete" ([2]*N, for
+    RLlib), "subset" (Discrete(2**N - 1) team index, bit i of index+1 = model i, N <= 12)."""
+    metrics: tuple[str, ...] = ("focal_diversity", "plurality_accuracy")
+    """Window statistics of the team in the decider's observation (names of ``ensemble_env.metrics.METRICS``)."""
+    size_penalty_mode: str = "on_error"
+    """"on_error" (the paper): the penalty is paid on wrong answers only; "always": on every step."""
+    use_costs: bool = False
+    """Penalise by the team's share of the cache's ``costs`` instead of its share of the model count."""
+    diversity_bonus: float = 0.0
+    """Added to the reward times the focal diversity of the team that answered (window before the answer)."""
+    min_team_size: int = 0
+    """Smallest team the decider may commit; a smaller one raises ValueError. 0 allows the empty team,
+    whose step counts as a wrong answer."""
+    initial_team: tuple[int | str, ...] | None = None
+    """E_0, the team that answers the first question (model indices or names); default all models."""
+    reward_history: int = 8
+    """T', how many of the most recent rewards the fusion agent observes."""
+    decider_extras: tuple[str, ...] = ()
+    """Optional extra decider features: "model_accuracy" (each model's window accuracy, N),
+    "task" (one-hot task of the next question), "features" (the cache's features of the next question)."""
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "tasks", _names(self.tasks, "tasks"))
+        put(self, "metrics", _names(self.metrics, "metrics"))
+        put(self, "decider_extras", _names(self.decider_extras, "decider_extras"))
+        if self.initial_team is not None:
+            if isinstance(self.initial_team, str | int):
+                raise ValueError(
+                    f"initial_team must be a sequence of model indices or names, got {self.initial_team!r}"
+                )
+            put(self, "initial_team", tuple(self.initial_team))
+        for option, value, low in (
+            ("alpha", self.alpha, 0.0),
+            ("diversity_bonus", self.diversity_bonus, None),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+                raise ValueError(f"{option} must be a number, got {value!r}")
+            if low is not None and value < low:
+                raise ValueError(f"{option} must be >= {low}, got {value!r}")
+        for option, value, low in (
+            ("window", self.window, 1),
+            ("reward_history", self.reward_history, 0),
+            ("min_team_size", self.min_team_size, 0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{option} must be an integer >= {low}, got {value!r}")
+        if self.episode_length is not None and (
+            isinstance(self.episode_length, bool) or not isinstance(self.episode_length, int) or self.episode_length < 1
+        ):
+            raise ValueError(f"episode_length must be None or an integer >= 1, got {self.episode_length!r}")
+        for option, choice, allowed in (
+            ("split", self.split, SPLIT_CHOICES),
+            ("order", self.order, ORDERS),
+            ("decider_action", self.decider_action, DECIDER_ACTIONS),
+            ("size_penalty_mode", self.size_penalty_mode, SIZE_PENALTY_MODES),
+        ):
+            if choice not in allowed:
+                raise ValueError(f"{option}={choice!r} is not one of {', '.join(map(repr, allowed))}")
+        for name in self.metrics or ():
+            if name not in METRICS:
+                raise ValueError(f"metrics: unknown statistic {name!r}; choose from {', '.join(METRICS)}")
+        if len(set(self.metrics)) != len(self.metrics):
+            raise ValueError(f"metrics lists a statistic twice: {self.metrics!r}")
+        for name in self.decider_extras or ():
+            if name not in DECIDER_EXTRAS:
+                raise ValueError(f"decider_extras: unknown extra {name!r}; choose from {', '.join(DECIDER_EXTRAS)}")
+        if not isinstance(self.use_costs, bool):
+            raise ValueError(f"use_costs must be True or False, got {self.use_costs!r}")
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> EnvConfig:
+        """Build from keyword options, naming any unknown option and listing the known ones."""
+        known = {item.name for item in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(f"unknown option(s) {', '.join(unknown)}; the options are {', '.join(sorted(known))}")
+        return cls(**options)
+
+
+def option_names() -> Sequence[str]:
+    """Names of every option of :class:`EnvConfig`."""
+    return [item.name for item in fields(EnvConfig)]

@@ -1,0 +1,264 @@
+"""The PettingZoo view of the ensemble game (``ensemble_v0``) and the friendly factories.
+
+Env card
+--------
+=================  ===============================================================================
+Agents             ``"decider"``, ``"fusion"`` (cooperative, both live for the whole episode)
+Decider action     ``MultiBinary(N)`` team mask (default); ``MultiDiscrete([2]*N)``; ``Discrete(2**N-1)``
+Fusion action      ``Discrete(C)``: the answer index (C = largest choice count)
+Decider obs        ``Box(float32)``: team mask (N), team size / N, K window statistics of the team
+                   [, per-model window accuracy (N), task one-hot, question features]
+Fusion obs         ``Box(float32)``: team-masked probabilities (N x C), team mask (N), last T' rewards,
+                   valid-choice mask (C) (also ``infos["fusion"]["action_mask"]``)
+State              ``Box(float32)``: decider obs + fusion obs (no label), for centralized critics
+Reward (shared)    +1 if right, else -1 - alpha * |E_t| / N (``size_penalty_mode="on_error"``)
+Step order         fusion answers q_t with team E_t; the decider commits E_{t+1}; both get r_t
+Episode end        after the last question of the stream: both agents truncated, ``agents`` emptied
+=================  ===============================================================================
+
+Arguments: ``cache`` (path or :class:`~ensemble_env.cache.LogitCache`; default: the embedded cache),
+``render_mode`` ("ansi" or "human") and the options of :class:`~ensemble_env.config.EnvConfig`.
+
+Version history: v0 — first release.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import AECEnv, ParallelEnv
+from pettingzoo.utils.conversions import parallel_to_aec
+
+from ensemble_env.cache import LogitCache, load_cache, load_default_cache
+from ensemble_env.config import EnvConfig
+from ensemble_env.engine import AGENTS, EnsembleVectorEnv
+
+__all__ = ["EnsembleParallelEnv", "env", "parallel_env", "resolve_cache", "vector_env"]
+
+RENDER_MODES = ("ansi", "human")
+
+
+def resolve_cache(cache: LogitCache | str | os.PathLike[str] | None) -> LogitCache:
+    """A loaded cache from a path, a LogitCache, or None (the embedded default cache)."""
+    if cache is None:
+        return load_default_cache()
+    if isinstance(cache, LogitCache):
+        return cache
+    if isinstance(cache, str | os.PathLike):
+        return load_cache(cache)
+    raise TypeError(f"cache must be a path, a LogitCache or None, got {type(cache).__name__}")
+
+
+def _decider_space(engine: EnsembleVectorEnv) -> spaces.Space[Any]:
+    n, encoding = engine.n_models, engine.config.decider_action
+    if encoding == "multibinary":
+        return spaces.MultiBinary(n)
+    if encoding == "multidiscrete":
+        return spaces.MultiDiscrete([2] * n)
+    return spaces.Discrete(2**n - 1)
+
+
+class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
+    """PettingZoo parallel view of the ensemble game: a batch of one over :class:`EnsembleVectorEnv`.
+
+    Build it with :func:`ensemble_env.parallel_env`; see the module docstring for the env card.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {
+        "name": "ensemble_v0",
+        "render_modes": list(RENDER_MODES),
+        "is_parallelizable": True,
+        "render_fps": 4,
+    }
+
+    def __init__(self, cache: LogitCache, config: EnvConfig, render_mode: str | None = None) -> None:
+        if render_mode is not None and render_mode not in RENDER_MODES:
+            raise ValueError(f"render_mode={render_mode!r} is not one of None, {', '.join(map(repr, RENDER_MODES))}")
+        self.render_mode = render_mode
+        self.engine = EnsembleVectorEnv(cache, config, num_envs=1, autoreset=False)
+        self.cache, self.config = cache, config
+        self.possible_agents = list(AGENTS)
+        self.agents: list[str] = []
+        layout = self.engine.layout
+        self.observation_spaces = {
+            "decider": spaces.Box(layout.decider_low, layout.decider_high, dtype=np.float32),
+            "fusion": spaces.Box(layout.fusion_low, layout.fusion_high, dtype=np.float32),
+        }
+        self.action_spaces = {
+            "decider": _decider_space(self.engine),
+            "fusion": spaces.Discrete(cache.max_choices),
+        }
+        self.state_space = spaces.Box(
+            np.concatenate([layout.decider_low, layout.fusion_low]),
+            np.concatenate([layout.decider_high, layout.fusion_high]),
+            dtype=np.float32,
+        )
+        self._text = ""
+
+    def observation_space(self, agent: str) -> spaces.Space[Any]:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space[Any]:
+        return self.action_spaces[agent]
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
+        obs, infos = self.engine.reset(seed=seed)
+        self.agents = list(self.possible_agents)
+        self._text = describe_reset(self.engine)
+        if self.render_mode == "human":
+            self.render()
+        return self._unbatch_obs(obs), self._unbatch_infos(infos)
+
+    def step(
+        self, actions: dict[str, Any]
+    ) -> tuple[dict[str, np.ndarray], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict[str, Any]]]:
+        if not self.agents:
+            raise RuntimeError("the episode is over (or reset() was never called): call reset() first")
+        missing = [agent for agent in self.agents if agent not in actions]
+        if missing:
+            raise ValueError(f"actions lacks {', '.join(missing)}; give one action per agent of {self.agents}")
+        decider_team = self.engine.team[0]
+        batched = {agent: self._batch_action(agent, actions[agent]) for agent in AGENTS}
+        obs, rewards, terminations, truncations, infos = self.engine.step(batched)
+        self._text = describe_step(self.engine, decider_team)
+        result = (
+            self._unbatch_obs(obs),
+            {agent: float(rewards[agent][0]) for agent in AGENTS},
+            {agent: bool(terminations[agent][0]) for agent in AGENTS},
+            {agent: bool(truncations[agent][0]) for agent in AGENTS},
+            self._unbatch_infos(infos),
+        )
+        if truncations["decider"][0] or terminations["decider"][0]:
+            self.agents = []
+        if self.render_mode == "human":
+            self.render()
+        return result
+
+    def state(self) -> np.ndarray:
+        return self.engine.state()[0]
+
+    def render(self) -> str | None:
+        if self.render_mode is None:
+            return None
+        if self.render_mode == "ansi":
+            return self._text
+        print(self._text)
+        return None
+
+    def close(self) -> None:
+        pass
+
+    def _batch_action(self, agent: str, action: Any) -> np.ndarray:
+        array = np.asarray(action)
+        expected = self.action_spaces[agent].shape
+        if array.shape != expected and not (expected == () and array.shape == (1,)):
+            what = "one index" if expected == () else f"shape {expected}"
+            raise ValueError(f"{agent} action: expected {what} ({self.action_spaces[agent]}), got shape {array.shape}")
+        return array.reshape((1, *expected))
+
+    @staticmethod
+    def _unbatch_obs(obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {agent: obs[agent][0].copy() for agent in AGENTS}
+
+    @staticmethod
+    def _unbatch_infos(infos: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[str, Any]]:
+        return {
+            agent: {
+                key: (value[0].copy() if value.ndim > 1 else float(value[0])) for key, value in infos[agent].items()
+            }
+            for agent in AGENTS
+        }
+
+
+# -- rendering --------------------------------------------------------------------------------------------
+
+
+def _team_names(cache: LogitCache, team: np.ndarray) -> str:
+    members = [cache.models[i] for i in np.flatnonzero(team)]
+    return "{" + ", ".join(members) + "}" if members else "{} (empty)"
+
+
+def describe_reset(engine: EnsembleVectorEnv, env: int = 0) -> str:
+    """Text of a reset: the stream and the initial team."""
+    cfg = engine.config
+    tasks = "all tasks" if cfg.tasks is None else ", ".join(cfg.tasks)
+    return (
+        f"episode start: {engine.episode_length} questions ({cfg.split} split, {tasks}, {cfg.order}); "
+        f"window T={cfg.window}, alpha={cfg.alpha}\n"
+        f"  initial team E_0 {_team_names(engine.cache, engine.team[env])}"
+    )
+
+
+def describe_step(engine: EnsembleVectorEnv, used_team: np.ndarray, env: int = 0) -> str:
+    """Text of the step just taken by copy ``env``: the question, the team, the answer, the next team."""
+    cache, info = engine.cache, engine._infos()["decider"]
+    question, answer, label = int(info["question"][env]), int(info["answer"][env]), int(info["label"][env])
+    step = int(info["step"][env]) - 1
+    names = engine._stat_names
+    statistics = engine._obs["decider"][env, engine.layout.decider["statistics"]]
+    stats = "  ".join(f"{name} {value:.3f}" for name, value in zip(names, statistics, strict=True))
+    gold = cache.probs[question, :, label]
+    members = np.flatnonzero(used_team)
+    support = " ".join(f"{cache.models[i]}:{gold[i]:.2f}" for i in members) or "-"
+    verdict = "right" if info["correct"][env] else "wrong"
+    return (
+        f"t={step:<4d} task {cache.task_names[cache.tasks[question]]} | question {question} "
+        f"({cache.n_choices[question]} choices, gold {label})\n"
+        f"  team E_t   {_team_names(cache, used_team)} ({len(members)}/{engine.n_models})  p(gold): {support}\n"
+        f"  fusion  -> answer {answer}: {verdict}   reward {info['reward'][env]:+.3f}   "
+        f"running accuracy {info['accuracy'][env]:.3f}\n"
+        f"  decider -> E_t+1 {_team_names(cache, engine.team[env])}   {stats}"
+    )
+
+
+# -- factories ----------------------------------------------------------------------------------------------
+
+
+def parallel_env(
+    cache: LogitCache | str | os.PathLike[str] | None = None, *, render_mode: str | None = None, **options: Any
+) -> EnsembleParallelEnv:
+    """The ensemble game as a PettingZoo ``ParallelEnv``.
+
+    ``cache``: a path to a logit cache, a :class:`~ensemble_env.cache.LogitCache`, or None for the embedded
+    default cache. ``options``: the fields of :class:`~ensemble_env.config.EnvConfig` (``alpha``, ``window``,
+    ``split``, ``tasks``, ``order``, ``episode_length``, ``decider_action``, ``metrics``, ...).
+
+    >>> import ensemble_env
+    >>> env = ensemble_env.parallel_env(window=100)
+    >>> obs, infos = env.reset(seed=0)
+    >>> sorted(obs)
+    ['decider', 'fusion']
+    """
+    return EnsembleParallelEnv(resolve_cache(cache), EnvConfig.from_options(options), render_mode=render_mode)
+
+
+def env(
+    cache: LogitCache | str | os.PathLike[str] | None = None, *, render_mode: str | None = None, **options: Any
+) -> AECEnv[str, np.ndarray, Any]:
+    """The same game through PettingZoo's AEC API (agents act in turn: decider, then fusion)."""
+    return parallel_to_aec(parallel_env(cache, render_mode=render_mode, **options))
+
+
+def vector_env(
+    num_envs: int = 1, cache: LogitCache | str | os.PathLike[str] | None = None, **options: Any
+) -> EnsembleVectorEnv:
+    """``num_envs`` independent copies stepped with arrays, auto-resetting at episode end.
+
+    Observations, actions, rewards are dicts keyed by agent of arrays with a leading ``num_envs`` axis.
+
+    >>> import numpy as np, ensemble_env
+    >>> venv = ensemble_env.vector_env(4)
+    >>> obs, infos = venv.reset(seed=0)
+    >>> obs["decider"].shape[0], obs["fusion"].dtype
+    (4, dtype('float32'))
+    >>> actions = {"decider": np.ones((4, venv.n_models), dtype=np.int8), "fusion": np.zeros(4, dtype=np.int64)}
+    >>> obs, rewards, terminations, truncations, infos = venv.step(actions)
+    >>> rewards["decider"].shape
+    (4,)
+    """
+    return EnsembleVectorEnv(resolve_cache(cache), EnvConfig.from_options(options), num_envs=num_envs)

@@ -1,0 +1,124 @@
+"""The batched engine: copies are independent, equal to the PettingZoo view, and auto-reset."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ensemble_env
+from ensemble_env import LogitCache
+from ensemble_env.engine import INFO_KEYS
+from ensemble_env.synthetic import make_cache
+
+
+@pytest.fixture(scope="module")
+def cache() -> LogitCache:
+    return make_cache(n_models=4, n_questions=300, n_tasks=2, n_choices=(3, 5), seed=11)
+
+
+def random_actions(rng: np.random.Generator, num_envs: int, n_models: int) -> dict[str, np.ndarray]:
+    return {"decider": rng.integers(0, 2, (num_envs, n_models)), "fusion": rng.integers(-1, 6, num_envs)}
+
+
+def test_vector_copies_equal_separate_parallel_envs(cache: LogitCache) -> None:
+    """Sequential order has no randomness: copy b of a vector env is exactly a parallel env fed b's actions."""
+    num_envs, options = 3, {"split": "all", "window": 25, "decider_extras": ["model_accuracy", "task"]}
+    venv = ensemble_env.vector_env(num_envs, cache, **options)
+    singles = [ensemble_env.parallel_env(cache, **options) for _ in range(num_envs)]
+    obs, infos = venv.reset(seed=0)
+    single_obs = [env.reset(seed=0)[0] for env in singles]
+    rng = np.random.default_rng(0)
+    for _ in range(120):
+        for b, env in enumerate(singles):
+            for agent in ("decider", "fusion"):
+                np.testing.assert_array_equal(obs[agent][b], single_obs[b][agent])
+            np.testing.assert_array_equal(venv.state()[b], env.state())
+        actions = random_actions(rng, num_envs, cache.n_models)
+        obs, rewards, _, _, infos = venv.step(actions)
+        for b, env in enumerate(singles):
+            single_obs[b], single_rewards, _, _, single_infos = env.step(
+                {"decider": actions["decider"][b], "fusion": actions["fusion"][b]}
+            )
+            assert rewards["fusion"][b] == pytest.approx(single_rewards["fusion"])
+            for key in INFO_KEYS:
+                assert infos["fusion"][key][b] == single_infos["fusion"][key], key
+
+
+def test_autoreset_returns_first_observation_and_keeps_the_final_one(cache: LogitCache) -> None:
+    venv = ensemble_env.vector_env(2, cache, split="test", episode_length=5, order="shuffled")
+    obs, infos = venv.reset(seed=1)
+    assert set(infos["decider"]) == set(INFO_KEYS)
+    assert set(infos["fusion"]) == {*INFO_KEYS, "action_mask"}
+    rng = np.random.default_rng(0)
+    for step in range(5):
+        obs, _, terminations, truncations, infos = venv.step(random_actions(rng, 2, cache.n_models))
+        assert not terminations["decider"].any()
+        if step < 4:
+            assert not truncations["fusion"].any() and "final_obs" not in infos
+    assert truncations["decider"].all() and truncations["fusion"].all()
+    # the returned observation starts a new episode: the initial team (all models), empty reward history
+    layout = venv.layout
+    np.testing.assert_array_equal(obs["decider"][:, layout.decider["team_mask"]], 1)
+    np.testing.assert_array_equal(obs["fusion"][:, layout.fusion["rewards"]], 0)
+    np.testing.assert_array_equal(infos["fusion"]["step"], 0)
+    # the finished episode's last observation and statistics are kept
+    final = infos["final_obs"]["fusion"]
+    assert final.shape == obs["fusion"].shape
+    np.testing.assert_array_equal(final[:, layout.fusion["probs"]], 0)  # no next question
+    np.testing.assert_array_equal(final[:, layout.fusion["action_mask"]], 1)
+    assert infos["final_state"].shape == venv.state().shape
+    np.testing.assert_array_equal(infos["final_info"]["fusion"]["step"], 5)
+    np.testing.assert_allclose(
+        infos["final_info"]["fusion"]["episode_return"],
+        infos["final_obs"]["fusion"][:, layout.fusion["rewards"]].sum(1),
+    )
+
+
+def test_subset_encoding_decodes_every_team(cache: LogitCache) -> None:
+    venv = ensemble_env.vector_env(15, cache, decider_action="subset")
+    venv.reset(seed=0)
+    venv.step({"decider": np.arange(15), "fusion": np.zeros(15, dtype=int)})
+    teams = venv.team
+    codes = (teams.astype(int) << np.arange(4)).sum(axis=1)
+    np.testing.assert_array_equal(codes, np.arange(1, 16))  # bit i of (index + 1) is model i
+    with pytest.raises(ValueError, match=r"team index 15 outside 0\.\.14"):
+        venv.step({"decider": np.full(15, 15), "fusion": np.zeros(15, dtype=int)})
+    with pytest.raises(ValueError, match="supports N <= 12"):
+        ensemble_env.vector_env(1, make_cache(n_models=13, n_questions=50), decider_action="subset")
+
+
+def test_step_before_reset_and_bad_num_envs(cache: LogitCache) -> None:
+    venv = ensemble_env.vector_env(2, cache)
+    with pytest.raises(RuntimeError, match="before reset"):
+        venv.step(random_actions(np.random.default_rng(0), 2, cache.n_models))
+    with pytest.raises(ValueError, match="num_envs must be an integer >= 1"):
+        ensemble_env.vector_env(0, cache)
+    with pytest.raises(TypeError, match="cache must be a path, a LogitCache or None"):
+        ensemble_env.vector_env(1, cache=42)
+
+
+def test_observations_never_reveal_the_next_label(cache: LogitCache) -> None:
+    """Two caches that differ only in the label of question 1 give identical observations until q1 is answered."""
+    labels = cache.labels.copy()
+    labels[1] = (labels[1] + 1) % cache.n_choices[1]
+    other = LogitCache(
+        scores=cache.scores,
+        labels=labels,
+        models=cache.models,
+        score_kind=cache.score_kind,
+        n_choices=cache.n_choices,
+        tasks=cache.tasks,
+        task_names=cache.task_names,
+        split=cache.split,
+    )
+    options = {"split": "all", "metrics": list(ensemble_env.metrics.METRICS), "decider_extras": ["model_accuracy"]}
+    first, second = ensemble_env.vector_env(1, cache, **options), ensemble_env.vector_env(1, other, **options)
+    obs_a, _ = first.reset(seed=0)
+    obs_b, _ = second.reset(seed=0)
+    actions = {"decider": np.ones((1, 4), dtype=int), "fusion": np.zeros(1, dtype=int)}
+    obs_a, *_ = first.step(actions)
+    obs_b, *_ = second.step(actions)
+    # after step 0 the decider commits E_2 and fusion sees q1: q1's label is still hidden
+    for agent in ("decider", "fusion"):
+        np.testing.assert_array_equal(obs_a[agent], obs_b[agent])
+    np.testing.assert_array_equal(first.state(), second.state())
