@@ -54,8 +54,10 @@ def _demo(args: argparse.Namespace) -> int:
         total_reward += rewards["fusion"]
         team_sizes.append(infos["fusion"]["team_size"])
         steps += 1
-        if steps <= args.show:
+        if steps == 1 or args.show_from < steps <= args.show_from + args.show:
             print(env.render())
+        elif steps == 2:
+            print("  ...")
     accuracy = infos["fusion"]["accuracy"]
     print(
         f"  ... {steps} steps in all: accuracy {accuracy:.3f}, mean team size {np.mean(team_sizes):.2f}, "
@@ -87,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--window", type=int, default=500, help="window T of the decider's statistics")
     demo.add_argument("--team-size", type=int, default=3, help="size of the demo decider's random teams")
-    demo.add_argument("--show", type=int, default=4, help="how many steps to render")
+    demo.add_argument("--show", type=int, default=3, help="how many steps to render after --show-from")
+    demo.add_argument("--show-from", type=int, default=200, help="render the steps after this many (and step 0)")
     demo.set_defaults(run=_demo)
 
     table = commands.add_parser("baselines", help="baselines of a cache: fitted on train, scored on test")
