@@ -12,23 +12,28 @@ two-stage Dec-POMDP of RL-Focal (arXiv 2502.04492).
 ['decider', 'fusion']
 """
 
+from ensemble_env import baselines, metrics, synthetic
 from ensemble_env.cache import CacheError, LogitCache, default_cache_path, load_cache, load_default_cache, save_cache
 from ensemble_env.config import EnvConfig
 from ensemble_env.engine import EnsembleVectorEnv
 from ensemble_env.env import EnsembleParallelEnv, env, parallel_env, vector_env
 
 __all__ = [
+    "ENV_ID",
     "CacheError",
     "EnsembleParallelEnv",
     "EnsembleVectorEnv",
     "EnvConfig",
     "LogitCache",
+    "baselines",
     "default_cache_path",
     "env",
     "load_cache",
     "load_default_cache",
+    "metrics",
     "parallel_env",
     "save_cache",
+    "synthetic",
     "vector_env",
 ]
 __version__ = "0.1.0"

@@ -10,6 +10,7 @@ Commands:
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
@@ -76,6 +77,11 @@ def _baselines(args: argparse.Namespace) -> int:
     return 0
 
 
+#: modules that add command groups: each has ``register(commands)`` taking the argparse sub-parsers object,
+#: and sets ``run`` (a function of the parsed namespace returning an exit code) on every parser it adds.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ensemble-env",
@@ -100,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument("-k", type=int, default=3, help="team size of the random and greedy-focal teams")
     table.add_argument("--seed", type=int, default=0)
     table.set_defaults(run=_baselines)
+
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(commands)
     return parser
 
 
