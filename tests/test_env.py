@@ -204,6 +204,7 @@ def test_min_team_size_forbids_small_teams() -> None:
         ({"use_costs": True}, "has no 'costs' dataset"),
         ({"decider_extras": ["features"]}, "has no 'features' dataset"),
         ({"size_penalty_mode": "sometimes"}, "size_penalty_mode='sometimes'"),
+        ({"fusion_extras": ["features"]}, "fusion_extras: unknown extra 'features'"),
     ],
 )
 def test_bad_options_name_the_option(options: dict, message: str) -> None:
@@ -250,6 +251,7 @@ def test_spaces_are_built_once_and_hold_float32_observations(synthetic: LogitCac
         window=30,
         metrics=list(ensemble_env.metrics.METRICS),
         decider_extras=["model_accuracy", "task"],
+        fusion_extras=["task"],
     )
     for agent in env.possible_agents:
         assert env.observation_space(agent) is env.observation_space(agent) is env.observation_spaces[agent]

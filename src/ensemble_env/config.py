@@ -16,6 +16,7 @@ from ensemble_env.metrics import METRICS
 __all__ = [
     "DECIDER_ACTIONS",
     "DECIDER_EXTRAS",
+    "FUSION_EXTRAS",
     "ORDERS",
     "SIZE_PENALTY_MODES",
     "SPLIT_CHOICES",
@@ -24,6 +25,7 @@ __all__ = [
 
 DECIDER_ACTIONS = ("multibinary", "multidiscrete", "subset")
 DECIDER_EXTRAS = ("model_accuracy", "task", "features")
+FUSION_EXTRAS = ("task",)
 ORDERS = ("sequential", "shuffled")
 SIZE_PENALTY_MODES = ("on_error", "always")
 SPLIT_CHOICES = ("train", "test", "validation", "all")
@@ -79,12 +81,15 @@ class EnvConfig:
     decider_extras: tuple[str, ...] = ()
     """Optional extra decider features: "model_accuracy" (each model's window accuracy, N),
     "task" (one-hot task of the next question), "features" (the cache's features of the next question)."""
+    fusion_extras: tuple[str, ...] = ()
+    """Optional extra fusion features (beyond the paper): "task" (one-hot task of the question it answers)."""
 
     def __post_init__(self) -> None:
         put = object.__setattr__
         put(self, "tasks", _names(self.tasks, "tasks"))
         put(self, "metrics", _names(self.metrics, "metrics"))
         put(self, "decider_extras", _names(self.decider_extras, "decider_extras"))
+        put(self, "fusion_extras", _names(self.fusion_extras, "fusion_extras"))
         if self.initial_team is not None:
             if isinstance(self.initial_team, str | int):
                 raise ValueError(
@@ -123,9 +128,13 @@ class EnvConfig:
                 raise ValueError(f"metrics: unknown statistic {name!r}; choose from {', '.join(METRICS)}")
         if len(set(self.metrics)) != len(self.metrics):
             raise ValueError(f"metrics lists a statistic twice: {self.metrics!r}")
-        for name in self.decider_extras or ():
-            if name not in DECIDER_EXTRAS:
-                raise ValueError(f"decider_extras: unknown extra {name!r}; choose from {', '.join(DECIDER_EXTRAS)}")
+        for option, extras, allowed in (
+            ("decider_extras", self.decider_extras, DECIDER_EXTRAS),
+            ("fusion_extras", self.fusion_extras, FUSION_EXTRAS),
+        ):
+            for name in extras or ():
+                if name not in allowed:
+                    raise ValueError(f"{option}: unknown extra {name!r}; choose from {', '.join(allowed)}")
         if not isinstance(self.use_costs, bool):
             raise ValueError(f"use_costs must be True or False, got {self.use_costs!r}")
 

@@ -17,7 +17,8 @@ Observation layouts (float32, fixed length, inside their Box):
   extras, in this order when enabled: each model's window accuracy (N), one-hot task of the next question
   (n_tasks), the cache's features of the next question (F).
 - fusion: ``[team-masked probabilities of the question (N x C, model-major), team mask (N),
-  last T' rewards (oldest first), valid-choice mask (C)]``.
+  last T' rewards (oldest first), valid-choice mask (C), extras]``; extra: one-hot task of the question (n_tasks)
+  with ``fusion_extras=("task",)``.
 - state: ``concat(decider, fusion)``.
 
 After the last question there is no next question: the fusion observation's probabilities are zero and its
@@ -201,6 +202,8 @@ class EnsembleVectorEnv:
             ("rewards", cfg.reward_history, low_reward, high_reward),
             ("action_mask", c, 0.0, 1.0),
         ]
+        if "task" in cfg.fusion_extras:
+            fusion_parts.append(("task", self.cache.n_tasks, 0.0, 1.0))
         decider, d_low, d_high = _layout(decider_parts)
         fusion, f_low, f_high = _layout(fusion_parts)
         self.layout = ObservationLayout(decider, fusion, d_low, d_high, f_low, f_high)
@@ -428,6 +431,8 @@ class EnsembleVectorEnv:
         fusion[:, layout.fusion["team_mask"]] = team
         fusion[:, layout.fusion["rewards"]] = self._reward_history
         fusion[:, layout.fusion["action_mask"]] = np.where(live[:, None], self._valid[question], 1.0)
+        if "task" in layout.fusion:
+            fusion[:, layout.fusion["task"]] = self._task_onehot[self.cache.tasks[question]] * live[:, None]
         np.clip(decider, layout.decider_low, layout.decider_high, out=decider)
         self._obs = {"decider": decider, "fusion": fusion}
 
