@@ -166,7 +166,8 @@ def test_empty_team_and_out_of_range_answers_are_wrong_not_errors() -> None:
     [
         ({"decider": np.array([1, 0]), "fusion": 0}, r"decider action: expected shape \(3,\)"),
         ({"decider": np.array([1, 0, 2]), "fusion": 0}, "entries must be 0 or 1"),
-        ({"decider": np.array([0.5, 0, 1]), "fusion": 0}, "expected integers"),
+        ({"decider": np.array([0.5, 0, 1]), "fusion": 0}, "entries must be 0 or 1, got 0.5"),
+        ({"decider": np.array(["1", "0", "1"]), "fusion": 0}, "expected 0/1 numbers"),
         ({"decider": np.array([1, 0, 0]), "fusion": np.array([0, 1])}, r"fusion action: expected one index"),
         ({"decider": np.array([1, 0, 0]), "fusion": 1.5}, "expected integers"),
         ({"decider": np.array([1, 0, 0])}, "actions lacks fusion"),
@@ -333,23 +334,23 @@ def test_500_steps_deterministic_from_one_seed(synthetic: LogitCache) -> None:
 def test_reset_without_seed_continues_the_generator(synthetic: LogitCache) -> None:
     env = ensemble_env.parallel_env(synthetic, order="shuffled")
     env.reset(seed=3)
-    first = env.engine._order[0].copy()
+    first = env.engine.episode_questions(0).copy()
     env.reset()
-    assert not np.array_equal(first, env.engine._order[0])
+    assert not np.array_equal(first, env.engine.episode_questions(0))
     env.reset(seed=3)
-    np.testing.assert_array_equal(first, env.engine._order[0])
+    np.testing.assert_array_equal(first, env.engine.episode_questions(0))
 
 
 def test_sequential_order_and_random_start(synthetic: LogitCache) -> None:
     env = ensemble_env.parallel_env(synthetic, split="train", tasks=["task_1"])
     env.reset(seed=0)
     expected = synthetic.select("train", ["task_1"])
-    np.testing.assert_array_equal(env.engine._order[0], expected)
+    np.testing.assert_array_equal(env.engine.episode_questions(0), expected)
     short = ensemble_env.parallel_env(synthetic, split="train", episode_length=10)
     starts = set()
     for seed in range(20):
         short.reset(seed=seed)
-        stream = short.engine._order[0]
+        stream = short.engine.episode_questions(0)
         assert np.all(np.diff(stream) > 0)  # contiguous piece of the sequential stream
         starts.add(int(stream[0]))
     assert len(starts) > 5

@@ -128,10 +128,11 @@ class EnvConfig:
                 raise ValueError(f"metrics: unknown statistic {name!r}; choose from {', '.join(METRICS)}")
         if len(set(self.metrics)) != len(self.metrics):
             raise ValueError(f"metrics lists a statistic twice: {self.metrics!r}")
-        for option, extras, allowed in (
+        extra_options: tuple[tuple[str, tuple[str, ...] | None, tuple[str, ...]], ...] = (
             ("decider_extras", self.decider_extras, DECIDER_EXTRAS),
             ("fusion_extras", self.fusion_extras, FUSION_EXTRAS),
-        ):
+        )
+        for option, extras, allowed in extra_options:
             for name in extras or ():
                 if name not in allowed:
                     raise ValueError(f"{option}: unknown extra {name!r}; choose from {', '.join(allowed)}")

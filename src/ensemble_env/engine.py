@@ -34,11 +34,14 @@ import numpy as np
 
 from ensemble_env.cache import LogitCache
 from ensemble_env.config import MAX_SUBSET_MODELS, EnvConfig
-from ensemble_env.window import WindowStats, statistic_bounds
+from ensemble_env import dynamics
+from ensemble_env.window import MAX_TABLE_MODELS, STATISTIC_CODES, plurality_table, statistic_bounds
 
 __all__ = ["AGENTS", "INFO_KEYS", "EnsembleVectorEnv", "ObservationLayout"]
 
 AGENTS = ("decider", "fusion")
+#: info values recorded by the step kernel, in the order of ``dynamics.CORRECT .. dynamics.REWARD``
+LAST_KEYS = ("correct", "answer", "label", "question", "task", "team_size", "cost", "reward")
 #: numeric info keys present for both agents at reset and at every step
 INFO_KEYS = (
     "correct",
@@ -150,34 +153,113 @@ class EnsembleVectorEnv:
                 f"initial_team {config.initial_team!r} is smaller than min_team_size={config.min_team_size}"
             )
 
-        # Per-question arrays, float32 where they enter observations.
-        self._probs = cache.probs
-        self._valid = (np.arange(max_choices)[None, :] < cache.n_choices[:, None]).astype(np.float32)
-        if cache.costs is None:
-            self._costs = None
-        else:
-            self._costs = np.broadcast_to(cache.costs, (cache.n_questions, n_models)).astype(np.float64)
-        self._task_onehot = np.eye(cache.n_tasks, dtype=np.float32)
-        self._features = None if cache.features is None else cache.features.astype(np.float32)
-
         self._stat_names = tuple(config.metrics)
         self._build_layout()
         self._build_action_decoder()
-
-        b = self.num_envs
+        self._build_tables()
+        self._build_state()
         self.np_random = np.random.default_rng()
-        self._order = np.zeros((b, self.episode_length), dtype=np.int64)
-        self._pos = np.zeros(b, dtype=np.int64)
-        self._team = np.zeros((b, n_models), dtype=bool)
-        self._window = WindowStats(b, n_models, config.window, max_choices)
-        self._reward_history = np.zeros((b, config.reward_history), dtype=np.float32)
-        self._answered = np.zeros(b, dtype=np.int64)
-        self._n_correct = np.zeros(b, dtype=np.int64)
-        self._return = np.zeros(b, dtype=np.float64)
-        self._focal = np.zeros(b, dtype=np.float64)  # focal diversity of the current team over the window
-        self._last: dict[str, np.ndarray] = {}
         self._obs: dict[str, np.ndarray] = {}
         self._started = False
+
+    # -- tables and state ------------------------------------------------------------------------------
+    def _build_tables(self) -> None:
+        """Per-question arrays the kernels read (built once; shared by every copy)."""
+        cache, cfg, n = self.cache, self.config, self.n_models
+        failing = np.argsort(cache.correct, axis=1, kind="stable")  # failing models first, in index order
+        self._tables: dict[str, np.ndarray] = {
+            "probs": np.ascontiguousarray(cache.probs),
+            "n_choices": cache.n_choices,
+            "labels": cache.labels,
+            "tasks": cache.tasks,
+            "preds": cache.preds,
+            "correct": cache.correct.view(np.uint8),
+            "failing": np.ascontiguousarray(failing),
+            "n_failing": (~cache.correct).sum(axis=1),
+            "costs": np.ones((cache.n_questions, n)) if cache.costs is None
+            else np.ascontiguousarray(np.broadcast_to(cache.costs, (cache.n_questions, n)), dtype=np.float64),
+            "features": np.zeros((1, 1), np.float32) if cache.features is None
+            else np.ascontiguousarray(cache.features, dtype=np.float32),
+        }  # fmt: skip
+        self.uses_plurality_table = "plurality_accuracy" in self._stat_names and n <= MAX_TABLE_MODELS
+        table_row = np.full(cache.n_questions, -1, dtype=np.int64)
+        if self.uses_plurality_table:
+            table_row[self.questions] = np.arange(self.questions.size)
+            plural_table = plurality_table(
+                cache.preds[self.questions], cache.labels[self.questions], cache.n_choices[self.questions], n
+            )
+        else:
+            plural_table = np.zeros((1, 1), dtype=np.uint8)
+        self._tables["table_row"] = table_row
+        self._tables["plural_table"] = plural_table
+        self._tracks_agreement = "fleiss_kappa" in self._stat_names
+        self._settings = np.array([cfg.alpha, cfg.diversity_bonus], dtype=np.float64)
+        per_copy_order = cfg.order == "shuffled"
+        self._switches = np.array(
+            [
+                self.episode_length,
+                cfg.size_penalty_mode == "always",
+                cfg.use_costs,
+                per_copy_order,
+                self.uses_plurality_table,
+                self._tracks_agreement,
+            ],
+            dtype=np.int64,
+        )
+        self._statistics = np.array([STATISTIC_CODES[name] for name in self._stat_names], dtype=np.int64)
+        layout = self.layout
+
+        def offset(parts: dict[str, slice], name: str) -> int:
+            return parts[name].start if name in parts else -1
+
+        self._offsets = np.array(
+            [
+                offset(layout.decider, "statistics"),
+                offset(layout.decider, "model_accuracy"),
+                offset(layout.decider, "task"),
+                offset(layout.decider, "features"),
+                offset(layout.fusion, "team_mask"),
+                offset(layout.fusion, "rewards"),
+                offset(layout.fusion, "action_mask"),
+                offset(layout.fusion, "task"),
+            ],
+            dtype=np.int64,
+        )
+
+    def _build_state(self) -> None:
+        """Per-copy arrays (see ``ensemble_env.dynamics``)."""
+        b, n, c, cfg = self.num_envs, self.n_models, self.max_choices, self.config
+        if cfg.order == "shuffled":
+            order = np.zeros((b, self.episode_length), dtype=np.int64)
+        else:
+            order = self.questions[None, :].astype(np.int64)  # one shared stream; copies differ by start
+        self._state: dict[str, np.ndarray] = {
+            "order": order,
+            "counters": np.zeros((b, 6), dtype=np.int64),
+            "team": np.zeros((b, n), dtype=np.uint8),
+            "window": np.zeros((b, cfg.window), dtype=np.int64),
+            "fail": np.zeros((b, n), dtype=np.int32),
+            "fail2": np.zeros((b, n, n), dtype=np.int32),
+            "fail3": np.zeros((b, n, n, n), dtype=np.int32),
+            # counts <= T: int16 halves the memory traffic of the 2^N-entry update when T < 2^15
+            "plural": np.zeros(
+                (b, (1 << n) if self.uses_plurality_table else 1), dtype=np.int16 if cfg.window < 2**15 else np.int32
+            ),
+            "agree": np.zeros((b, n, n) if self._tracks_agreement else (b, 1, 1), dtype=np.int32),
+            "votes": np.zeros((b, n, c) if self._tracks_agreement else (b, 1, 1), dtype=np.int32),
+            "rewards": np.zeros((b, cfg.reward_history), dtype=np.float32),
+            "values": np.zeros((b, 2), dtype=np.float64),
+            "last": np.zeros((len(LAST_KEYS), b), dtype=np.float64),
+        }
+
+    def _observe_copies(self, env_ids: np.ndarray) -> None:
+        t, s = self._tables, self._state
+        dynamics.observe_copies(
+            env_ids, t["probs"], t["n_choices"], t["labels"], t["tasks"], t["preds"], t["correct"], t["features"],
+            s["order"], s["counters"], s["team"], s["window"], s["fail"], s["fail2"], s["fail3"], s["plural"],
+            s["agree"], s["votes"], s["rewards"], s["values"], self._switches, self._statistics, self._offsets,
+            self._obs["decider"], self._obs["fusion"],
+        )  # fmt: skip
 
     # -- layout and actions ---------------------------------------------------------------------------
     def _build_layout(self) -> None:
@@ -192,9 +274,8 @@ class EnsembleVectorEnv:
             decider_parts.append(("model_accuracy", n, 0.0, 1.0))
         if "task" in cfg.decider_extras:
             decider_parts.append(("task", self.cache.n_tasks, 0.0, 1.0))
-        if "features" in cfg.decider_extras:
-            assert self._features is not None
-            decider_parts.append(("features", self._features.shape[1], -np.inf, np.inf))
+        if "features" in cfg.decider_extras and self.cache.features is not None:  # presence checked in __init__
+            decider_parts.append(("features", self.cache.features.shape[1], -np.inf, np.inf))
         low_reward, high_reward = self.reward_range
         fusion_parts: list[tuple[str, int, Any, Any]] = [
             ("probs", n * c, 0.0, 1.0),
@@ -246,16 +327,20 @@ class EnsembleVectorEnv:
         else:
             if array.shape != (b, n):
                 raise ValueError(f"decider action: expected shape ({b}, {n}) of 0/1 (one per model), got {array.shape}")
-            bits = _integral(array, "decider action")
-            if ((bits != 0) & (bits != 1)).any():
-                raise ValueError(f"decider action: entries must be 0 or 1, got {bits[(bits != 0) & (bits != 1)][0]}")
-            teams = bits.astype(bool)
-        small = teams.sum(axis=1) < self.config.min_team_size
-        if small.any():
-            raise ValueError(
-                f"decider action: a team of {int(teams[small][0].sum())} model(s) is below "
-                f"min_team_size={self.config.min_team_size}"
-            )
+            if array.dtype.kind not in "biuf":
+                raise ValueError(f"decider action: expected 0/1 numbers, got dtype {array.dtype}")
+            teams, bad = dynamics.binary_teams(array)
+            if bad >= 0:
+                raise ValueError(f"decider action: entries must be 0 or 1, got {array.reshape(-1)[bad]}")
+        if self.config.min_team_size:
+            small = teams.sum(axis=1) < self.config.min_team_size
+            if small.any():
+                raise ValueError(
+                    f"decider action: a team of {int(teams[small][0].sum())} model(s) is below "
+                    f"min_team_size={self.config.min_team_size}"
+                )
+        if teams.dtype == np.bool_:
+            return teams.view(np.uint8)
         return teams
 
     def decode_fusion(self, action: Any) -> np.ndarray:
@@ -272,23 +357,54 @@ class EnsembleVectorEnv:
         self.np_random = np.random.default_rng(seed)
 
     def _start_episodes(self, env_ids: np.ndarray) -> None:
-        n_stream, length = self.questions.size, self.episode_length
+        """Begin a new episode in the given copies: draw their streams, empty their windows."""
+        n_stream, length, s = self.questions.size, self.episode_length, self._state
+        counters = s["counters"]
         for env in env_ids:
             if self.config.order == "shuffled":
-                stream = self.questions[self.np_random.permutation(n_stream)[:length]]
+                s["order"][env] = self.questions[self.np_random.permutation(n_stream)[:length]]
+                counters[env, dynamics.START] = 0
             elif length < n_stream:
-                start = int(self.np_random.integers(0, n_stream - length + 1))
-                stream = self.questions[start : start + length]
+                counters[env, dynamics.START] = int(self.np_random.integers(0, n_stream - length + 1))
             else:
-                stream = self.questions
-            self._order[env] = stream
-        self._pos[env_ids] = 0
-        self._team[env_ids] = self.initial_team
-        self._window.clear(env_ids)
-        self._reward_history[env_ids] = 0.0
-        self._answered[env_ids] = 0
-        self._n_correct[env_ids] = 0
-        self._return[env_ids] = 0.0
+                counters[env, dynamics.START] = 0
+        keep_start = counters[env_ids, dynamics.START]
+        counters[env_ids] = 0
+        counters[env_ids, dynamics.START] = keep_start
+        for name in ("fail", "fail2", "fail3", "plural", "agree", "votes", "rewards", "values"):
+            s[name][env_ids] = 0
+        s["team"][env_ids] = self.initial_team
+        last = s["last"]
+        last[:, env_ids] = 0.0
+        for key in ("answer", "label", "question", "task"):
+            last[LAST_KEYS.index(key), env_ids] = -1.0
+        last[LAST_KEYS.index("team_size"), env_ids] = self.initial_team.sum()
+        costs = self._tables["costs"][self._questions_of(env_ids)]
+        last[LAST_KEYS.index("cost"), env_ids] = (costs * self.initial_team).sum(axis=1)
+
+    def next_questions(self) -> np.ndarray:
+        """(B,) cache index of the question each copy answers at its next step."""
+        return self._questions_of(np.arange(self.num_envs))
+
+    def window_statistics(self) -> np.ndarray:
+        """(B, K) float64 statistics of the decider's observation for every copy's current team.
+
+        The observation holds the same values as float32.
+        """
+        t, s = self._tables, self._state
+        return dynamics.team_statistics(
+            self._statistics, t["preds"], t["labels"], t["correct"], s["team"], s["counters"], s["window"],
+            s["fail"], s["fail2"], s["fail3"], s["plural"], s["agree"], s["votes"], self.uses_plurality_table,
+            self.max_choices,
+        )  # fmt: skip
+
+    def _questions_of(self, env_ids: np.ndarray) -> np.ndarray:
+        """Index of the question each given copy answers next (clamped at the end of an episode)."""
+        s = self._state
+        counters = s["counters"][env_ids]
+        pos = np.minimum(counters[:, dynamics.POS], self.episode_length - 1)
+        rows = env_ids if self.config.order == "shuffled" else np.zeros_like(env_ids)
+        return s["order"][rows, counters[:, dynamics.START] + pos]
 
     def reset(self, seed: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
         """Start a new episode in every copy. With ``seed``, the generator is re-seeded first."""
@@ -297,20 +413,16 @@ class EnsembleVectorEnv:
         all_envs = np.arange(self.num_envs)
         self._start_episodes(all_envs)
         self._started = True
-        b = self.num_envs
-        minus_one = np.full(b, -1.0)
-        self._last = {
-            "correct": np.zeros(b),
-            "answer": minus_one,
-            "label": minus_one,
-            "question": minus_one,
-            "task": minus_one,
-            "team_size": self._team.sum(axis=1).astype(np.float64),
-            "cost": self._team_cost(self._current_questions(), self._team),
-            "reward": np.zeros(b),
-        }
-        self._observe()
+        self._obs = self._new_observations()
+        self._observe_copies(all_envs)
         return self._obs, self._infos()
+
+    def _new_observations(self) -> dict[str, np.ndarray]:
+        b = self.num_envs
+        return {
+            "decider": np.empty((b, self.layout.decider_size), dtype=np.float32),
+            "fusion": np.empty((b, self.layout.fusion_size), dtype=np.float32),
+        }
 
     def step(
         self, actions: dict[str, Any]
@@ -320,122 +432,48 @@ class EnsembleVectorEnv:
         """Advance every copy by one question; see the class docstring for shapes."""
         if not self._started:
             raise RuntimeError("step() called before reset()")
-        missing = [agent for agent in AGENTS if agent not in actions]
-        if missing:
+        if "decider" not in actions or "fusion" not in actions:
+            missing = [agent for agent in AGENTS if agent not in actions]
             raise ValueError(f"actions lacks {', '.join(missing)}; expected a dict with keys {', '.join(AGENTS)}")
-        next_team = self.decode_decider(actions["decider"])
-        answers = self.decode_fusion(actions["fusion"])
-        cfg, cache, rows = self.config, self.cache, np.arange(self.num_envs)
-
-        # 1. fusion answers q_t with the team E_t committed one step earlier.
-        question = self._current_questions()
-        team = self._team
-        team_size = team.sum(axis=1)
-        labels = cache.labels[question]
-        in_range = (answers >= 0) & (answers < cache.n_choices[question])
-        correct = in_range & (answers == labels) & (team_size > 0)
-        cost = self._team_cost(question, team)
-        penalty = cfg.alpha * self._penalty_share(question, team)
-        if cfg.size_penalty_mode == "on_error":
-            reward = np.where(correct, 1.0, -1.0 - penalty)
-        else:
-            reward = np.where(correct, 1.0, -1.0) - penalty
-        if cfg.diversity_bonus:
-            reward = reward + cfg.diversity_bonus * self._focal
-
-        # 2. the label of q_t is revealed: it enters every copy's window.
-        self._window.push(cache.correct[question], cache.preds[question], labels)
-        # 3. the decider's team takes over for q_{t+1}.
-        self._team = next_team
-        self._pos += 1
-        self._answered += 1
-        self._n_correct += correct
-        self._return += reward
-        if cfg.reward_history:
-            self._reward_history[:, :-1] = self._reward_history[:, 1:]
-            self._reward_history[:, -1] = reward
-        self._last = {
-            "correct": correct.astype(np.float64),
-            "answer": answers.astype(np.float64),
-            "label": labels.astype(np.float64),
-            "question": question.astype(np.float64),
-            "task": cache.tasks[question].astype(np.float64),
-            "team_size": team_size.astype(np.float64),
-            "cost": cost,
-            "reward": reward.astype(np.float64),
-        }
-        done = self._pos >= self.episode_length
-        self._observe()
-        infos: dict[str, Any] = dict(self._infos())
+        obs, reward, done = self.advance(self.decode_decider(actions["decider"]), self.decode_fusion(actions["fusion"]))
+        b = self.num_envs
+        infos: dict[str, Any] = self._infos()
         rewards = reward.astype(np.float32)
-        truncations = {agent: done.copy() for agent in AGENTS}
-        terminations = {agent: np.zeros(self.num_envs, dtype=bool) for agent in AGENTS}
         if self.autoreset and done.any():
-            finished = rows[done]
-            infos["final_obs"] = {agent: obs.copy() for agent, obs in self._obs.items()}
+            finished = np.flatnonzero(done)
+            infos["final_obs"] = {agent: array.copy() for agent, array in obs.items()}
             infos["final_state"] = self.state()
-            infos["final_info"] = {
-                agent: {key: value.copy() for key, value in info.items()}
-                for agent, info in infos.items()
-                if agent in AGENTS
-            }
+            infos["final_info"] = {agent: infos[agent] for agent in AGENTS}
             self._start_episodes(finished)
-            self._observe()
+            self._observe_copies(finished)
             infos.update(self._infos())
-        return self._obs, {agent: rewards for agent in AGENTS}, terminations, truncations, infos
+        truncations = {"decider": done, "fusion": done.copy()}
+        terminations = {"decider": np.zeros(b, dtype=bool), "fusion": np.zeros(b, dtype=bool)}
+        return self._obs, {"decider": rewards, "fusion": rewards.copy()}, terminations, truncations, infos
 
-    # -- observations -------------------------------------------------------------------------------------
-    def _current_questions(self) -> np.ndarray:
-        """(B,) index of the question each copy answers next (clamped at the end of an episode)."""
-        pos = np.minimum(self._pos, self.episode_length - 1)
-        return self._order[np.arange(self.num_envs), pos]
+    def advance(
+        self, next_team: np.ndarray, answers: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """The step itself, on decoded actions: (B, N) uint8 teams and (B,) int64 answers.
 
-    def _team_cost(self, question: np.ndarray, team: np.ndarray) -> np.ndarray:
-        if self._costs is None:
-            return team.sum(axis=1).astype(np.float64)
-        return (self._costs[question] * team).sum(axis=1)
+        Returns the new observations, the (B,) float64 rewards and the (B,) bool episode ends; no auto-reset.
+        """
+        b = self.num_envs
+        obs = self._new_observations()
+        reward = np.empty(b, dtype=np.float64)
+        done = np.empty(b, dtype=np.bool_)
+        t, s = self._tables, self._state
+        dynamics.step(
+            next_team, answers, t["probs"], t["n_choices"], t["labels"], t["tasks"], t["preds"], t["correct"],
+            t["failing"], t["n_failing"], t["costs"], t["features"], t["table_row"], t["plural_table"],
+            s["order"], s["counters"], s["team"], s["window"], s["fail"], s["fail2"], s["fail3"], s["plural"],
+            s["agree"], s["votes"], s["rewards"], s["values"], s["last"], self._settings, self._switches,
+            self._statistics, self._offsets, obs["decider"], obs["fusion"], reward, done,
+        )  # fmt: skip
+        self._obs = obs
+        return obs, reward, done
 
-    def _penalty_share(self, question: np.ndarray, team: np.ndarray) -> np.ndarray:
-        if self.config.use_costs:
-            assert self._costs is not None
-            totals = self._costs[question].sum(axis=1)
-            return np.divide(self._team_cost(question, team), totals, out=np.zeros_like(totals), where=totals > 0)
-        return team.sum(axis=1) / self.n_models
-
-    def _observe(self) -> None:
-        layout = self.layout
-        b, n, c = self.num_envs, self.n_models, self.max_choices
-        team = self._team
-        live = self._pos < self.episode_length  # False after the last question: there is no next question
-        question = self._current_questions()
-
-        names = self._stat_names if "focal_diversity" in self._stat_names else (*self._stat_names, "focal_diversity")
-        statistics = self._window.team_statistics(team, names)
-        self._focal = statistics[:, names.index("focal_diversity")]
-
-        decider = np.zeros((b, layout.decider_size), dtype=np.float32)
-        decider[:, layout.decider["team_mask"]] = team
-        decider[:, layout.decider["team_size"]] = team.sum(axis=1, keepdims=True) / n
-        decider[:, layout.decider["statistics"]] = statistics[:, : len(self._stat_names)]
-        if "model_accuracy" in layout.decider:
-            decider[:, layout.decider["model_accuracy"]] = self._window.model_accuracy()
-        if "task" in layout.decider:
-            decider[:, layout.decider["task"]] = self._task_onehot[self.cache.tasks[question]] * live[:, None]
-        if "features" in layout.decider:
-            assert self._features is not None
-            decider[:, layout.decider["features"]] = self._features[question] * live[:, None]
-
-        fusion = np.zeros((b, layout.fusion_size), dtype=np.float32)
-        probs = self._probs[question] * (team & live[:, None])[:, :, None]
-        fusion[:, layout.fusion["probs"]] = probs.reshape(b, n * c)
-        fusion[:, layout.fusion["team_mask"]] = team
-        fusion[:, layout.fusion["rewards"]] = self._reward_history
-        fusion[:, layout.fusion["action_mask"]] = np.where(live[:, None], self._valid[question], 1.0)
-        if "task" in layout.fusion:
-            fusion[:, layout.fusion["task"]] = self._task_onehot[self.cache.tasks[question]] * live[:, None]
-        np.clip(decider, layout.decider_low, layout.decider_high, out=decider)
-        self._obs = {"decider": decider, "fusion": fusion}
-
+    # -- observations and infos -------------------------------------------------------------------------
     def state(self) -> np.ndarray:
         """(B, decider_size + fusion_size) centralized state: both agents' current observations."""
         return np.concatenate([self._obs["decider"], self._obs["fusion"]], axis=1)
@@ -445,24 +483,39 @@ class EnsembleVectorEnv:
         return self._obs["fusion"][:, self.layout.fusion["action_mask"]].astype(np.int8)
 
     def _infos(self) -> dict[str, dict[str, np.ndarray]]:
-        answered = self._answered
-        accuracy = np.divide(self._n_correct, answered, out=np.zeros(self.num_envs), where=answered > 0)
-        shared = dict(self._last)
-        shared.update(
-            accuracy=accuracy,
-            episode_return=self._return.copy(),
-            focal_diversity=self._focal.copy(),
-            step=self._pos.astype(np.float64),
-        )
-        return {
-            "decider": shared,
-            "fusion": {**shared, "action_mask": self.action_masks()},
-        }
+        s = self._state
+        counters, values, last = s["counters"], s["values"], s["last"]
+        answered = counters[:, dynamics.ANSWERED]
+        accuracy = np.divide(counters[:, dynamics.N_CORRECT], answered, out=np.zeros(self.num_envs), where=answered > 0)
+        shared = {key: last[k].copy() for k, key in enumerate(LAST_KEYS)}
+        shared["accuracy"] = accuracy
+        shared["episode_return"] = values[:, dynamics.RETURN].copy()
+        shared["focal_diversity"] = values[:, dynamics.FOCAL].copy()
+        shared["step"] = counters[:, dynamics.POS].astype(np.float64)
+        return {"decider": shared, "fusion": {**shared, "action_mask": self.action_masks()}}
+
+    def info_values(self, env: int = 0) -> dict[str, float]:
+        """The shared info values of one copy as Python floats (what ``_infos`` holds at index ``env``)."""
+        s = self._state
+        values = dict(zip(LAST_KEYS, s["last"][:, env].tolist(), strict=True))
+        pos, answered, n_correct = s["counters"][env, [dynamics.POS, dynamics.ANSWERED, dynamics.N_CORRECT]].tolist()
+        episode_return, focal = s["values"][env].tolist()
+        values["accuracy"] = n_correct / answered if answered else 0.0
+        values["episode_return"] = episode_return
+        values["focal_diversity"] = focal
+        values["step"] = float(pos)
+        return values
 
     @property
     def team(self) -> np.ndarray:
-        """(B, N) the team each copy will use for its next question (read-only copy)."""
-        return self._team.copy()
+        """(B, N) the team each copy will use for its next question (a copy)."""
+        return self._state["team"].astype(bool)
+
+    def episode_questions(self, env: int = 0) -> np.ndarray:
+        """Cache indices of the questions of copy ``env``'s current episode, in the order it answers them."""
+        s, start = self._state, int(self._state["counters"][env, dynamics.START])
+        row = env if self.config.order == "shuffled" else 0
+        return s["order"][row, start : start + self.episode_length].copy()
 
 
 def _integral(array: np.ndarray, what: str) -> np.ndarray:

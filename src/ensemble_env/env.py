@@ -96,7 +96,7 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
             np.concatenate([layout.decider_high, layout.fusion_high]),
             dtype=np.float32,
         )
-        self._text = ""
+        self._used_team: np.ndarray | None = None  # the team that answered the last step, for render()
 
     def observation_space(self, agent: str) -> spaces.Space[Any]:
         return self.observation_spaces[agent]
@@ -107,12 +107,12 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
-        obs, infos = self.engine.reset(seed=seed)
+        obs, _ = self.engine.reset(seed=seed)
         self.agents = list(self.possible_agents)
-        self._text = describe_reset(self.engine)
+        self._used_team = None
         if self.render_mode == "human":
             self.render()
-        return self._unbatch_obs(obs), self._unbatch_infos(infos)
+        return self._unbatch_obs(obs), self._infos()
 
     def step(
         self, actions: dict[str, Any]
@@ -122,18 +122,21 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         missing = [agent for agent in self.agents if agent not in actions]
         if missing:
             raise ValueError(f"actions lacks {', '.join(missing)}; give one action per agent of {self.agents}")
-        decider_team = self.engine.team[0]
-        batched = {agent: self._batch_action(agent, actions[agent]) for agent in AGENTS}
-        obs, rewards, terminations, truncations, infos = self.engine.step(batched)
-        self._text = describe_step(self.engine, decider_team)
+        engine = self.engine
+        used_team = engine._state["team"][0].copy()
+        next_team = engine.decode_decider(self._batch_action("decider", actions["decider"]))
+        answers = engine.decode_fusion(self._batch_action("fusion", actions["fusion"]))
+        obs, reward, done = engine.advance(next_team, answers)
+        self._used_team = used_team
+        value, over = float(reward[0]), bool(done[0])
         result = (
             self._unbatch_obs(obs),
-            {agent: float(rewards[agent][0]) for agent in AGENTS},
-            {agent: bool(terminations[agent][0]) for agent in AGENTS},
-            {agent: bool(truncations[agent][0]) for agent in AGENTS},
-            self._unbatch_infos(infos),
+            {"decider": value, "fusion": value},
+            {"decider": False, "fusion": False},
+            {"decider": over, "fusion": over},
+            self._infos(),
         )
-        if truncations["decider"][0] or terminations["decider"][0]:
+        if over:
             self.agents = []
         if self.render_mode == "human":
             self.render()
@@ -145,9 +148,13 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
     def render(self) -> str | None:
         if self.render_mode is None:
             return None
+        if self._used_team is None:
+            text = describe_reset(self.engine)
+        else:
+            text = describe_step(self.engine, self._used_team.astype(bool))
         if self.render_mode == "ansi":
-            return self._text
-        print(self._text)
+            return text
+        print(text)
         return None
 
     def close(self) -> None:
@@ -163,16 +170,13 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
 
     @staticmethod
     def _unbatch_obs(obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {agent: obs[agent][0].copy() for agent in AGENTS}
+        return {"decider": obs["decider"][0], "fusion": obs["fusion"][0]}  # fresh arrays every step
 
-    @staticmethod
-    def _unbatch_infos(infos: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[str, Any]]:
-        return {
-            agent: {
-                key: (value[0].copy() if value.ndim > 1 else float(value[0])) for key, value in infos[agent].items()
-            }
-            for agent in AGENTS
-        }
+    def _infos(self) -> dict[str, dict[str, Any]]:
+        values = self.engine.info_values(0)
+        fusion = dict(values)
+        fusion["action_mask"] = self.engine.action_masks()[0]
+        return {"decider": values, "fusion": fusion}
 
 
 # -- rendering --------------------------------------------------------------------------------------------

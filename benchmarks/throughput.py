@@ -1,0 +1,252 @@
+"""Throughput of the ensemble environment, measured as ratios in one run (the machines are noisy).
+
+    python benchmarks/throughput.py             # the full table (a few minutes)
+    python benchmarks/throughput.py --quick     # fewer steps, for a smoke check
+
+For N = 8 and N = 12 models, C = 4 choices, T = 500, a 14,000-question synthetic cache and random valid
+actions, it prints steps/s of
+
+(a) the yardstick: a straightforward environment step that recomputes focal diversity and plurality
+    accuracy of the team from the window's T x M rows with numpy every step (written here, using the plain
+    definitions of ``ensemble_env.metrics``), as the RL-Focal code and a first numpy port do;
+(b) ``ensemble_env.parallel_env`` (PettingZoo API, one game);
+(c) ``ensemble_env.vector_env(1024)`` (env-steps/s over the 1024 copies);
+(d) ``parallel_env`` with T = 50 and T = 5000 (the step cost must not depend on T);
+
+each the median of ``--repeats`` timed blocks, and the ratios to the yardstick; then the setup time and
+peak memory (cache load + tables, measured in a fresh process) for the 14,000 x 12 cache and for the
+embedded default cache, and the one-time numba compile time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+import ensemble_env
+from ensemble_env import metrics
+from ensemble_env.synthetic import make_cache
+
+N_QUESTIONS, N_CHOICES, WINDOW, BATCH = 14_000, 4, 500, 1024
+
+
+class Yardstick:
+    """The straightforward step: recompute the team's window statistics from the rows every step.
+
+    Focal diversity is computed as it is defined, member by member (generalized diversity on the rows where
+    that member fails), and plurality accuracy from the vote counts of every row; ``--vectorised-yardstick``
+    uses the fully vectorised ``ensemble_env.metrics`` functions instead (a faster, less naive reference).
+    """
+
+    vectorised = False
+
+    def __init__(self, cache: ensemble_env.LogitCache, window: int) -> None:
+        self.cache, self.window = cache, window
+        self.rows: deque[int] = deque(maxlen=window)
+        self.team = np.ones(cache.n_models, dtype=bool)
+        self.position = 0
+
+    @staticmethod
+    def generalized_diversity(correct: np.ndarray) -> float:
+        n_members = correct.shape[1]
+        failing = (~correct).sum(axis=1)  # members failing on each row
+        p = np.bincount(failing, minlength=n_members + 1) / correct.shape[0]
+        i = np.arange(n_members + 1)
+        p1 = (i / n_members * p).sum()
+        if p1 == 0:
+            return 1.0
+        if n_members == 1:
+            return 0.0
+        p2 = (i * (i - 1) / (n_members * (n_members - 1)) * p).sum()
+        return 1.0 - p2 / p1
+
+    def focal_diversity(self, correct: np.ndarray) -> float:
+        if correct.shape[1] == 0:
+            return 0.0
+        scores = []
+        for focal in range(correct.shape[1]):  # GD on the rows where the focal member fails
+            rows = correct[~correct[:, focal]]
+            scores.append(self.generalized_diversity(rows) if rows.shape[0] else 1.0)
+        return float(np.mean(scores))
+
+    @staticmethod
+    def plurality_accuracy(preds: np.ndarray, labels: np.ndarray) -> float:
+        if preds.shape[0] == 0 or preds.shape[1] == 0:
+            return 0.0
+        votes = np.zeros((preds.shape[0], N_CHOICES), dtype=np.int64)
+        np.add.at(votes, (np.arange(preds.shape[0])[:, None], preds), 1)
+        return float((votes.argmax(axis=1) == labels).mean())
+
+    def step(self, team: np.ndarray, answer: int) -> tuple[np.ndarray, float]:
+        cache, q = self.cache, self.position % self.cache.n_questions
+        size = self.team.sum()
+        right = size > 0 and answer == cache.labels[q]
+        reward = 1.0 if right else -1.0 - size / cache.n_models
+        self.rows.append(q)
+        self.team = team.astype(bool)
+        self.position += 1
+        rows = np.fromiter(self.rows, dtype=np.int64)
+        members = np.flatnonzero(self.team)
+        statistics_ = [
+            (metrics.focal_diversity if self.vectorised else self.focal_diversity)(cache.correct[rows][:, members]),
+            (metrics.plurality_accuracy if self.vectorised else self.plurality_accuracy)(
+                cache.preds[rows][:, members], cache.labels[rows]
+            ),
+        ]
+        probs = cache.probs[self.position % cache.n_questions] * self.team[:, None]
+        return np.concatenate([self.team, statistics_, probs.ravel()]).astype(np.float32), reward
+
+
+def timed(run: Callable[[int], None], steps: int, repeats: int) -> float:
+    """Median steps/s over ``repeats`` blocks of ``steps`` steps (after one warm-up block)."""
+    run(max(steps // 10, 1))
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run(steps)
+        rates.append(steps / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def random_actions(rng: np.random.Generator, n_models: int, count: int) -> list[dict[str, object]]:
+    return [
+        {"decider": rng.integers(0, 2, n_models).astype(np.int8), "fusion": int(rng.integers(0, N_CHOICES))}
+        for _ in range(count)
+    ]
+
+
+def parallel_rate(cache: ensemble_env.LogitCache, window: int, steps: int, repeats: int) -> float:
+    env = ensemble_env.parallel_env(cache, split="all", window=window)
+    env.reset(seed=0)
+    actions = random_actions(np.random.default_rng(0), cache.n_models, 4096)
+
+    def run(n: int) -> None:
+        for i in range(n):
+            if not env.agents:
+                env.reset()
+            env.step(actions[i % len(actions)])
+
+    return timed(run, steps, repeats)
+
+
+def vector_rate(cache: ensemble_env.LogitCache, window: int, batch_steps: int, repeats: int) -> float:
+    venv = ensemble_env.vector_env(BATCH, cache, split="all", window=window, order="shuffled")
+    venv.reset(seed=0)
+    rng = np.random.default_rng(0)
+    actions = [
+        {"decider": rng.integers(0, 2, (BATCH, cache.n_models)).astype(np.int8), "fusion": rng.integers(0, 4, BATCH)}
+        for _ in range(16)
+    ]
+
+    def run(n: int) -> None:
+        for i in range(n):
+            venv.step(actions[i % len(actions)])
+
+    return timed(run, batch_steps, repeats) * BATCH
+
+
+def yardstick_rate(cache: ensemble_env.LogitCache, steps: int, repeats: int) -> float:
+    env = Yardstick(cache, WINDOW)
+    actions = random_actions(np.random.default_rng(0), cache.n_models, 4096)
+    for i in range(WINDOW):  # a full window, as in the long run
+        env.step(actions[i]["decider"], 0)  # type: ignore[arg-type]
+
+    def run(n: int) -> None:
+        for i in range(n):
+            action = actions[i % len(actions)]
+            env.step(action["decider"], action["fusion"])  # type: ignore[arg-type]
+
+    return timed(run, steps, repeats)
+
+
+SETUP_SCRIPT = """
+import json, sys, time
+def peak_mib():  # VmHWM: this process's peak resident memory (ru_maxrss would include the forking parent's)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+import ensemble_env
+import_mib = peak_mib()
+t0 = time.perf_counter()
+env = ensemble_env.parallel_env(None if sys.argv[1] == "default" else sys.argv[1], split="all")
+env.reset(seed=0)
+seconds = time.perf_counter() - t0
+print(json.dumps({"seconds": seconds, "peak_mib": peak_mib(), "import_mib": import_mib}))
+"""
+
+
+def setup_cost(cache_arg: str) -> dict[str, float]:
+    """Cache load + tables + first reset, in a fresh process: seconds and peak RSS (MiB)."""
+    output = subprocess.run(
+        [sys.executable, "-c", SETUP_SCRIPT, cache_arg], check=True, capture_output=True, text=True
+    ).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke check, noisier)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--vectorised-yardstick", action="store_true", help="yardstick with the vectorised ensemble_env.metrics"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="also write the numbers to this file")
+    args = parser.parse_args()
+    scale = 0.1 if args.quick else 1.0
+    Yardstick.vectorised = args.vectorised_yardstick
+    steps, batch_steps, yard_steps = int(20_000 * scale) or 1, int(200 * scale) or 1, int(2_000 * scale) or 1
+
+    start = time.perf_counter()
+    warm = make_cache(n_models=3, n_questions=50, seed=0)
+    warm_env = ensemble_env.parallel_env(warm, split="all")
+    warm_env.reset(seed=0)
+    warm_env.step({"decider": np.ones(3, dtype=np.int8), "fusion": 0})
+    compile_seconds = time.perf_counter() - start
+
+    results: dict[str, dict[str, float]] = {}
+    for n_models in (8, 12):
+        cache = make_cache(n_models=n_models, n_questions=N_QUESTIONS, n_choices=N_CHOICES, seed=0)
+        row = {
+            "yardstick": yardstick_rate(cache, yard_steps, args.repeats),
+            "parallel_env": parallel_rate(cache, WINDOW, steps, args.repeats),
+            "vector_env": vector_rate(cache, WINDOW, batch_steps, args.repeats),
+            "parallel_T50": parallel_rate(cache, 50, steps, args.repeats),
+            "parallel_T5000": parallel_rate(cache, 5000, steps, args.repeats),
+        }
+        results[f"N={n_models}"] = row
+        print(
+            f"N={n_models:<2d} C={N_CHOICES} T={WINDOW}: yardstick {row['yardstick']:>9,.0f} steps/s | "
+            f"parallel_env {row['parallel_env']:>9,.0f} ({row['parallel_env'] / row['yardstick']:.0f}x) | "
+            f"vector_env(B={BATCH}) {row['vector_env']:>11,.0f} ({row['vector_env'] / row['yardstick']:.0f}x) | "
+            f"T=50 {row['parallel_T50']:,.0f} vs T=5000 {row['parallel_T5000']:,.0f} "
+            f"(cost ratio {row['parallel_T50'] / row['parallel_T5000']:.2f})",
+            flush=True,
+        )
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "pool.h5"
+        ensemble_env.save_cache(path, make_cache(n_models=12, n_questions=N_QUESTIONS, n_choices=4, seed=0))
+        large = setup_cost(str(path))
+    default = setup_cost("default")
+    print(
+        f"setup (load + tables + reset, fresh process): {N_QUESTIONS:,} x 12 cache {large['seconds']:.2f} s, "
+        f"peak RSS {large['peak_mib']:.0f} MiB ({large['import_mib']:.0f} MiB after import alone); "
+        f"default cache {default['seconds']:.2f} s, peak RSS {default['peak_mib']:.0f} MiB"
+    )
+    print(f"one-time numba compile (first import on a new install; cached afterwards): {compile_seconds:.1f} s")
+    if args.json:
+        args.json.write_text(json.dumps({"rates": results, "setup_large": large, "setup_default": default}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
