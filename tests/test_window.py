@@ -115,3 +115,20 @@ def test_counts_are_exact_after_many_episodes() -> None:
         members = np.flatnonzero(venv.team[env])
         expected = definitions(cache, list(window[env, :count]), members)
         np.testing.assert_allclose(venv.window_statistics()[env], expected, rtol=0, atol=1e-9)
+
+
+def test_pools_of_32_models_work() -> None:
+    """Beyond 12 models the plurality statistic reads the window's rows; everything else is counted."""
+    cache = make_cache(n_models=32, n_questions=120, n_choices=4, seed=4)
+    venv = ensemble_env.vector_env(2, cache, split="all", window=16, metrics=ALL)
+    assert not venv.uses_plurality_table
+    venv.reset(seed=0)
+    rng = np.random.default_rng(1)
+    answered: list[deque[int]] = [deque(maxlen=16), deque(maxlen=16)]
+    for _ in range(40):
+        questions = venv.next_questions().tolist()
+        venv.step({"decider": rng.integers(0, 2, (2, 32)), "fusion": rng.integers(0, 4, 2)})
+        for env in range(2):
+            answered[env].append(questions[env])
+            expected = definitions(cache, list(answered[env]), np.flatnonzero(venv.team[env]))
+            np.testing.assert_allclose(venv.window_statistics()[env], expected, rtol=0, atol=1e-9)

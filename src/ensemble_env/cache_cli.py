@@ -1,0 +1,355 @@
+"""The ``ensemble-env cache`` command group: build, check, summarise, re-split and plot logit caches.
+
+- ``cache from-lm-eval PATH... -o OUT.h5``: lm-evaluation-harness samples files to a cache
+  (:func:`ensemble_env.convert.from_lm_eval`).
+- ``cache from-arrays SCORES -o OUT.h5``: ``.npz``/``.npy``/CSV arrays to a cache
+  (:func:`ensemble_env.convert.from_array_files`).
+- ``cache info CACHE [--json]``: sizes and per-task accuracies with the baselines (:mod:`ensemble_env.report`).
+- ``cache validate CACHE...``: read and check files against the format.
+- ``cache split CACHE -o OUT.h5``: a copy with a new train/validation/test split.
+- ``cache plot CACHE -o DIR``: PNGs of accuracy by task, error correlation, teams by size (needs matplotlib).
+
+:func:`register` adds the group to the ``ensemble-env`` parser (see ``COMMAND_MODULES`` in
+:mod:`ensemble_env.cli`). Caches are written with :func:`ensemble_env.cache.save_cache` (atomic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from ensemble_env.cache import SCORE_KINDS, SPLITS, LogitCache, load_cache, save_cache
+from ensemble_env.convert import NORMALIZATIONS, from_array_files, from_lm_eval, split_by_task
+from ensemble_env.report import format_summary, plot_cache, summarize
+
+__all__ = ["ProgressBar", "register"]
+
+_SPLIT_CHOICES = ("all", "train", "test", "validation")
+
+
+class ProgressBar:
+    """A one-line progress bar on a text stream: ``reading [######......] 12/80 file``.
+
+    Call it as ``bar(done, total, what)``; it redraws the line in place and ends it when ``done == total``.
+    ``enabled=None`` draws only when the stream is a terminal.
+    """
+
+    def __init__(self, label: str, stream: TextIO | None = None, *, enabled: bool | None = None, width: int = 30):
+        self.label = label
+        self.stream = sys.stderr if stream is None else stream
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.width = width
+
+    def __call__(self, done: int, total: int, what: str = "") -> None:
+        if not self.enabled or total <= 0:
+            return
+        filled = self.width * done // total
+        bar = "#" * filled + "." * (self.width - filled)
+        self.stream.write(f"\r{self.label} [{bar}] {done}/{total} {what[:50]:<50}")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wraps descriptions to the terminal; keeps the lines of an ``examples:`` epilog as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _note(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _names(values: list[str] | None) -> list[str] | None:
+    """Flatten repeated, comma-separated option values."""
+    if values is None:
+        return None
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def _describe(path: Path, cache: LogitCache) -> str:
+    counts = ", ".join(f"{int((cache.split == code).sum())} {name}" for name, code in SPLITS.items())
+    return (
+        f"{path}: {cache.n_questions} questions x {cache.n_models} models, {cache.n_tasks} tasks, "
+        f"{int(cache.n_choices.min())}-{cache.max_choices} choices; split {counts}"
+    )
+
+
+def _check_output(output: str, inputs: list[str]) -> Path:
+    """The output path, refused when it is one of the inputs (inputs are never modified)."""
+    target = Path(output)
+    for source in inputs:
+        if target.exists() and Path(source).exists() and target.resolve() == Path(source).resolve():
+            raise ValueError(f"{output}: the output would overwrite the input {source}; choose another -o")
+    return target
+
+
+def _from_lm_eval(args: argparse.Namespace) -> int:
+    output = Path(args.output)
+    cache = from_lm_eval(
+        args.paths,
+        tasks=_names(args.tasks),
+        test_fraction=args.test_fraction,
+        split_seed=args.split_seed,
+        normalize=args.normalize,
+        strip_prefix=args.strip_prefix,
+        intersect=args.intersect,
+        progress=ProgressBar("reading samples", enabled=args.progress),
+        notify=_note,
+    )
+    save_cache(output, cache)
+    print(f"wrote {_describe(output, cache)}")
+    print(f"  tasks: {', '.join(cache.task_names)}")
+    print(f"  models: {', '.join(cache.models)}")
+    return 0
+
+
+def _from_arrays(args: argparse.Namespace) -> int:
+    inputs = [path for path in (args.scores, args.labels, args.n_choices, args.tasks) if path is not None]
+    output = _check_output(args.output, inputs)
+    cache = from_array_files(
+        args.scores,
+        score_kind=args.score_kind,
+        labels=args.labels,
+        models=_names(args.models),
+        n_choices=args.n_choices,
+        tasks=args.tasks,
+    )
+    save_cache(output, cache)
+    print(f"wrote {_describe(output, cache)}")
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    summary = summarize(load_cache(args.cache), args.split, args.train_split)
+    print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    failed = 0
+    for path in args.caches:
+        try:
+            cache = load_cache(path)
+        except (ValueError, FileNotFoundError) as error:
+            print(f"INVALID {error}", file=sys.stderr)
+            failed += 1
+            continue
+        print(f"ok {_describe(Path(path), cache)}")
+    return 2 if failed else 0
+
+
+def _split(args: argparse.Namespace) -> int:
+    output = _check_output(args.output, [args.cache])
+    cache = load_cache(args.cache)
+    split = split_by_task(cache.tasks, args.test_fraction, validation_fraction=args.validation_fraction, seed=args.seed)
+    rule = f"seeded random (seed {args.seed})" if args.seed is not None else "in cache order, the last"
+    note = f"re-split per task: {rule} {args.test_fraction} test, {args.validation_fraction} validation"
+    source = f"{cache.source}; {note}" if cache.source else note
+    resplit = dataclasses.replace(cache, split=split, source=source, path="<memory>")
+    save_cache(output, resplit)
+    print(f"wrote {_describe(output, resplit)}")
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    cache = load_cache(args.cache)
+    try:
+        written = plot_cache(
+            cache, args.output, split=args.split, max_teams_per_size=args.max_teams, seed=args.seed, dpi=args.dpi
+        )
+    except ModuleNotFoundError as error:
+        print(f"ensemble-env cache plot: error: {error}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not >= 1")
+    return value
+
+
+def _add(
+    actions: Any,
+    name: str,
+    run: Callable[[argparse.Namespace], int],
+    help_text: str,
+    description: str,
+    epilog: str = "",
+) -> argparse.ArgumentParser:
+    """Add the action ``name``, run by ``run``, with a wrapped description and an optional examples epilog."""
+    parser: argparse.ArgumentParser = actions.add_parser(
+        name, help=help_text, description=description, epilog=epilog or None, formatter_class=_HelpFormatter
+    )
+    parser.set_defaults(run=run)
+    return parser
+
+
+def register(commands: Any) -> None:
+    """Add the ``cache`` command group to the ``ensemble-env`` sub-parsers ``commands``."""
+    group = commands.add_parser(
+        "cache",
+        help="build, check, summarise, re-split and plot logit caches",
+        description="Build logit caches from what researchers have (lm-evaluation-harness samples, arrays), "
+        "check them, summarise them with the baselines, re-split and plot them.",
+        epilog="examples:\n"
+        "  ensemble-env cache from-lm-eval runs/ -o bbh.h5\n"
+        "  ensemble-env cache info bbh.h5\n"
+        "  ensemble-env cache plot bbh.h5 -o plots/",
+        formatter_class=_HelpFormatter,
+    )
+    actions = group.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
+
+    lm_eval = _add(
+        actions,
+        "from-lm-eval",
+        _from_lm_eval,
+        "lm-evaluation-harness samples files (--log_samples) to a cache",
+        "Convert lm-evaluation-harness samples files (written with --log_samples, as in the Open LLM "
+        "Leaderboard details) into a logit cache. Each PATH is the folder of one model's samples files "
+        "(the model is named after the folder) or a folder of such folders. Both layouts are read: "
+        "samples_<task>_<date>.jsonl (lm-eval >= 0.4.3) and <model_args>_<task>.jsonl (0.4.0-0.4.2, with the "
+        "run's results .json beside it). Only multiple-choice tasks convert; questions are aligned across "
+        "models by doc_id (checked with doc_hash).",
+        "examples:\n"
+        "  ensemble-env cache from-lm-eval ../shared/data/bbh-leaderboard -o bbh.h5\n"
+        "  ensemble-env cache from-lm-eval out/gpt2 out/pythia --tasks arc_easy,hellaswag --normalize chars -o a.h5",
+    )
+    lm_eval.add_argument(
+        "paths", nargs="+", metavar="PATH", help="a model's folder of samples files, or a folder of them"
+    )
+    lm_eval.add_argument("-o", "--output", required=True, metavar="OUT.h5", help="the cache to write (atomically)")
+    lm_eval.add_argument(
+        "--tasks", action="append", metavar="T1,T2", help="only these tasks (full or stored names; repeatable)"
+    )
+    lm_eval.add_argument(
+        "--test-fraction",
+        type=float,
+        default=0.2,
+        metavar="F",
+        help="per task, the last F of the questions by doc_id are test: n_train = floor((1 - F) n) (default 0.2)",
+    )
+    lm_eval.add_argument(
+        "--split-seed", type=int, default=None, metavar="S", help="a random test set per task, seeded, instead"
+    )
+    lm_eval.add_argument(
+        "--normalize",
+        choices=NORMALIZATIONS,
+        default="none",
+        help="divide each choice's log-likelihood by its length in characters (lm-eval acc_norm) or UTF-8 "
+        "bytes (acc_bytes); default none (acc)",
+    )
+    lm_eval.add_argument(
+        "--strip-prefix",
+        default="auto",
+        metavar="PREFIX",
+        help="removed from the task names: 'auto' (default) removes the longest '_'-ended prefix shared by "
+        "all tasks found, e.g. leaderboard_bbh_; '' keeps lm-eval's names",
+    )
+    lm_eval.add_argument(
+        "--intersect",
+        action="store_true",
+        help="keep only the questions every model answered with the same label and choices (prints the count "
+        "dropped) instead of stopping with an error",
+    )
+    lm_eval.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
+
+    arrays = _add(
+        actions,
+        "from-arrays",
+        _from_arrays,
+        "numpy .npz/.npy or CSV arrays to a cache",
+        "Build a logit cache from arrays. SCORES is a .npz with arrays named like the cache datasets "
+        "(scores, labels, models, n_choices, tasks, task_names, split, question_ids, costs, features), a .npy "
+        "of scores, or a CSV/TSV table with one row per question. Scores have shape (Q, N, C) or (Q, N*C), "
+        "model-major (column n*C + c); in a CSV an optional header row is skipped and an empty cell is "
+        "padding beyond a question's choices.",
+        "examples:\n"
+        "  ensemble-env cache from-arrays pool.npz --score-kind logit -o pool.h5\n"
+        "  ensemble-env cache from-arrays scores.csv --labels labels.csv --models a,b,c --score-kind prob -o p.h5",
+    )
+    arrays.add_argument("scores", metavar="SCORES", help=".npz, .npy, .csv or .tsv")
+    arrays.add_argument("-o", "--output", required=True, metavar="OUT.h5", help="the cache to write (atomically)")
+    arrays.add_argument(
+        "--score-kind", required=True, choices=SCORE_KINDS, help="how scores become probabilities (see the format)"
+    )
+    arrays.add_argument("--labels", metavar="FILE", help="gold choice per question: .npy or one integer per line")
+    arrays.add_argument("--models", action="append", metavar="A,B,C", help="model names in column order")
+    arrays.add_argument("--n-choices", metavar="FILE", help="valid choices per question: .npy or one integer per line")
+    arrays.add_argument("--tasks", metavar="FILE", help="task name per question: .npy of strings or one per line")
+
+    info = _add(
+        actions,
+        "info",
+        _info,
+        "sizes and per-task accuracies of a cache, with the baselines",
+        "Show a cache's questions, models, tasks, choice counts and splits, then per task each model's "
+        "accuracy, the plurality vote, the mean-probability vote, the best single model (chosen on the train "
+        "split over all tasks) and the oracle (right when any model is).",
+    )
+    info.add_argument("cache", metavar="CACHE")
+    info.add_argument("--json", action="store_true", help="print the summary as JSON")
+    info.add_argument("--split", default="all", choices=_SPLIT_CHOICES, help="questions to score (default all)")
+    info.add_argument("--train-split", default="train", choices=_SPLIT_CHOICES, help="where best_single is chosen")
+
+    validate = _add(
+        actions,
+        "validate",
+        _validate,
+        "check cache files against the format",
+        "Read each cache and check every rule of the format (docs/cache-format.md); exit status 2 if any fails.",
+    )
+    validate.add_argument("caches", nargs="+", metavar="CACHE")
+
+    split = _add(
+        actions,
+        "split",
+        _split,
+        "write a copy of a cache with a new train/validation/test split",
+        "Assign a new split per task and write the cache to OUT (the input is left as it is). Without --seed "
+        "each task's questions, in cache order (doc_id order for lm-eval caches), are train, then validation, "
+        "and the last --test-fraction is test; n_train = floor((1 - test - validation) n).",
+    )
+    split.add_argument("cache", metavar="CACHE")
+    split.add_argument("-o", "--output", required=True, metavar="OUT.h5")
+    split.add_argument("--test-fraction", type=float, default=0.2, metavar="F", help="default 0.2")
+    split.add_argument("--validation-fraction", type=float, default=0.0, metavar="F", help="default 0")
+    split.add_argument("--seed", type=int, default=None, help="a seeded random split per task instead")
+
+    plot = _add(
+        actions,
+        "plot",
+        _plot,
+        "PNGs of accuracy by task, error correlation and teams by size",
+        "Write accuracy_by_task.png, error_correlation.png and teams_by_size.png into DIR (created if "
+        "missing). Needs matplotlib: pip install 'ensemble-env[plot]'.",
+    )
+    plot.add_argument("cache", metavar="CACHE")
+    plot.add_argument("-o", "--output", required=True, metavar="DIR")
+    plot.add_argument("--split", default="all", choices=_SPLIT_CHOICES, help="questions to plot (default all)")
+    plot.add_argument(
+        "--max-teams", type=_positive, default=256, metavar="K", help="teams per size beyond which K are sampled"
+    )
+    plot.add_argument("--seed", type=int, default=0, help="seed of the team sample (default 0)")
+    plot.add_argument("--dpi", type=_positive, default=100, help="resolution (default 100)")

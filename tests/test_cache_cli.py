@@ -1,0 +1,250 @@
+"""Tests of the ``ensemble-env cache`` command group (ensemble_env.cache_cli), run through ``cli.main``.
+
+The lm-eval samples files come from the hand-written pool of tests/test_convert.py (written into tmp_path);
+accuracies there: org__alpha 3/5 on colors and 3/4 on numbers, org__beta 2/5 and 1/4.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_convert import BBH_DATA, LABELS, SPLIT, digest, records, write_run, write_samples
+
+from ensemble_env.cache import LogitCache, load_cache, save_cache
+from ensemble_env.cache_cli import ProgressBar
+from ensemble_env.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
+    code = main([str(arg) for arg in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def samples(tmp_path: Path) -> Path:
+    return write_run(tmp_path / "run")
+
+
+@pytest.fixture
+def converted(tmp_path: Path, samples: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    out = tmp_path / "pool.h5"
+    assert run(capsys, "cache", "from-lm-eval", samples, "-o", out)[0] == 0
+    return out
+
+
+def test_help_lists_the_cache_actions(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0 and "cache" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["cache", "--help"])
+    text = capsys.readouterr().out
+    for action in ("from-lm-eval", "from-arrays", "info", "validate", "split", "plot"):
+        assert action in text
+    with pytest.raises(SystemExit):
+        main(["cache", "from-lm-eval", "--help"])
+    text = capsys.readouterr().out
+    assert "samples_<task>_<date>.jsonl" in text and "<model_args>_<task>.jsonl" in text
+    assert "  ensemble-env cache from-lm-eval ../shared/data/bbh-leaderboard -o bbh.h5\n" in text  # kept as written
+
+
+def test_from_lm_eval_writes_the_cache(
+    converted: Path, samples: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    cache = load_cache(converted)
+    assert cache.labels.tolist() == LABELS and cache.split.tolist() == SPLIT
+    assert cache.models == ("org__alpha", "org__beta") and cache.task_names == ("colors", "numbers")
+    code, out, _ = run(
+        capsys, "cache", "from-lm-eval", samples / "org__beta", "-o", tmp_path / "b.h5", "--tasks", "colors"
+    )
+    assert code == 0
+    assert out.startswith(f"wrote {tmp_path / 'b.h5'}: 5 questions x 1 models, 1 tasks, 2-3 choices; split 4 train")
+    code, _, _ = run(
+        capsys, "cache", "from-lm-eval", samples, "-o", tmp_path / "c.h5", "--strip-prefix", "", "--split-seed", "4"
+    )
+    assert code == 0 and load_cache(tmp_path / "c.h5").task_names == ("suite_colors", "suite_numbers")
+
+
+def test_old_layout_through_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = write_run(tmp_path / "old", layout="old")
+    code, _, err = run(capsys, "cache", "from-lm-eval", old, "-o", tmp_path / "old.h5", "--normalize", "bytes")
+    assert code == 0, err
+    assert load_cache(tmp_path / "old.h5").scores[4, 0, :2].tolist() == [-0.6, -1.0]
+
+
+def test_malformed_input_leaves_no_output(tmp_path: Path, samples: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = records("org__beta", "suite_numbers")
+    rows[1]["filtered_resps"][0][0] = "NaN"
+    bad = write_samples(samples / "org__beta", "org__beta", "suite_numbers", rows)
+    before = digest(samples)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    code, out, err = run(capsys, "cache", "from-lm-eval", samples, "-o", out_dir / "pool.h5")
+    assert code == 2 and out == ""
+    assert err.startswith("ensemble-env cache: error: ")
+    assert f"{bad}, line 2: field 'filtered_resps': choice 0: log-likelihood 'NaN' is not finite" in err
+    assert list(out_dir.iterdir()) == []  # neither the cache nor a temporary file
+    assert digest(samples) == before
+
+
+def test_failed_conversion_keeps_an_existing_output(
+    tmp_path: Path, samples: Path, tiny_cache: LogitCache, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = save_cache(tmp_path / "pool.h5", tiny_cache)
+    before = out.read_bytes()
+    (samples / "org__alpha" / "samples_suite_colors_2024-07-01T12-30-45.123456.jsonl").write_text("{\n")
+    assert run(capsys, "cache", "from-lm-eval", samples, "-o", out)[0] == 2
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pool.h5", "run"]
+
+
+def test_intersect_prints_the_count_dropped(samples: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = samples / "org__alpha" / "samples_suite_numbers_2024-07-01T12-30-45.123456.jsonl"
+    path.write_text("".join(path.read_text(encoding="utf-8").splitlines(keepends=True)[:2]), encoding="utf-8")
+    code, _, err = run(capsys, "cache", "from-lm-eval", samples, "-o", tmp_path / "x.h5")
+    assert code == 2 and "model 'org__alpha'" in err and "lacks 2 (doc_id 2, 3)" in err and "--intersect" in err
+    code, _, err = run(capsys, "cache", "from-lm-eval", samples, "-o", tmp_path / "x.h5", "--intersect")
+    assert code == 0
+    assert "--intersect: dropped 2 of 9 questions (2 missing for some model, 0 with differing" in err
+    assert load_cache(tmp_path / "x.h5").n_questions == 7
+
+
+def test_progress_bar(samples: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "cache", "from-lm-eval", samples, "-o", tmp_path / "p.h5", "--progress")
+    assert code == 0 and "reading samples [" in err and "] 4/4" in err and err.endswith("\n")
+    assert run(capsys, "cache", "from-lm-eval", samples, "-o", tmp_path / "q.h5")[2] == ""  # not a terminal
+    stream = io.StringIO()
+    bar = ProgressBar("files", stream, enabled=True, width=10)
+    bar(0, 4, "a")
+    bar(2, 4, "b")
+    bar(4, 4)
+    assert stream.getvalue().split("\r")[1:] == [
+        "files [..........] 0/4 a" + " " * 49,
+        "files [#####.....] 2/4 b" + " " * 49,
+        "files [##########] 4/4 " + " " * 50 + "\n",
+    ]
+    quiet = io.StringIO()
+    ProgressBar("files", quiet)(1, 2)  # a StringIO is not a terminal: nothing drawn
+    assert quiet.getvalue() == ""
+
+
+def test_info_shows_the_baselines_table(converted: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "cache", "info", converted)
+    assert code == 0
+    assert "9 questions, 2 models, 2 tasks, score_kind 'loglik', splits: 7 train, 2 test" in out
+    assert "m0 org__alpha (accuracy 0.667)" in out and "m1 org__beta (accuracy 0.333)" in out
+    assert "best_single = org__alpha, chosen on train" in out
+    lines = out.split("\n")
+    assert next(line for line in lines if line.startswith("task ")).split() == [
+        "task", "n", "C", "m0", "m1", "plurality", "mean_prob", "best_single", "oracle",
+    ]  # fmt: skip
+    colors = next(line for line in lines if line.startswith("colors")).split()
+    assert colors[:5] == ["colors", "5", "2-3", "0.600", "0.400"] and colors[-1] == "1.000"  # oracle
+    numbers = next(line for line in lines if line.startswith("numbers")).split()
+    assert numbers[:5] == ["numbers", "4", "2-4", "0.750", "0.250"] and numbers[-1] == "1.000"
+
+
+def test_info_json(converted: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "cache", "info", converted, "--json", "--split", "test")
+    assert code == 0
+    summary = json.loads(out)
+    assert summary["n_eval"] == 2 and summary["split"] == "test"
+    assert [task["models"] for task in summary["tasks"]] == [
+        {"org__alpha": 0.0, "org__beta": 1.0},
+        {"org__alpha": 1.0, "org__beta": 0.0},
+    ]
+
+
+def test_validate(
+    converted: Path,
+    write_cache: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    code, out, _ = run(capsys, "cache", "validate", converted)
+    assert code == 0 and out.startswith(f"ok {converted}: 9 questions x 2 models")
+    broken = write_cache("broken.h5", labels=np.array([0, 1, 2, 2, 0, 2]))  # question 3 has 2 choices
+    code, out, err = run(capsys, "cache", "validate", converted, broken, tmp_path / "absent.h5")
+    assert code == 2 and out.startswith("ok ")
+    assert f"INVALID {broken}: field 'labels': question 3 has label 2, outside 0..1" in err
+    assert "absent.h5: no such cache file" in err
+
+
+def test_split_writes_a_copy(converted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = converted.read_bytes()
+    out = tmp_path / "resplit.h5"
+    code, text, _ = run(
+        capsys, "cache", "split", converted, "-o", out, "--test-fraction", "0.4", "--validation-fraction", "0.2"
+    )
+    assert code == 0 and "split 3 train, 4 test, 2 validation" in text
+    resplit = load_cache(out)
+    # colors (5): floor(0.4 * 5) = 2 train, floor(0.6 * 5) - 2 = 1 validation, 2 test; numbers (4): 1, 1, 2
+    assert resplit.split.tolist() == [0, 0, 2, 1, 1, 0, 2, 1, 1]
+    assert "re-split per task" in resplit.source
+    np.testing.assert_array_equal(resplit.scores, load_cache(converted).scores)
+    assert converted.read_bytes() == before
+    code, _, _ = run(capsys, "cache", "split", converted, "-o", tmp_path / "seeded.h5", "--seed", "5")
+    assert code == 0 and (load_cache(tmp_path / "seeded.h5").split == 1).sum() == 2
+    code, _, err = run(capsys, "cache", "split", converted, "-o", converted)
+    assert code == 2 and "would overwrite the input" in err and converted.read_bytes() == before
+
+
+def test_bad_fraction_is_refused(converted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "cache", "split", converted, "-o", tmp_path / "x.h5", "--test-fraction", "1.5")
+    assert code == 2 and "test_fraction must be a number in [0, 1], got 1.5" in err
+    assert not (tmp_path / "x.h5").exists()
+
+
+def test_from_arrays(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "scores.csv").write_text("0.2,0.8,0.6,0.4\n0.7,0.3,0.1,0.9\n", encoding="utf-8")
+    (tmp_path / "labels.txt").write_text("1\n1\n", encoding="utf-8")
+    out = tmp_path / "arrays.h5"
+    code, text, _ = run(
+        capsys, "cache", "from-arrays", tmp_path / "scores.csv", "--labels", tmp_path / "labels.txt",
+        "--models", "a,b", "--score-kind", "prob", "-o", out,
+    )  # fmt: skip
+    assert code == 0 and text.startswith(f"wrote {out}: 2 questions x 2 models")
+    assert load_cache(out).preds.tolist() == [[1, 0], [0, 1]]
+    code, _, err = run(capsys, "cache", "from-arrays", tmp_path / "scores.csv", "--score-kind", "prob", "-o", out)
+    assert code == 2 and "field 'labels': missing" in err
+
+
+def test_plot(converted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    code, out, _ = run(capsys, "cache", "plot", converted, "-o", tmp_path / "plots", "--dpi", "60")
+    assert code == 0
+    names = sorted(path.name for path in (tmp_path / "plots").iterdir())
+    assert names == ["accuracy_by_task.png", "error_correlation.png", "teams_by_size.png"]
+    assert out.count("wrote ") == 3
+
+
+def test_plot_without_matplotlib(
+    converted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    code, _, err = run(capsys, "cache", "plot", converted, "-o", tmp_path / "plots")
+    assert code == 2 and "pip install 'ensemble-env[plot]'" in err
+
+
+@pytest.mark.slow
+def test_real_bbh_info_shows_every_task_with_the_baselines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if not (BBH_DATA / "reference_accuracy.json").is_file():
+        pytest.skip(f"the BBH samples are not at {BBH_DATA} (set ENSEMBLE_ENV_BBH_DATA to their folder)")
+    out = tmp_path / "bbh.h5"
+    code, text, _ = run(capsys, "cache", "from-lm-eval", BBH_DATA, "-o", out)
+    assert code == 0 and "4000 questions x 5 models, 16 tasks, 2-19 choices; split 3200 train, 800 test" in text
+    code, text, _ = run(capsys, "cache", "info", out)
+    assert code == 0
+    lines = text.split("\n")
+    header = next(line for line in lines if line.startswith("task "))
+    assert header.split()[-4:] == ["plurality", "mean_prob", "best_single", "oracle"]
+    reference = json.loads((BBH_DATA / "reference_accuracy.json").read_text(encoding="utf-8"))
+    rows = {line.split()[0]: line.split() for line in lines[lines.index(header) + 2 :] if line.split()}
+    assert set(reference) <= set(rows) and all(len(rows[task]) == 3 + 5 + 4 for task in reference)

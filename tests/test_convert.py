@@ -1,0 +1,794 @@
+"""Tests of ensemble_env.convert: lm-eval samples (both layouts) and arrays into logit caches.
+
+The samples files are built here, in tmp_path, from the small hand-written pool below (two models, two tasks
+with 2 to 4 choices). The expected labels, predictions and splits are written by hand from that table.
+The test against the real BBH files in ../shared/data/bbh-leaderboard is marked slow and skips without them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ensemble_env.convert import (
+    ConversionError,
+    find_model_folders,
+    find_task_files,
+    from_array_files,
+    from_arrays,
+    from_lm_eval,
+    read_samples,
+    split_by_task,
+    strip_task_prefix,
+)
+
+# -- the hand-written pool -------------------------------------------------------------------------------------------
+# Per task: (doc_id, choices, target). Gold labels: colors 1, 0, 1 (integer target), 2 (the choice "1" wins
+# over index 1), 0; numbers 2, 0 (integer target), 2, 1.
+TASKS: dict[str, list[tuple[int, tuple[str, ...], str]]] = {
+    "suite_colors": [
+        (0, ("red", "blue"), "blue"),
+        (1, ("red", "green", "blue"), "red"),
+        (2, ("yes", "no"), "1"),
+        (3, ("10", "2", "1"), "1"),
+        (4, ("été", "a"), "été"),
+    ],
+    "suite_numbers": [
+        (0, ("1", "2", "3", "4"), "3"),
+        (1, ("x", "y"), "0"),
+        (2, ("p", "q", "r"), "r"),
+        (3, ("m", "n"), "n"),
+    ],
+}
+LABELS = [1, 0, 1, 2, 0, 2, 0, 2, 1]
+# Per model and task, per question, the log-likelihood of each choice (multiples of 1/8: exact as text).
+LOGLIKS: dict[str, dict[str, list[list[float]]]] = {
+    "org__alpha": {
+        "suite_colors": [[-1.5, -0.5], [-0.25, -2.0, -3.0], [-0.75, -1.25], [-2.0, -1.0, -0.5], [-3.0, -1.0]],
+        "suite_numbers": [[-1.0, -2.0, -0.5, -3.0], [-0.5, -1.0], [-1.0, -2.0, -3.0], [-2.0, -1.0]],
+    },
+    "org__beta": {
+        "suite_colors": [[-0.5, -1.5], [-1.0, -0.5, -2.0], [-2.0, -0.125], [-0.5, -1.5, -2.5], [-0.5, -4.0]],
+        "suite_numbers": [[-1.0, -0.5, -2.0, -3.0], [-2.0, -1.0], [-3.0, -2.0, -1.0], [-1.0, -2.0]],
+    },
+}
+MODELS = tuple(LOGLIKS)
+# argmax of each model on the 9 questions (colors then numbers)
+PREDS = [[1, 0], [0, 1], [0, 1], [2, 0], [1, 0], [2, 1], [0, 1], [0, 2], [1, 0]]
+# per task, floor(0.8 n) train: colors 4 of 5, numbers 3 of 4
+SPLIT = [0, 0, 0, 0, 1, 0, 0, 0, 1]
+
+
+def new_record(task: str, doc_id: int, choices: tuple[str, ...], target: str, logliks: list[float]) -> dict[str, Any]:
+    """One line of an lm-eval >= 0.4.7 samples file: numbers and booleans as strings, filter/metrics fields."""
+    return {
+        "doc_id": doc_id,
+        "doc": {"question": f"{task} question {doc_id}", "target": target},
+        "target": target,
+        "arguments": {f"gen_args_{i}": {"arg_0": f"Q{doc_id}\nA:", "arg_1": " " + c} for i, c in enumerate(choices)},
+        "resps": [[[repr(value), "False"]] for value in logliks],
+        "filtered_resps": [[repr(value), "False"] for value in logliks],
+        "filter": "none",
+        "metrics": ["acc", "acc_norm"],
+        "doc_hash": f"hash-{task}-{doc_id}",
+        "prompt_hash": f"prompt-{doc_id}",
+        "target_hash": f"target-{doc_id}",
+        "acc": 1.0,
+        "acc_norm": 0.0,
+    }
+
+
+def old_record(task: str, doc_id: int, choices: tuple[str, ...], target: str, logliks: list[float]) -> dict[str, Any]:
+    """One element of an lm-eval 0.4.0-0.4.2 samples file: native numbers, [context, continuation] pairs."""
+    native: int | str = int(target) if target.isdigit() and target not in choices else target
+    return {
+        "doc_id": doc_id,
+        "doc": {"question": f"{task} question {doc_id}"},
+        "target": native,
+        "arguments": [[f"Q{doc_id}\nA:", " " + c] for c in choices],
+        "resps": [[[value, False]] for value in logliks],
+        "filtered_resps": [[value, False] for value in logliks],
+        "acc": 1.0,
+    }
+
+
+def records(model: str, task: str, layout: str = "new") -> list[dict[str, Any]]:
+    build = new_record if layout == "new" else old_record
+    return [
+        build(task, doc_id, choices, target, LOGLIKS[model][task][doc_id]) for doc_id, choices, target in TASKS[task]
+    ]
+
+
+def model_args(model: str) -> str:
+    return f"pretrained=org/{model.split('__')[1]},dtype=bfloat16"
+
+
+def write_samples(folder: Path, model: str, task: str, rows: list[dict[str, Any]], layout: str = "new") -> Path:
+    """Write one samples file the way that lm-eval version names and formats it; returns its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if layout == "new":
+        path = folder / f"samples_{task}_2024-07-01T12-30-45.123456.jsonl"
+        path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    else:
+        sanitized = model_args(model).replace("/", "__").replace("=", "__")
+        path = folder / f"{sanitized}_{task}.jsonl"
+        path.write_text(json.dumps(rows, indent=2, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def write_run(root: Path, layout: str = "new", models: tuple[str, ...] = MODELS, results: bool = True) -> Path:
+    """An ``--output_path`` folder: one sub-folder per model with one samples file per task."""
+    for model in models:
+        for task in TASKS:
+            write_samples(root / model, model, task, records(model, task, layout), layout)
+        if layout == "old" and results:
+            summary = {"results": {t: {"acc": 0.5} for t in TASKS}, "configs": {t: {} for t in TASKS}}
+            summary["config"] = {"model": "hf", "model_args": model_args(model)}
+            (root / model / "results.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    return root
+
+
+def line_of(path: Path, needle: str) -> int:
+    """1-based line of the first occurrence of ``needle`` in a file."""
+    text = path.read_text(encoding="utf-8")
+    return text[: text.index(needle)].count("\n") + 1
+
+
+def record_lines(path: Path) -> list[int]:
+    """The line each record starts on: every non-empty line (JSON Lines), or each '  {' line (a JSON array)."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    if lines[0] == "[":
+        return [number for number, line in enumerate(lines, start=1) if line == "  {"]
+    return [number for number, line in enumerate(lines, start=1) if line.strip()]
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# -- the happy path --------------------------------------------------------------------------------------------------
+
+
+def test_new_layout_converts_with_hand_checked_values(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    before = digest(run)
+    cache = from_lm_eval([run])
+    assert cache.models == MODELS
+    assert cache.task_names == ("colors", "numbers")  # the common prefix "suite_" stripped
+    assert cache.score_kind == "loglik"
+    assert cache.scores.shape == (9, 2, 4)
+    assert cache.labels.tolist() == LABELS
+    assert cache.n_choices.tolist() == [2, 3, 2, 3, 2, 4, 2, 3, 2]
+    assert cache.tasks.tolist() == [0] * 5 + [1] * 4
+    assert cache.split.tolist() == SPLIT
+    assert cache.preds.tolist() == PREDS
+    assert cache.scores[1, 1, :3].tolist() == [-1.0, -0.5, -2.0]
+    assert cache.scores[0, 0].tolist() == [-1.5, -0.5, -np.inf, -np.inf]  # padding beyond the choices
+    assert cache.question_ids[0] == "hash-suite_colors-0" and cache.question_ids[8] == "hash-suite_numbers-3"
+    assert cache.model_accuracy().tolist() == [6 / 9, 3 / 9]
+    assert "last 0.2 by doc_id" in cache.source
+    assert digest(run) == before  # inputs are only read
+
+
+def test_old_layout_converts_to_the_same_cache(tmp_path: Path) -> None:
+    new = from_lm_eval([write_run(tmp_path / "new")])
+    old = from_lm_eval([write_run(tmp_path / "old", layout="old")])
+    for name in ("scores", "labels", "n_choices", "tasks", "split"):
+        np.testing.assert_array_equal(getattr(old, name), getattr(new, name))
+    assert old.models == new.models and old.task_names == new.task_names
+    # no doc_hash in the old layout: "<task>/<doc_id>"
+    assert old.question_ids is not None and old.question_ids[:2] == ("colors/0", "colors/1")
+
+
+def test_old_layout_reads_one_json_array_with_native_numbers(tmp_path: Path) -> None:
+    path = write_samples(tmp_path, "org__alpha", "suite_colors", records("org__alpha", "suite_colors", "old"), "old")
+    assert path.read_text(encoding="utf-8").startswith("[\n  {")
+    samples = read_samples(path)
+    assert [s.label for s in samples] == LABELS[:5]
+    assert samples[2].logliks == (-0.75, -1.25)
+    assert [sample.line for sample in samples] == record_lines(path)
+    assert samples[1].line == line_of(path, '"doc_id": 1') - 1  # the line of the record's "{"
+
+
+def test_old_layout_task_names_come_from_results_or_tasks_option(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", layout="old", models=("org__alpha",), results=False)
+    folder = run / "org__alpha"
+    with pytest.raises(ConversionError, match=r"cannot tell the task from the file name.*results \.json.*--tasks"):
+        find_task_files(folder)
+    files = find_task_files(folder, known_tasks=["suite_colors", "suite_numbers"])
+    assert sorted(files) == ["suite_colors", "suite_numbers"]
+    cache = from_lm_eval([folder], tasks=["suite_numbers"])
+    assert cache.task_names == ("suite_numbers",)  # one task: no prefix to strip
+    assert cache.labels.tolist() == LABELS[5:]
+
+
+def test_lines_in_any_order_and_blank_lines(tmp_path: Path) -> None:
+    reference = from_lm_eval([write_run(tmp_path / "sorted")])
+    run = write_run(tmp_path / "shuffled")
+    for path in run.rglob("*.jsonl"):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        path.write_text("\n".join(lines[::-1]) + "\n\n", encoding="utf-8")
+    cache = from_lm_eval([run])
+    np.testing.assert_array_equal(cache.scores, reference.scores)
+    np.testing.assert_array_equal(cache.split, reference.split)
+    assert cache.question_ids == reference.question_ids
+
+
+def test_single_model_folder_and_several_paths(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    single = from_lm_eval([run / "org__beta"])
+    assert single.models == ("org__beta",)
+    assert single.preds[:, 0].tolist() == [row[1] for row in PREDS]
+    both = from_lm_eval([run / "org__beta", run / "org__alpha"])  # model order = the order of the paths
+    assert both.models == ("org__beta", "org__alpha")
+    assert both.preds.tolist() == [row[::-1] for row in PREDS]
+    assert find_model_folders(run) == [("org__alpha", run / "org__alpha"), ("org__beta", run / "org__beta")]
+    with pytest.raises(ConversionError, match="two model folders are named 'org__alpha'"):
+        from_lm_eval([run, run / "org__alpha"])
+
+
+def test_path_errors(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        from_lm_eval([tmp_path / "absent"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConversionError, match=r"empty: no lm-eval samples files \(\*\.jsonl\)"):
+        from_lm_eval([tmp_path / "empty"])
+    (tmp_path / "file.jsonl").write_text("{}\n", encoding="utf-8")
+    with pytest.raises(ConversionError, match="not a folder"):
+        from_lm_eval([tmp_path / "file.jsonl"])
+
+
+def test_two_runs_of_one_task_in_a_folder_is_an_error(tmp_path: Path) -> None:
+    folder = write_run(tmp_path / "run", models=("org__alpha",)) / "org__alpha"
+    extra = folder / "samples_suite_colors_2024-08-01T00-00-00.000000.jsonl"
+    extra.write_text((folder / "samples_suite_colors_2024-07-01T12-30-45.123456.jsonl").read_text(encoding="utf-8"))
+    with pytest.raises(ConversionError, match="task 'suite_colors' has two samples files"):
+        from_lm_eval([folder])
+
+
+def test_target_rules(tmp_path: Path) -> None:
+    # the choice text first (even when it reads as an index), then an integer index, then the first equal choice
+    rows = records("org__alpha", "suite_colors")
+    rows[0]["arguments"]["gen_args_0"]["arg_1"] = " blue"  # choices "blue", "blue"
+    path = _write_alpha(tmp_path, rows)
+    assert [sample.label for sample in read_samples(path)] == [0, 0, 1, 2, 0]
+    old = _write_alpha(tmp_path / "old", records("org__alpha", "suite_colors", "old"), "old")
+    assert '"target": 1,' in old.read_text(encoding="utf-8")  # a native integer in the old layout
+    assert [sample.label for sample in read_samples(old)] == LABELS[:5]
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("purple", r"'purple' is neither one of the 2 choices \['red', 'blue'\] nor a choice index in 0\.\.1"),
+        ("2", "'2' is neither one of the 2 choices"),
+        ("-1", "'-1' is neither one of the 2 choices"),
+        (5, "5 is neither one of the 2 choices"),
+        (True, "True is neither one of the 2 choices"),
+        (["red"], r"\['red'\] holds several gold answers"),
+    ],
+)
+def test_bad_target_names_file_line_and_value(tmp_path: Path, target: Any, message: str) -> None:
+    rows = records("org__alpha", "suite_colors")
+    rows[0]["target"] = target
+    path = write_samples(tmp_path / "m", "org__alpha", "suite_colors", rows)
+    with pytest.raises(ConversionError, match=rf"{path.name}, line 1: field 'target': {message}"):
+        read_samples(path)
+
+
+def test_normalize_by_characters_and_bytes(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", models=("org__alpha",))
+    plain = from_lm_eval([run])
+    chars = from_lm_eval([run], normalize="chars")
+    utf8 = from_lm_eval([run], normalize="bytes")
+    # question 4: choices "été" (3 characters, 5 bytes) and "a", log-likelihoods -3 and -1
+    assert plain.scores[4, 0, :2].tolist() == [-3.0, -1.0]
+    assert chars.scores[4, 0, :2].tolist() == [-1.0, -1.0]
+    assert utf8.scores[4, 0, :2].tolist() == [-0.6, -1.0]
+    # question 3: choices "10", "2", "1": -2/2, -1/1, -0.5/1
+    assert chars.scores[3, 0, :3].tolist() == [-1.0, -1.0, -0.5]
+    assert "normalize=chars" in chars.source
+    with pytest.raises(ValueError, match="normalize must be one of none, chars, bytes, got 'tokens'"):
+        from_lm_eval([run], normalize="tokens")
+
+
+def test_empty_choice_cannot_be_normalised(tmp_path: Path) -> None:
+    rows = records("org__alpha", "suite_colors")
+    rows[2]["arguments"]["gen_args_1"]["arg_1"] = " "
+    rows[2]["target"] = "yes"
+    path = write_samples(tmp_path / "org__alpha", "org__alpha", "suite_colors", rows)
+    assert from_lm_eval([path.parent]).n_questions == 5
+    with pytest.raises(ConversionError, match=rf"{path.name}, line 3: field 'arguments': choice 1 is empty"):
+        from_lm_eval([path.parent], normalize="chars")
+
+
+# -- splits ----------------------------------------------------------------------------------------------------------
+
+
+def test_split_last_fraction_is_exact() -> None:
+    tasks = np.repeat([0, 1], [90, 7])
+    codes = split_by_task(tasks, 0.3)
+    # floor(0.7 * 90) = 63 exactly (the float product 0.7 * 90 is 62.99...)
+    assert (codes[:90] == 0).sum() == 63 and codes[:90].tolist() == [0] * 63 + [1] * 27
+    assert codes[90:].tolist() == [0, 0, 0, 0, 1, 1, 1]  # floor(0.7 * 7) = 4
+    assert split_by_task(tasks, 0.0).tolist() == [0] * 97
+    assert split_by_task(tasks, 1.0).tolist() == [1] * 97
+
+
+def test_seeded_split_is_random_per_task_and_reproducible() -> None:
+    tasks = np.repeat([0, 1, 2], 20)
+    first = split_by_task(tasks, 0.25, seed=7)
+    assert first.tolist() == split_by_task(tasks, 0.25, seed=7).tolist()
+    assert first.tolist() != split_by_task(tasks, 0.25, seed=8).tolist()
+    assert [(first[tasks == t] == 1).sum() for t in range(3)] == [5, 5, 5]
+    assert first.tolist() != split_by_task(tasks, 0.25).tolist()
+
+
+def test_validation_fraction_and_bad_fractions() -> None:
+    codes = split_by_task(np.zeros(10, dtype=np.int64), 0.2, validation_fraction=0.3)
+    assert codes.tolist() == [0] * 5 + [2] * 3 + [1] * 2
+    for bad in (-0.1, 1.5, math.nan, "0.2"):
+        with pytest.raises(ValueError, match="test_fraction must be a number in"):
+            split_by_task(np.zeros(3, dtype=np.int64), bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="must be at most 1"):
+        split_by_task(np.zeros(3, dtype=np.int64), 0.6, validation_fraction=0.5)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        split_by_task(np.zeros(3, dtype=np.int64), 0.2, seed=1.5)  # type: ignore[arg-type]
+
+
+def test_converter_split_options(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    assert from_lm_eval([run], test_fraction=0.5).split.tolist() == [0, 0, 1, 1, 1, 0, 0, 1, 1]
+    seeded = from_lm_eval([run], split_seed=3)
+    assert seeded.split.tolist() == from_lm_eval([run], split_seed=3).split.tolist()
+    assert (seeded.split == 1).sum() == 2 and "seed 3" in seeded.source
+
+
+# -- task names ------------------------------------------------------------------------------------------------------
+
+
+def test_strip_prefix_choices(tmp_path: Path) -> None:
+    names = ["leaderboard_bbh_navigate", "leaderboard_bbh_snarks", "leaderboard_bbh_web_of_lies"]
+    assert list(strip_task_prefix(names).values()) == ["navigate", "snarks", "web_of_lies"]
+    assert list(strip_task_prefix(names, "leaderboard_").values()) == ["bbh_navigate", "bbh_snarks", "bbh_web_of_lies"]
+    assert list(strip_task_prefix(names, "").values()) == names
+    assert list(strip_task_prefix(["arc_easy"]).values()) == ["arc_easy"]  # one task: nothing shared to strip
+    assert list(strip_task_prefix(["ab_x", "ab_y", "abc"]).values()) == ["ab_x", "ab_y", "abc"]  # cut at a '_'
+    with pytest.raises(ConversionError, match="tasks 'a_x' and 'x' would both be named 'x'"):
+        strip_task_prefix(["a_x", "x"], "a_")
+    with pytest.raises(ConversionError, match="without a name"):
+        strip_task_prefix(["a_", "a_b"], "a_")
+    run = write_run(tmp_path / "run")
+    assert from_lm_eval([run], strip_prefix="").task_names == ("suite_colors", "suite_numbers")
+
+
+def test_tasks_option_takes_full_or_stored_names(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    by_short = from_lm_eval([run], tasks=["numbers"])
+    by_full = from_lm_eval([run], tasks=["suite_numbers"])
+    # the prefix comes from every task found, so a subset keeps the same stored names
+    assert by_short.task_names == by_full.task_names == ("numbers",)
+    assert by_short.labels.tolist() == LABELS[5:]
+    with pytest.raises(ConversionError, match=r"--tasks: 'shapes' not found .* they hold: colors, numbers"):
+        from_lm_eval([run], tasks=["shapes"])
+    with pytest.raises(ValueError, match="tasks must be a list of task names"):
+        from_lm_eval([run], tasks="colors")
+
+
+# -- malformed files: every error names the file and the line ----------------------------------------------------
+
+
+def _write_alpha(tmp_path: Path, rows: list[dict[str, Any]] | None = None, layout: str = "new") -> Path:
+    rows = records("org__alpha", "suite_colors", layout) if rows is None else rows
+    return write_samples(tmp_path / "org__alpha", "org__alpha", "suite_colors", rows, layout)
+
+
+def test_truncated_json_lines(tmp_path: Path) -> None:
+    path = _write_alpha(tmp_path)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text[: len(text) - 40], encoding="utf-8")  # the last line cut short
+    with pytest.raises(ConversionError, match=rf"{path.name}, line 5: not valid JSON \(.*truncated or corrupt\?\)"):
+        read_samples(path)
+
+
+def test_truncated_json_array(tmp_path: Path) -> None:
+    path = _write_alpha(tmp_path, layout="old")
+    text = path.read_text(encoding="utf-8")
+    cut = text.index('"doc_id": 3') + 30
+    path.write_text(text[:cut], encoding="utf-8")
+    with pytest.raises(ConversionError, match=rf"{path.name}, line \d+: not valid JSON"):
+        read_samples(path)
+    path.write_text(text.rstrip()[:-1], encoding="utf-8")  # only the closing ']' missing
+    with pytest.raises(ConversionError, match=rf"{path.name}, line \d+: the JSON array has no closing"):
+        read_samples(path)
+    path.write_text(text + "\n[]", encoding="utf-8")
+    with pytest.raises(ConversionError, match="text after the end of the JSON array"):
+        read_samples(path)
+
+
+@pytest.mark.parametrize("field", ["doc_id", "arguments", "target"])
+@pytest.mark.parametrize("layout", ["new", "old"])
+def test_missing_field(tmp_path: Path, field: str, layout: str) -> None:
+    rows = records("org__alpha", "suite_colors", layout)
+    del rows[3][field]
+    path = _write_alpha(tmp_path, rows, layout)
+    line = record_lines(path)[3]
+    with pytest.raises(ConversionError, match=rf"{path.name}, line {line}: field '{field}': required field is missing"):
+        read_samples(path)
+
+
+def test_missing_log_likelihoods(tmp_path: Path) -> None:
+    rows = records("org__alpha", "suite_colors")
+    del rows[1]["filtered_resps"]
+    path = _write_alpha(tmp_path, rows)
+    assert read_samples(path)[1].logliks == (-0.25, -2.0, -3.0)  # 'resps' holds the same numbers
+    del rows[1]["resps"]
+    path = _write_alpha(tmp_path, rows)
+    with pytest.raises(ConversionError, match=rf"{path.name}, line 2: field 'filtered_resps': required field"):
+        read_samples(path)
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("abc", "'abc' is not a number"),
+        ("", "'' is not a number"),
+        ("1_000", "'1_000' is not a number"),
+        (" -1.0", "' -1.0' is not a number"),
+        ("NaN", r"'NaN' is not finite \(NaN or infinity\)"),
+        ("-inf", "'-inf' is not finite"),
+        ("1e999", "'1e999' overflows a float"),
+        ("False", "'False' is not a number"),
+        (None, "None is not a number"),
+    ],
+)
+def test_bad_log_likelihood_new_layout(tmp_path: Path, value: Any, problem: str) -> None:
+    rows = records("org__alpha", "suite_colors")
+    rows[2]["filtered_resps"][1][0] = value
+    path = _write_alpha(tmp_path, rows)
+    with pytest.raises(
+        ConversionError, match=rf"{path.name}, line 3: field 'filtered_resps': choice 1: log-likelihood {problem}"
+    ):
+        read_samples(path)
+
+
+@pytest.mark.parametrize(("value", "problem"), [(math.nan, "nan is not finite"), (True, "True is not a number")])
+def test_bad_log_likelihood_old_layout(tmp_path: Path, value: Any, problem: str) -> None:
+    rows = records("org__alpha", "suite_colors", "old")
+    rows[4]["filtered_resps"][0][0] = value
+    path = _write_alpha(tmp_path, rows, "old")
+    assert ("NaN" in path.read_text(encoding="utf-8")) == (value is not True)  # json writes the NaN literal
+    line = record_lines(path)[4]
+    with pytest.raises(
+        ConversionError, match=rf"{path.name}, line {line}: field 'filtered_resps': choice 0: log-likelihood {problem}"
+    ):
+        read_samples(path)
+
+
+def test_response_shape_errors(tmp_path: Path) -> None:
+    rows = records("org__alpha", "suite_colors")
+    rows[0]["filtered_resps"] = rows[0]["filtered_resps"][:1]
+    path = _write_alpha(tmp_path, rows)
+    with pytest.raises(ConversionError, match=r"line 1: field 'filtered_resps': has 1 entries but 'arguments' has 2"):
+        read_samples(path)
+    rows = records("org__alpha", "suite_colors")
+    rows[1]["filtered_resps"][0] = ["-1.0"]
+    path = _write_alpha(tmp_path, rows)
+    with pytest.raises(ConversionError, match=r"line 2: field 'filtered_resps': choice 0: expected a \[log-likelihood"):
+        read_samples(path)
+
+
+def test_record_shape_errors(tmp_path: Path) -> None:
+    path = tmp_path / "samples_t_2024-01-01T00-00-00.000000.jsonl"
+    for line, problem in [
+        ('["not", "an", "object"]', "line 1: expected a JSON object"),
+        ('{"doc_id": "7"}', "line 1: field 'doc_id': must be a non-negative integer, got '7'"),
+        ('{"doc_id": 0, "arguments": "ctx"}', "line 1: field 'arguments': expected an object of gen_args_i"),
+        (
+            '{"doc_id": 0, "arguments": {"gen_args_1": {"arg_0": "c", "arg_1": " a"}}}',
+            "line 1: field 'arguments': expected keys gen_args_0..gen_args_0",
+        ),
+    ]:
+        path.write_text(line + "\n", encoding="utf-8")
+        with pytest.raises(ConversionError, match=f"{path.name}, {problem}"):
+            read_samples(path)
+
+
+def test_empty_files(tmp_path: Path) -> None:
+    path = tmp_path / "samples_t.jsonl"
+    path.write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(ConversionError, match=rf"{path.name}: the file is empty: no samples"):
+        read_samples(path)
+    path.write_text("[\n]\n", encoding="utf-8")
+    with pytest.raises(ConversionError, match="holds no samples"):
+        read_samples(path)
+    path.write_bytes(b'{"doc_id": 0}\n{"doc": "\xff"}\n')
+    with pytest.raises(ConversionError, match=rf"{path.name}, line 2: not UTF-8 text"):
+        read_samples(path)
+
+
+def test_duplicate_doc_id(tmp_path: Path) -> None:
+    rows = records("org__alpha", "suite_colors")
+    rows[3]["doc_id"] = 1
+    path = _write_alpha(tmp_path, rows)
+    with pytest.raises(
+        ConversionError, match=rf"{path.name}, line 4: field 'doc_id': doc_id 1 already appears on line 2"
+    ):
+        read_samples(path)
+
+
+def test_fewer_than_two_choices(tmp_path: Path) -> None:
+    rows = records("org__alpha", "suite_colors")
+    rows[0]["arguments"] = {"gen_args_0": rows[0]["arguments"]["gen_args_0"]}
+    path = _write_alpha(tmp_path, rows)
+    with pytest.raises(ConversionError, match=r"line 1: field 'arguments': has 1 choice\(s\): a multiple-choice"):
+        read_samples(path)
+
+
+def _generate_until(doc_id: int, flt: str = "strict-match") -> dict[str, Any]:
+    """A line of a generative task as lm-eval >= 0.4.7 writes it: generation settings, texts, one line per filter."""
+    return {
+        "doc_id": doc_id,
+        "target": "42",
+        "arguments": {"gen_args_0": {"arg_0": "Q: 6 x 7?\nA:", "arg_1": {"until": ["\n"], "do_sample": "False"}}},
+        "resps": [["The answer is 42."]],
+        "filtered_resps": ["42"],
+        "filter": flt,
+        "metrics": ["exact_match"],
+    }
+
+
+def test_generative_tasks_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "samples_gsm8k_2024-01-01T00-00-00.000000.jsonl"
+    path.write_text(json.dumps(_generate_until(0)) + "\n", encoding="utf-8")
+    with pytest.raises(
+        ConversionError, match=rf"{path.name}, line 1: field 'arguments': .*generative \(generate_until\)"
+    ):
+        read_samples(path)
+    # texts instead of log-likelihoods
+    rows = records("org__alpha", "suite_colors")
+    rows[0]["filtered_resps"] = ["red", "blue"]
+    path = _write_alpha(tmp_path, rows)
+    with pytest.raises(
+        ConversionError, match=r"line 1: field 'filtered_resps': choice 0 is the text 'red'.*generative"
+    ):
+        read_samples(path)
+    # one line per filter
+    rows = records("org__alpha", "suite_colors")
+    twin = json.loads(json.dumps(rows[2]))
+    twin["filter"] = "flexible-extract"
+    path = _write_alpha(tmp_path, [*rows, twin])
+    with pytest.raises(ConversionError, match=r"line 6: field 'filter': doc_id 2 appears once per filter.*generative"):
+        read_samples(path)
+
+
+# -- alignment across models ---------------------------------------------------------------------------------------
+
+
+def test_question_missing_for_a_model(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    beta = run / "org__beta" / "samples_suite_colors_2024-07-01T12-30-45.123456.jsonl"
+    lines = beta.read_text(encoding="utf-8").splitlines()
+    beta.write_text("\n".join(lines[:1] + lines[2:]) + "\n", encoding="utf-8")  # doc_id 1 gone
+    with pytest.raises(
+        ConversionError,
+        match=r"task 'colors'.*model 'org__beta' \(.*samples_suite_colors.*\) lacks 1 \(doc_id 1\).*--intersect",
+    ):
+        from_lm_eval([run])
+    messages: list[str] = []
+    cache = from_lm_eval([run], intersect=True, notify=messages.append)
+    assert messages == [
+        "--intersect: dropped 1 of 9 questions (1 missing for some model, 0 with differing labels, choices or doc_hash)"
+    ]
+    assert cache.n_questions == 8 and cache.labels.tolist() == [LABELS[0], *LABELS[2:]]
+    assert cache.split.tolist() == [0, 0, 0, 1, 0, 0, 0, 1]  # the split is made after the intersection
+    assert "1 questions not shared by every model dropped" in cache.source
+
+
+def test_models_disagree_on_a_label(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    rows = records("org__beta", "suite_numbers")
+    rows[2]["target"] = "q"
+    path = write_samples(run / "org__beta", "org__beta", "suite_numbers", rows)
+    with pytest.raises(
+        ConversionError,
+        match=r"task 'numbers', doc_id 2: the models disagree on the label: "
+        r"'org__alpha' \(.*, line 3\) has label 2 \('r'\), "
+        rf"'org__beta' \(.*{path.name}, line 3\) has label 1 \('q'\)",
+    ):
+        from_lm_eval([run])
+    messages: list[str] = []
+    cache = from_lm_eval([run], intersect=True, notify=messages.append)
+    assert "0 missing for some model, 1 with differing labels" in messages[0]
+    assert cache.n_questions == 8
+
+
+def test_models_disagree_on_doc_hash_or_choices(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    rows = records("org__beta", "suite_colors")
+    rows[0]["doc_hash"] = "another-document"
+    write_samples(run / "org__beta", "org__beta", "suite_colors", rows)
+    with pytest.raises(ConversionError, match=r"doc_id 0: the models disagree on the doc_hash: .*another-document"):
+        from_lm_eval([run])
+    rows = records("org__beta", "suite_colors")
+    rows[1]["arguments"]["gen_args_2"]["arg_1"] = " purple"
+    write_samples(run / "org__beta", "org__beta", "suite_colors", rows)
+    with pytest.raises(ConversionError, match=r"doc_id 1: the models disagree on the choices"):
+        from_lm_eval([run])
+
+
+def test_task_missing_for_a_model(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    (run / "org__beta" / "samples_suite_numbers_2024-07-01T12-30-45.123456.jsonl").unlink()
+    with pytest.raises(ConversionError, match=r"task 'numbers': model 'org__beta' has no samples file for it"):
+        from_lm_eval([run])
+    messages: list[str] = []
+    cache = from_lm_eval([run], intersect=True, notify=messages.append)
+    assert messages == ["--intersect: task 'numbers' left out: no samples file for org__beta"]
+    assert cache.task_names == ("colors",)
+
+
+def test_progress_is_reported(tmp_path: Path) -> None:
+    calls: list[tuple[int, int, str]] = []
+    from_lm_eval([write_run(tmp_path / "run")], progress=lambda *call: calls.append(call))
+    assert calls[0] == (0, 4, "org__alpha: colors") and calls[-1] == (4, 4, "")
+    assert [done for done, *_ in calls] == [0, 1, 2, 3, 4]
+
+
+# -- arrays ----------------------------------------------------------------------------------------------------------
+
+SCORES = np.array([[[0.9, 0.1], [0.4, 0.6]], [[0.2, 0.8], [0.7, 0.3]], [[0.5, 0.5], [0.1, 0.9]]])
+
+
+def test_from_arrays_both_shapes() -> None:
+    flat = from_arrays(SCORES.reshape(3, 4), [0, 1, 1], ["a", "b"], score_kind="prob")
+    full = from_arrays(SCORES, [0, 1, 1], ["a", "b"], score_kind="prob", tasks=["x", "y", "x"])
+    np.testing.assert_array_equal(flat.scores, full.scores)
+    assert full.preds.tolist() == [[0, 1], [1, 0], [0, 1]]
+    assert full.task_names == ("x", "y") and full.tasks.tolist() == [0, 1, 0]
+    with pytest.raises(
+        ConversionError, match=r"<memory>: scores of shape \(3, 4\) \(Q, N\*C\) cannot be split among 3"
+    ):
+        from_arrays(SCORES.reshape(3, 4), [0, 1, 1], ["a", "b", "c"], score_kind="prob")
+    with pytest.raises(ConversionError, match="must have shape"):
+        from_arrays(SCORES[0, 0], [0], ["a"], score_kind="prob")
+    with pytest.raises(ValueError, match="field 'labels': question 2 has label 2"):
+        from_arrays(SCORES, [0, 1, 2], ["a", "b"], score_kind="prob")
+
+
+def test_from_npz_and_npy(tmp_path: Path) -> None:
+    npz = tmp_path / "pool.npz"
+    np.savez(npz, scores=SCORES, labels=np.array([0, 1, 1]), models=np.array(["a", "b"]), split=np.array([0, 0, 1]))
+    cache = from_array_files(npz, score_kind="prob")
+    assert cache.models == ("a", "b") and cache.split.tolist() == [0, 0, 1]
+    assert cache.source == "arrays: pool.npz"
+    npy, labels = tmp_path / "scores.npy", tmp_path / "labels.txt"
+    np.save(npy, SCORES.reshape(3, 4))
+    labels.write_text("0\n1\n1\n", encoding="utf-8")
+    other = from_array_files(npy, score_kind="prob", labels=labels, models=["a", "b"])
+    np.testing.assert_array_equal(other.scores, cache.scores)
+    with pytest.raises(ConversionError, match=r"pool\.npz: field 'labels': is given twice"):
+        from_array_files(npz, score_kind="prob", labels=labels)
+    with pytest.raises(ConversionError, match=r"scores\.npy: field 'labels': missing: give it with --labels"):
+        from_array_files(npy, score_kind="prob", models=["a", "b"])
+    np.savez(npz, scores=SCORES, lables=np.array([0, 1, 1]))
+    with pytest.raises(ConversionError, match=r"pool\.npz: unknown arrays \['lables'\]"):
+        from_array_files(npz, score_kind="prob")
+    np.savez(npz, scores=SCORES, labels=np.array([0, 1, 1]), models=np.array([7, 8]))
+    with pytest.raises(ConversionError, match=r"pool\.npz: field 'models': must hold strings .*got dtype int64"):
+        from_array_files(npz, score_kind="prob")
+    np.savez(npz, scores=SCORES, labels=np.array([0, 1, 1]), models=np.array(["a", None], dtype=object))
+    with pytest.raises(ConversionError, match=r"pool\.npz: field 'models': cannot be read without pickle"):
+        from_array_files(npz, score_kind="prob")
+
+
+def test_from_csv_with_header_padding_and_tasks(tmp_path: Path) -> None:
+    scores = tmp_path / "scores.csv"
+    scores.write_text("a0,a1,a2,b0,b1,b2\n-1,-2,-3,-2,-1,-3\n-0.5,-1,,-1,-0.5,\n", encoding="utf-8")
+    (tmp_path / "labels.csv").write_text("label\n2\n0\n", encoding="utf-8")
+    (tmp_path / "n.txt").write_text("3\n2\n", encoding="utf-8")
+    (tmp_path / "tasks.txt").write_text("math\nlogic\n", encoding="utf-8")
+    cache = from_array_files(
+        scores,
+        score_kind="loglik",
+        labels=tmp_path / "labels.csv",
+        models=["a", "b"],
+        n_choices=tmp_path / "n.txt",
+        tasks=tmp_path / "tasks.txt",
+    )
+    assert cache.scores.shape == (2, 2, 3) and cache.n_choices.tolist() == [3, 2]
+    assert cache.preds.tolist() == [[0, 1], [0, 1]] and cache.task_names == ("math", "logic")
+    with pytest.raises(ValueError, match=r"field 'scores': question 1, model 'a', choice 2: non-finite value nan"):
+        from_array_files(scores, score_kind="loglik", labels=tmp_path / "labels.csv", models=["a", "b"])
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("1,2\n3,x\n", r"line 2: column 2: 'x' is not a number"),
+        ("0.5,y\n3,4\n", r"line 1: column 2: 'y' is not a number"),  # a row with a number is not a header
+        ("1,2\n3,nan\n", r"line 2: column 2: 'nan' is not finite"),
+        ("1,2\n3,4,5\n", r"line 2: has 3 columns, the first row of numbers has 2"),
+        ("h1,h2\n", "holds no rows of numbers"),
+    ],
+)
+def test_bad_csv_names_line_and_column(tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "scores.csv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConversionError, match=rf"scores\.csv(, |: ){problem}"):
+        from_array_files(path, score_kind="prob", labels=None, models=["a"])
+
+
+def test_bad_label_file(tmp_path: Path) -> None:
+    (tmp_path / "s.csv").write_text("0.2,0.8\n0.6,0.4\n", encoding="utf-8")
+    (tmp_path / "labels.txt").write_text("1\n0.5\n", encoding="utf-8")
+    with pytest.raises(ConversionError, match=r"labels\.txt, line 2: column 1: '0\.5' is not an integer"):
+        from_array_files(tmp_path / "s.csv", score_kind="prob", labels=tmp_path / "labels.txt", models=["a"])
+    np.save(tmp_path / "labels.npy", np.array([1.0, 0.0]))
+    with pytest.raises(ConversionError, match=r"labels\.npy: must hold integers, got dtype float64"):
+        from_array_files(tmp_path / "s.csv", score_kind="prob", labels=tmp_path / "labels.npy", models=["a"])
+    (tmp_path / "s.json").write_text("[]", encoding="utf-8")
+    with pytest.raises(ConversionError, match=r"s\.json: unknown file type"):
+        from_array_files(tmp_path / "s.json", score_kind="prob")
+
+
+# -- the real BBH files (slow; skipped without ../shared) --------------------------------------------------------------
+
+BBH_DATA = Path(
+    os.environ.get(
+        "ENSEMBLE_ENV_BBH_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "bbh-leaderboard"
+    )
+)
+# the order of the accuracies in reference_accuracy.json: the folder order of the data's README
+BBH_MODEL_ORDER = (
+    "meta-llama__Llama-2-70b-chat-hf",
+    "mistralai__Mixtral-8x7B-Instruct-v0.1",
+    "google__gemma-7b",
+    "microsoft__phi-2",
+    "mistralai__Mistral-7B-v0.1",
+)
+
+
+@pytest.fixture
+def bbh_data() -> Path:
+    if not (BBH_DATA / "reference_accuracy.json").is_file():
+        pytest.skip(f"the BBH samples are not at {BBH_DATA} (set ENSEMBLE_ENV_BBH_DATA to their folder)")
+    return BBH_DATA
+
+
+@pytest.mark.slow
+def test_real_bbh_accuracies_equal_the_reference(bbh_data: Path) -> None:
+    reference = json.loads((bbh_data / "reference_accuracy.json").read_text(encoding="utf-8"))
+    before = digest(bbh_data)
+    cache = from_lm_eval([bbh_data])
+    assert digest(bbh_data) == before
+    assert cache.n_models == 5 and sorted(cache.models) == sorted(BBH_MODEL_ORDER)
+    assert cache.task_names == tuple(sorted(reference)) and cache.n_tasks == 16
+    columns = [cache.models.index(model) for model in BBH_MODEL_ORDER]
+    for task, expected in reference.items():
+        questions = cache.select("all", [task])
+        assert questions.size == expected["n"]
+        assert int((cache.split[questions] == 0).sum()) == expected["n_train"]
+        assert int(cache.n_choices[questions].max()) == expected["C"]
+        assert cache.model_accuracy(questions)[columns].tolist() == expected["acc"], task
+
+
+@pytest.mark.slow
+def test_real_bbh_normalized_scores_reproduce_lm_eval_acc_norm(bbh_data: Path) -> None:
+    cache = from_lm_eval([bbh_data], tasks=["navigate", "geometric_shapes"], normalize="chars")
+    folder = bbh_data / "google__gemma-7b"
+    acc_norm = [
+        json.loads(line)["acc_norm"]
+        for task in ("geometric_shapes", "navigate")
+        for line in next(folder.glob(f"samples_leaderboard_bbh_{task}_*.jsonl"))
+        .read_text(encoding="utf-8")
+        .splitlines()
+    ]
+    assert cache.correct[:, cache.models.index("google__gemma-7b")].astype(float).tolist() == acc_norm
