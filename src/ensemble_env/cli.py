@@ -79,7 +79,7 @@ def _baselines(args: argparse.Namespace) -> int:
 
 #: modules that add command groups: each has ``register(commands)`` taking the argparse sub-parsers object,
 #: and sets ``run`` (a function of the parsed namespace returning an exit code) on every parser it adds.
-COMMAND_MODULES: tuple[str, ...] = ("ensemble_env.cache_cli",)
+COMMAND_MODULES: tuple[str, ...] = ("ensemble_env.cache_cli", "ensemble_env.train_cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

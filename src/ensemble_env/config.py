@@ -115,12 +115,13 @@ class EnvConfig:
             isinstance(self.episode_length, bool) or not isinstance(self.episode_length, int) or self.episode_length < 1
         ):
             raise ValueError(f"episode_length must be None or an integer >= 1, got {self.episode_length!r}")
-        for option, choice, allowed in (
+        choice_options: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             ("split", self.split, SPLIT_CHOICES),
             ("order", self.order, ORDERS),
             ("decider_action", self.decider_action, DECIDER_ACTIONS),
             ("size_penalty_mode", self.size_penalty_mode, SIZE_PENALTY_MODES),
-        ):
+        )
+        for option, choice, allowed in choice_options:
             if choice not in allowed:
                 raise ValueError(f"{option}={choice!r} is not one of {', '.join(map(repr, allowed))}")
         for name in self.metrics or ():

@@ -26,19 +26,21 @@ from ensemble_env.window import (
     DISAGREEMENT,
     ENTROPY,
     FLEISS,
-    FOCAL as FOCAL_CODE,
     GENERALIZED,
     PAIR_KAPPA,
     PLURALITY,
     Q_STAT,
     add_question,
-    update_plurality,
     binary_entropy,
     fleiss_kappa,
     focal_diversity,
     generalized_diversity,
     pairwise,
     plurality_from_rows,
+    update_plurality,
+)
+from ensemble_env.window import (
+    FOCAL as FOCAL_CODE,
 )
 
 # counters (B, 6) int64
@@ -380,7 +382,7 @@ def team_statistics(
     n_classes: int,
 ) -> np.ndarray:
     """(B, K) float64 statistics ``codes`` of every copy's current team over its window."""
-    n_envs, n_models = team.shape
+    n_envs = team.shape[0]
     out = np.zeros((n_envs, codes.shape[0]))
     for env in range(n_envs):
         members = np.flatnonzero(team[env])

@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from ensemble_env import dynamics
 from ensemble_env.cache import LogitCache
 from ensemble_env.config import MAX_SUBSET_MODELS, EnvConfig
-from ensemble_env import dynamics
 from ensemble_env.window import MAX_TABLE_MODELS, STATISTIC_CODES, plurality_table, statistic_bounds
 
 __all__ = ["AGENTS", "INFO_KEYS", "EnsembleVectorEnv", "ObservationLayout"]

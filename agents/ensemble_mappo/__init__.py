@@ -1,0 +1,66 @@
+"""ensemble_mappo: the reference MAPPO learner for ensemble_env (RL-Focal's two agents, a centralized critic).
+
+Install the ``mappo`` extra with the CPU wheel first: ``pip install torch==2.13.0 && pip install -e ".[mappo]"``.
+
+- :class:`DeciderActor` (one Bernoulli per model) and :class:`FusionActor` (a categorical over the valid
+  choices), both :class:`Actor`; :class:`CentralCritic` on ``venv.state()``; :class:`ValueNormalizer`.
+- :func:`compute_gae`, :func:`clipped_policy_loss`, :func:`clipped_value_loss`, :func:`ppo_update`.
+- :class:`TrainConfig`, :func:`train`, :func:`evaluate_run`; the ``ensemble-env train | evaluate | plot``
+  commands wrap them.
+
+Only :mod:`ensemble_mappo.config` is importable without torch (the command line builds its options from it);
+the other names load torch on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "Actor",
+    "CentralCritic",
+    "DeciderActor",
+    "Evaluation",
+    "FusionActor",
+    "TrainConfig",
+    "ValueNormalizer",
+    "clipped_policy_loss",
+    "clipped_value_loss",
+    "compute_gae",
+    "evaluate_run",
+    "load_checkpoint",
+    "load_config",
+    "ppo_update",
+    "save_checkpoint",
+    "train",
+]
+
+_WHERE = {
+    "Actor": "networks",
+    "CentralCritic": "networks",
+    "DeciderActor": "networks",
+    "FusionActor": "networks",
+    "ValueNormalizer": "networks",
+    "clipped_policy_loss": "ppo",
+    "clipped_value_loss": "ppo",
+    "compute_gae": "ppo",
+    "ppo_update": "ppo",
+    "TrainConfig": "config",
+    "load_config": "config",
+    "train": "training",
+    "Evaluation": "evaluation",
+    "evaluate_run": "evaluation",
+    "load_checkpoint": "checkpoint",
+    "save_checkpoint": "checkpoint",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'ensemble_mappo' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"ensemble_mappo.{_WHERE[name]}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,244 @@
+"""The training configuration: one frozen dataclass, a docstring per field, loadable from TOML or JSON.
+
+Every field is declared once, here. The ``ensemble-env train`` options are generated from the fields (name
+``--field-name``, help text from the field's docstring), and ``--config FILE`` reads a TOML or JSON object
+whose keys are field names (TOML is read with :mod:`tomllib`, JSON with :mod:`json`; nothing is unpickled).
+
+>>> config = TrainConfig(seed=3, mode="two-stage")
+>>> config.learning_rate, config.clip_coef, config.gamma, config.gae_lambda
+(0.0005, 0.2, 0.99, 0.95)
+>>> config_from_dict({"seed": 1, "env": {"alpha": 0.5}}).env["alpha"]
+0.5
+>>> field_docs()["gamma"]
+'Discount factor of the shared reward (MAPPO default).'
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import itertools
+import json
+import sys
+import textwrap
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CHOICES",
+    "DEFAULT_ENV_OPTIONS",
+    "MODES",
+    "ORDERS",
+    "TrainConfig",
+    "config_from_dict",
+    "field_docs",
+    "load_config",
+]
+
+#: training schedules: ``joint`` trains both actors at once (MAPPO proper); ``two-stage`` is the paper's
+MODES = ("joint", "two-stage")
+#: orders of the training stream
+ORDERS = ("sequential", "shuffled")
+#: the choices of the str fields (for the command line)
+CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "order": ORDERS}
+
+#: environment options of the training stream unless the config overrides them (see ``TrainConfig.env``)
+DEFAULT_ENV_OPTIONS: dict[str, Any] = {"decider_extras": ["task"], "fusion_extras": ["task"]}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyperparameters of one MAPPO run (``ensemble-env train``); defaults follow the MAPPO paper where it has one."""
+
+    seed: int = 0
+    """Seed of every random choice: network initialisation, action sampling, minibatches, episode starts."""
+    mode: str = "joint"
+    """"joint": both actors learn together (MAPPO proper). "two-stage" (the RL-Focal paper's schedule): the
+    decider learns first with the plurality vote as the fuser, then the fusion agent learns with the decider
+    frozen (it acts by its mode)."""
+    stage_one_fraction: float = 0.5
+    """Two-stage mode: share of the step budget spent in the first (decider) stage."""
+    passes: float = 200.0
+    """Budget in passes over the training stream: total env steps = passes x questions in the stream
+    (summed over the parallel copies). Ignored when ``total_steps`` is set. 200 passes over BBH's 3,200
+    train questions take about 3 minutes on two cores."""
+    total_steps: int = 0
+    """Budget in env steps (questions answered, summed over copies); 0 uses ``passes``."""
+    num_envs: int = 64
+    """Copies of the game stepped together by ``ensemble_env.vector_env``."""
+    num_steps: int = 64
+    """Steps per copy in one rollout; a rollout holds num_envs x num_steps transitions."""
+    episode_length: int = 512
+    """Questions per training episode, a contiguous run of the stream from a random start (the decider's window
+    grows from empty at each start, as in evaluation). Cut to a multiple of num_steps (or, for streams
+    shorter than a rollout, a divisor of it) so every copy starts a new episode at the same rollout boundary."""
+    order: str = "sequential"
+    """Order of the training stream: "sequential" (the cache's order, as the test stream is played) or
+    "shuffled"."""
+    env: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_ENV_OPTIONS))
+    """Options of the environment (``ensemble_env.EnvConfig`` fields such as alpha, window, tasks,
+    decider_extras), the same for training and evaluation. The default adds the one-hot task of the question
+    to both observations: it names the task, never the answer. A config file's ``[env]`` table is merged into
+    these defaults (write ``decider_extras = []`` to drop one)."""
+    learning_rate: float = 5e-4
+    """Adam learning rate of the two actors and the critic (MAPPO default)."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly to 0 over the budget."""
+    gamma: float = 0.99
+    """Discount factor of the shared reward (MAPPO default)."""
+    gae_lambda: float = 0.95
+    """Lambda of the generalised advantage estimate (MAPPO default)."""
+    clip_coef: float = 0.2
+    """PPO clipping range of the probability ratio, and of the value change (MAPPO default)."""
+    clip_value: bool = True
+    """Clip the value update around the rollout's predictions, as MAPPO does."""
+    update_epochs: int = 10
+    """Passes of PPO over each rollout."""
+    num_minibatches: int = 16
+    """Minibatches per epoch (16 of 256 transitions by default: more, smaller steps learned faster on BBH
+    than CleanRL's 4 x 4 or MAPPO's 15 epochs of one minibatch)."""
+    ent_coef: float = 0.01
+    """Entropy bonus of each actor (MAPPO default)."""
+    max_grad_norm: float = 10.0
+    """Gradient-norm clip of each network (MAPPO default)."""
+    hidden_size: int = 64
+    """Width of the two hidden layers of every network (MAPPO default)."""
+    decider_initial_prob: float = 0.5
+    """Probability with which the untrained decider puts each model in the team (the bias of its output)."""
+    normalize_advantages: bool = True
+    """Standardise advantages within each minibatch."""
+    checkpoint_every: int = 20
+    """Write the checkpoint every this many updates, and after the last one."""
+    threads: int = 1
+    """torch.set_num_threads: CPU threads for the networks. One is fastest for these small networks on the
+    2-core machine: the environment steps in between, and a second thread mostly waits (measured in
+    benchmarks/train_speed.py)."""
+    tensorboard: bool = False
+    """Also write TensorBoard event files (when the tensorboard package is installed)."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode={self.mode!r} is not one of {', '.join(map(repr, MODES))}")
+        if self.order not in ORDERS:
+            raise ValueError(f"order={self.order!r} is not one of {', '.join(map(repr, ORDERS))}")
+        positive_ints = ("num_envs", "num_steps", "episode_length", "update_epochs", "num_minibatches")
+        for name in (*positive_ints, "hidden_size", "checkpoint_every", "threads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if isinstance(self.total_steps, bool) or not isinstance(self.total_steps, int) or self.total_steps < 0:
+            raise ValueError(f"total_steps must be an integer >= 0 (0: use passes), got {self.total_steps!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+        for name, low, high in (
+            ("passes", 0.0, float("inf")),
+            ("learning_rate", 0.0, float("inf")),
+            ("gamma", 0.0, 1.0),
+            ("gae_lambda", 0.0, 1.0),
+            ("clip_coef", 0.0, float("inf")),
+            ("ent_coef", 0.0, float("inf")),
+            ("max_grad_norm", 0.0, float("inf")),
+            ("stage_one_fraction", 0.0, 1.0),
+            ("decider_initial_prob", 1e-3, 1.0 - 1e-3),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+                raise ValueError(f"{name} must be a number in [{low}, {high}], got {value!r}")
+        if self.num_envs * self.num_steps < self.num_minibatches:
+            raise ValueError(
+                f"num_minibatches={self.num_minibatches} exceeds the rollout size num_envs x num_steps = "
+                f"{self.num_envs * self.num_steps}"
+            )
+        if not isinstance(self.env, dict):
+            raise ValueError(f"env must be a table of environment options, got {self.env!r}")
+        reserved = sorted({"split", "order", "episode_length"} & set(self.env))
+        if reserved:
+            raise ValueError(
+                f"env: {', '.join(reserved)} are set by the trainer (training uses the train split, the config's "
+                f"order and episode_length; evaluation plays the whole chosen split in order)"
+            )
+        for name in ("anneal_lr", "clip_value", "normalize_advantages", "tensorboard"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        object.__setattr__(self, "env", {key: _plain(value) for key, value in self.env.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (what ``config.json`` of a run holds)."""
+        return asdict(self)
+
+
+def _plain(value: Any) -> Any:
+    """Tuples as lists, so a config compares equal after a JSON round-trip."""
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    return value
+
+
+@functools.cache
+def field_docs() -> dict[str, str]:
+    """Each field's docstring (the string literal under it in the class body), whitespace collapsed."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(TrainConfig)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for statement, following in itertools.pairwise(body):
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[statement.target.id] = " ".join(following.value.value.split())
+    return docs
+
+
+def config_from_dict(values: dict[str, Any], where: str = "config") -> TrainConfig:
+    """Build a :class:`TrainConfig` from field values, naming unknown keys and mistyped values."""
+    known = {item.name: item for item in fields(TrainConfig)}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; the keys are {', '.join(known)}")
+    cleaned = dict(values)
+    if isinstance(values.get("env"), dict):  # a partial env table adds to (or overrides) the default options
+        cleaned["env"] = {**DEFAULT_ENV_OPTIONS, **values["env"]}
+    for name, value in values.items():
+        default = getattr(TrainConfig(), name)
+        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            cleaned[name] = float(value)
+    try:
+        return TrainConfig(**cleaned)
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+
+
+def _toml_module() -> Any:
+    """The TOML reader: tomllib (Python >= 3.11) or tomli, if installed."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib
+    try:  # pragma: no cover - Python 3.10
+        import tomli
+    except ModuleNotFoundError:  # pragma: no cover
+        raise ValueError(
+            "TOML configs need Python >= 3.11 or `pip install tomli`; a JSON config works anywhere"
+        ) from None
+    return tomli  # pragma: no cover
+
+
+def load_config(path: str | Path) -> TrainConfig:
+    """Read a config file: TOML (``.toml``) or JSON (anything else), an object of :class:`TrainConfig` fields."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".toml":
+            values = _toml_module().loads(text)
+        else:
+            values = json.loads(text)
+    except ValueError as error:
+        raise ValueError(f"{path}: cannot parse the config ({error})") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: a config must be an object of field names, got {type(values).__name__}")
+    return config_from_dict(values, where=str(path))

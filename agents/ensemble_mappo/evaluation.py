@@ -1,0 +1,260 @@
+"""Evaluation of a trained run on a split of the cache: frozen (default) or the paper's online protocol.
+
+- **frozen**: the checkpoint's actors play the split's stream once, in the cache's order, each acting by its
+  mode (the decider keeps the models with probability > 1/2, the fusion agent takes its most probable valid
+  choice). Nothing is learned from the split's labels.
+- **online** (RL-Focal's protocol): the actors sample their actions and, every ``update_every`` questions, run
+  a MAPPO update on the questions just answered, whose labels have been revealed by then (the run's
+  hyperparameters and optimizer state; the block is one minibatch). Every answer is given before its label
+  is used. The result is labelled online in every output, because it is not a frozen
+  policy's score.
+
+Reports per-task accuracy, mean team size, per-model selection frequency and cost, and (as a table) the
+baselines of :mod:`ensemble_env.baselines` fitted on train, with the learned policy as one more row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ensemble_env import baselines
+from ensemble_env.baselines import BaselineResult
+from ensemble_env.cache import LogitCache
+from ensemble_mappo.checkpoint import load_checkpoint
+from ensemble_mappo.ppo import Rollout
+from ensemble_mappo.training import Agents, Behaviour, collect, load_run, make_env, make_optimizers, update
+
+__all__ = [
+    "PROTOCOLS",
+    "Evaluation",
+    "baseline_summary",
+    "evaluate_run",
+    "evaluation_path",
+    "format_report",
+    "run_baselines",
+    "save_evaluation",
+]
+
+PROTOCOLS = {
+    "frozen": "frozen policy: no learning on the evaluated questions",
+    "online": "ONLINE protocol: the agents keep learning on the evaluated stream (updates every {n} questions "
+    "from revealed labels); not a frozen policy's score",
+}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation of a run: what was answered, by which team, and at what cost, question by question."""
+
+    protocol: str
+    split: str
+    update_every: int | None
+    run: str
+    iteration: int
+    global_step: int
+    models: tuple[str, ...]
+    questions: np.ndarray
+    answers: np.ndarray
+    correct: np.ndarray
+    teams: np.ndarray
+    cost: np.ndarray
+
+    @property
+    def name(self) -> str:
+        """Row name in tables: ``mappo`` or ``mappo(online)``."""
+        return "mappo" if self.protocol == "frozen" else "mappo(online)"
+
+    @property
+    def description(self) -> str:
+        return PROTOCOLS[self.protocol].format(n=self.update_every)
+
+    def result(self, cache: LogitCache) -> BaselineResult:
+        """The evaluation as a :class:`~ensemble_env.baselines.BaselineResult` (an empty team answers -1)."""
+        team_size = self.teams.sum(axis=1)
+        predictions = np.where(team_size > 0, self.answers, -1)
+        return BaselineResult.from_cache(self.name, cache, self.questions, predictions, team_size)
+
+    def summary(self, cache: LogitCache) -> dict[str, Any]:
+        """The JSON object of ``ensemble-env evaluate --json``."""
+        tasks = np.asarray(cache.tasks)[self.questions]
+        task_names = tuple(cache.task_names or ())
+        full_cost = self._full_team_cost(cache)
+        per_task: dict[str, Any] = {}
+        for index in np.unique(tasks):
+            rows = tasks == index
+            per_task[task_names[index]] = {
+                "n_questions": int(rows.sum()),
+                "accuracy": float(self.correct[rows].mean()),
+                "mean_team_size": float(self.teams[rows].sum(axis=1).mean()),
+                "mean_cost": float(self.cost[rows].mean()),
+                "selection_frequency": _frequencies(self.models, self.teams[rows]),
+            }
+        return {
+            "protocol": self.protocol,
+            "protocol_description": self.description,
+            "update_every": self.update_every,
+            "split": self.split,
+            "run": self.run,
+            "iteration": self.iteration,
+            "global_step": self.global_step,
+            "n_questions": int(self.questions.size),
+            "macro_accuracy": float(np.mean([task["accuracy"] for task in per_task.values()])),
+            "accuracy": float(self.correct.mean()),
+            "mean_team_size": float(self.teams.sum(axis=1).mean()),
+            "mean_cost": float(self.cost.mean()),
+            "relative_cost": float(self.cost.mean() / full_cost) if full_cost > 0 else 0.0,
+            "selection_frequency": _frequencies(self.models, self.teams),
+            "model_cost": dict(zip(self.models, self._model_costs(cache).tolist(), strict=True)),
+            "tasks": per_task,
+        }
+
+    def _model_costs(self, cache: LogitCache) -> np.ndarray:
+        """(N,) mean cost per question of each model (1 per question without cache costs)."""
+        if cache.costs is None:
+            return np.ones(len(self.models))
+        costs = np.broadcast_to(np.asarray(cache.costs, dtype=np.float64), (cache.n_questions, len(self.models)))
+        return np.asarray(costs[self.questions].mean(axis=0))
+
+    def _full_team_cost(self, cache: LogitCache) -> float:
+        return float(self._model_costs(cache).sum())
+
+
+def _frequencies(models: tuple[str, ...], teams: np.ndarray) -> dict[str, float]:
+    return {model: float(value) for model, value in zip(models, teams.mean(axis=0), strict=True)}
+
+
+def evaluation_path(run_dir: str | Path, split: str, protocol: str) -> Path:
+    """Where ``evaluate`` saves its JSON inside the run directory (``evaluation_test.json``, ...)."""
+    suffix = "" if protocol == "frozen" else f"_{protocol}"
+    return Path(run_dir) / f"evaluation_{split}{suffix}.json"
+
+
+def evaluate_run(
+    run_dir: str | Path,
+    cache: LogitCache,
+    *,
+    split: str = "test",
+    online: bool = False,
+    update_every: int = 64,
+    seed: int = 0,
+) -> Evaluation:
+    """Play ``split`` of ``cache`` once, in order, with the run's checkpoint (see the module docstring)."""
+    config, run = load_run(run_dir)
+    if list(cache.models) != list(run["models"]):
+        raise ValueError(f"the cache's models {list(cache.models)} differ from the run's {run['models']}")
+    if update_every < 1:
+        raise ValueError(f"update_every must be >= 1, got {update_every}")
+    checkpoint = load_checkpoint(run_dir)
+    torch.set_num_threads(config.threads)
+    venv = make_env(cache, config.env, num_envs=1, split=split)
+    agents = Agents.build(venv, config.hidden_size)
+    agents.load_state_dict(checkpoint["networks"])
+    n_stream = venv.episode_length
+    generator = torch.Generator().manual_seed(seed)
+    obs, _ = venv.reset(seed=seed)
+
+    blocks = [n_stream] if not online else [min(update_every, n_stream - s) for s in range(0, n_stream, update_every)]
+    behaviour = Behaviour(decider="sample", fusion="sample") if online else Behaviour(decider="mode", fusion="mode")
+    optimizers = make_optimizers(agents, config.learning_rate)
+    if online:
+        for name, optimizer in optimizers.items():
+            optimizer.load_state_dict(checkpoint["optimizers"][name])
+    online_config = dataclasses.replace(config, num_minibatches=1)  # each block of questions is one minibatch
+    parts: dict[str, list[np.ndarray]] = {key: [] for key in ("question", "answer", "correct", "cost", "teams")}
+    team_slice = venv.layout.fusion["team_mask"]
+    for steps in blocks:
+        rollout = Rollout.allocate(steps, 1, venv.layout.decider_size, venv.layout.fusion_size, venv.n_models)
+        obs, record = collect(venv, agents, rollout, obs, generator, behaviour)
+        next_state = venv.state()
+        for key in ("question", "answer", "correct", "cost"):
+            parts[key].append(getattr(record, key)[:, 0])
+        parts["teams"].append(rollout.fusion_obs[:, 0, team_slice].numpy() > 0)
+        if online:
+            update(agents, optimizers, rollout, next_state, online_config, generator)
+    joined = {key: np.concatenate(value) for key, value in parts.items()}
+    return Evaluation(
+        protocol="online" if online else "frozen",
+        split=split,
+        update_every=update_every if online else None,
+        run=str(run_dir),
+        iteration=int(checkpoint["iteration"]),
+        global_step=int(checkpoint["global_step"]),
+        models=tuple(cache.models),
+        questions=joined["question"].astype(np.int64),
+        answers=joined["answer"].astype(np.int64),
+        correct=joined["correct"] > 0,
+        teams=joined["teams"],
+        cost=joined["cost"],
+    )
+
+
+def save_evaluation(evaluation: Evaluation, summary: dict[str, Any]) -> Path:
+    """Write the summary JSON next to the checkpoint (``plot`` and the benchmarks read it)."""
+    path = evaluation_path(evaluation.run, evaluation.split, evaluation.protocol)
+    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def baseline_summary(cache: LogitCache, results: list[BaselineResult]) -> dict[str, dict[str, float]]:
+    """Macro accuracy, accuracy and mean team size of each baseline, by name."""
+    return {
+        result.name: {
+            "macro_accuracy": result.macro_accuracy(cache),
+            "accuracy": result.accuracy,
+            "mean_team_size": result.mean_team_size,
+        }
+        for result in results
+    }
+
+
+def run_baselines(cache: LogitCache, split: str, seed: int = 0) -> list[BaselineResult]:
+    """The baselines of :func:`ensemble_env.baselines.run_all` fitted on train, scored on ``split``."""
+    return baselines.run_all(cache, split=split, k=min(3, cache.n_models), seed=seed)
+
+
+def format_report(evaluation: Evaluation, cache: LogitCache, baseline_results: list[BaselineResult] | None) -> str:
+    """The text ``ensemble-env evaluate`` prints."""
+    summary = evaluation.summary(cache)
+    n_models = len(evaluation.models)
+    lines = [
+        f"MAPPO evaluation [{evaluation.protocol}] - {evaluation.description}",
+        f"run {evaluation.run} (update {evaluation.iteration}, {evaluation.global_step} training steps); "
+        f"split {evaluation.split}: {summary['n_questions']} questions in the cache's order",
+        f"macro accuracy {summary['macro_accuracy']:.4f}   accuracy {summary['accuracy']:.4f}   "
+        f"mean team size {summary['mean_team_size']:.2f} of {n_models}   mean cost {summary['mean_cost']:.3g} "
+        f"({100 * summary['relative_cost']:.0f}% of the whole pool)",
+        "",
+    ]
+    width = max(len("task"), *(len(name) for name in summary["tasks"]))
+    lines.append(f"{'task'.ljust(width)}  questions  accuracy  team size  mean cost")
+    for name, task in summary["tasks"].items():
+        lines.append(
+            f"{name.ljust(width)}  {task['n_questions']:9d}  {task['accuracy']:8.4f}  "
+            f"{task['mean_team_size']:9.2f}  {task['mean_cost']:9.3g}"
+        )
+    lines.append("")
+    width = max(len("model"), *(len(model) for model in evaluation.models))
+    lines.append(f"{'model'.ljust(width)}  selected  cost/question  cost share")
+    total = sum(summary["model_cost"][m] * summary["selection_frequency"][m] for m in evaluation.models)
+    for model in evaluation.models:
+        spent = summary["model_cost"][model] * summary["selection_frequency"][model]
+        share = spent / total if total > 0 else 0.0
+        lines.append(
+            f"{model.ljust(width)}  {summary['selection_frequency'][model]:8.3f}  "
+            f"{summary['model_cost'][model]:13.3g}  {100 * share:9.1f}%"
+        )
+    if baseline_results is not None:
+        lines += [
+            "",
+            f"against the baselines (fitted on train, scored on {evaluation.split}; {evaluation.name} is "
+            f"{'frozen' if evaluation.protocol == 'frozen' else 'ONLINE'}):",
+            baselines.format_table(cache, [*baseline_results, evaluation.result(cache)]),
+        ]
+    return "\n".join(lines)

@@ -1,0 +1,298 @@
+"""The two actors, the centralized critic and the running value normaliser.
+
+- :class:`DeciderActor`: the decider's observation -> one Bernoulli per model (the ``MultiBinary`` team mask).
+- :class:`FusionActor`: the fusion observation -> a categorical over the answer choices, masked by the
+  valid-choice mask (a masked choice has probability exactly 0). It scores every choice by a weighted sum
+  of that choice's features (each team member's probability of it, its log-probability and whether the
+  member votes for it), the weights a linear function of the question's context (team mask, reward history,
+  task extras): what it learns about "model i is reliable on this task" carries over between choice
+  positions and choice counts, as in the conditional-logit stacking baseline.
+- :class:`CentralCritic`: the centralized state ``venv.state()`` -> one value (in normalised units).
+- :class:`ValueNormalizer`: running mean and variance of the value targets (MAPPO's value normalisation).
+
+Every linear layer is initialised orthogonally (gain sqrt(2) inside, 0.01 on the actors' outputs, 1 on the
+critic's), biases at 0, as in the MAPPO and CleanRL implementations; the one exception is the fusion actor's
+bias on the members' probabilities, 1 by default, so that it starts as the team's mean-probability vote.
+
+The distribution helpers are pure functions of logits, so the actors stay small and the tests can check them:
+
+>>> import torch
+>>> logits = masked_logits(torch.tensor([[1.0, 5.0, 2.0]]), torch.tensor([[1.0, 0.0, 1.0]]))
+>>> categorical_log_prob(logits, torch.tensor([1])).item() < -1e30
+True
+>>> round(bernoulli_entropy(torch.zeros(1, 3)).item(), 4)  # 3 fair coins: 3 ln 2
+2.0794
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import cast
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional
+
+__all__ = [
+    "LOG_EPS",
+    "Actor",
+    "CentralCritic",
+    "DeciderActor",
+    "FusionActor",
+    "ValueNormalizer",
+    "bernoulli_entropy",
+    "bernoulli_log_prob",
+    "categorical_entropy",
+    "categorical_log_prob",
+    "layer_init",
+    "masked_logits",
+    "mlp",
+]
+
+#: added to a probability before its logarithm in the fusion actor's features
+LOG_EPS = 1e-6
+
+
+# -- layers -------------------------------------------------------------------------------------------------
+def layer_init(layer: nn.Linear, gain: float = math.sqrt(2.0), bias: float = 0.0) -> nn.Linear:
+    """Orthogonal weights with ``gain``, constant bias (the PPO/MAPPO initialisation)."""
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+def mlp(n_inputs: int, hidden: int, n_outputs: int, output_gain: float) -> nn.Sequential:
+    """Two ReLU hidden layers of width ``hidden`` (MAPPO's default activation), orthogonally initialised."""
+    return nn.Sequential(
+        layer_init(nn.Linear(n_inputs, hidden)),
+        nn.ReLU(),
+        layer_init(nn.Linear(hidden, hidden)),
+        nn.ReLU(),
+        layer_init(nn.Linear(hidden, n_outputs), gain=output_gain),
+    )
+
+
+# -- distributions as functions of logits -------------------------------------------------------------------
+def masked_logits(logits: Tensor, mask: Tensor) -> Tensor:
+    """Logits with the entries where ``mask`` is 0 set to the most negative float (probability 0)."""
+    return torch.where(mask > 0, logits, torch.finfo(logits.dtype).min)
+
+
+def categorical_log_prob(logits: Tensor, actions: Tensor) -> Tensor:
+    """(B,) log-probability of integer ``actions`` (B,) under the categorical of ``logits`` (B, C)."""
+    return functional.log_softmax(logits, dim=-1).gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+
+def categorical_entropy(logits: Tensor) -> Tensor:
+    """(B,) entropy in nats; masked entries (probability 0) contribute 0."""
+    log_probs = functional.log_softmax(logits, dim=-1)
+    return -(log_probs.exp() * log_probs).sum(-1)
+
+
+def bernoulli_log_prob(logits: Tensor, bits: Tensor) -> Tensor:
+    """(B,) log-probability of the 0/1 vector ``bits`` (B, N) under N independent Bernoullis (summed)."""
+    return (bits * functional.logsigmoid(logits) + (1.0 - bits) * functional.logsigmoid(-logits)).sum(-1)
+
+
+def bernoulli_entropy(logits: Tensor) -> Tensor:
+    """(B,) entropy in nats of N independent Bernoullis (summed over the N bits)."""
+    p = torch.sigmoid(logits)
+    return -(p * functional.logsigmoid(logits) + (1.0 - p) * functional.logsigmoid(-logits)).sum(-1)
+
+
+# -- actors -------------------------------------------------------------------------------------------------
+class Actor(nn.Module):
+    """An agent's policy: observations -> logits of its action distribution.
+
+    Subclasses define :meth:`forward` (the logits, already masked) and the distribution by overriding
+    :meth:`log_prob`, :meth:`entropy`, :meth:`sample` and :meth:`mode`.
+    """
+
+    def log_prob(self, logits: Tensor, actions: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def entropy(self, logits: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def sample(self, logits: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        raise NotImplementedError
+
+    def mode(self, logits: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def act(
+        self, obs: Tensor, generator: torch.Generator | None = None, deterministic: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """(actions, their log-probabilities) for a batch of observations."""
+        logits = self(obs)
+        actions = self.mode(logits) if deterministic else self.sample(logits, generator)
+        return actions, self.log_prob(logits, actions)
+
+    def evaluate(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """(log-probabilities of ``actions``, entropies) under the current parameters, for the PPO loss."""
+        logits = self(obs)
+        return self.log_prob(logits, actions), self.entropy(logits)
+
+
+class DeciderActor(Actor):
+    """Decider: an MLP of the decider's observation -> N logits, one Bernoulli (model in the team) per model.
+
+    Actions are float 0/1 tensors (B, N); the deterministic action keeps the models with probability > 1/2.
+    """
+
+    def __init__(self, obs_size: int, n_models: int, hidden: int = 64, initial_prob: float = 0.5) -> None:
+        super().__init__()
+        self.net = mlp(obs_size, hidden, n_models, output_gain=0.01)
+        with torch.no_grad():
+            cast(nn.Linear, self.net[-1]).bias.fill_(math.log(initial_prob / (1.0 - initial_prob)))
+
+    def forward(self, obs: Tensor) -> Tensor:
+        return self.net(obs)
+
+    def log_prob(self, logits: Tensor, actions: Tensor) -> Tensor:
+        return bernoulli_log_prob(logits, actions)
+
+    def entropy(self, logits: Tensor) -> Tensor:
+        return bernoulli_entropy(logits)
+
+    def sample(self, logits: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        uniform = torch.rand(logits.shape, generator=generator, dtype=logits.dtype)
+        return (uniform < torch.sigmoid(logits)).to(logits.dtype)
+
+    def mode(self, logits: Tensor) -> Tensor:
+        return (logits > 0).to(logits.dtype)
+
+
+class FusionActor(Actor):
+    """Fusion: a context-gated conditional logit over the answer choices, masked by the valid-choice mask.
+
+    Parameters
+    ----------
+    fusion_slices
+        Where the parts of the fusion observation lie (``venv.layout.fusion``): ``probs`` (N x C, model-major),
+        ``team_mask`` (N) and ``action_mask`` (C) are read by name; every other part (team mask, reward
+        history, task one-hot, ...) is the question's *context*.
+    n_models, n_choices
+        N and C of the cache.
+    init_vote
+        Start as the team's mean-probability vote (weight 1 on every member's probability) instead of the
+        uniform policy.
+
+    Choice c of a question is described by ``phi_c = [p_1c .. p_Nc, l_1c .. l_Nc, v_1c .. v_Nc]``: member i's
+    probability of c (0 outside the team), ``l_ic = log(p_ic + 1e-6)`` for members (0 otherwise) and
+    ``v_ic`` = 1 when c is member i's most probable valid choice. The logit of c is ``phi_c . w(context)``
+    with ``w`` a linear function of the context: one set of 3N weights shared by every choice position,
+    chosen by the task and the team. With the task one-hot in the context this is the per-task stacking
+    model (a weighted mean and product of the members' probabilities plus a weighted vote) learned from the
+    reward, and a member's weight applies whatever the question's choice count. An MLP scorer of the same
+    features overfits the 200 training questions per BBH task (measured: test macro accuracy 0.57 vs 0.60).
+    Actions are int64 answer indices (B,); the deterministic action is the most probable valid choice.
+    """
+
+    context_index: Tensor
+
+    def __init__(
+        self, fusion_slices: Mapping[str, slice], n_models: int, n_choices: int, *, init_vote: bool = True
+    ) -> None:
+        super().__init__()
+        self.n_models, self.n_choices = n_models, n_choices
+        self.probs_slice = fusion_slices["probs"]
+        self.team_slice = fusion_slices["team_mask"]
+        self.mask_slice = fusion_slices["action_mask"]
+        size = max(part.stop for part in fusion_slices.values())
+        context = [i for i in range(size) if not (_inside(i, self.probs_slice) or _inside(i, self.mask_slice))]
+        self.register_buffer("context_index", torch.tensor(context, dtype=torch.long), persistent=False)
+        self.gate = layer_init(nn.Linear(len(context), 3 * n_models), gain=0.01)
+        if init_vote:
+            with torch.no_grad():
+                self.gate.bias[:n_models] = 1.0
+
+    def choice_features(self, obs: Tensor) -> Tensor:
+        """(B, C, 3N) features phi_c of every choice."""
+        b, n, c = obs.shape[0], self.n_models, self.n_choices
+        probs = obs[:, self.probs_slice].reshape(b, n, c)
+        members = obs[:, self.team_slice].unsqueeze(-1)  # (B, N, 1)
+        valid = obs[:, self.mask_slice].unsqueeze(1) > 0  # (B, 1, C)
+        logs = members * torch.log(probs + LOG_EPS)
+        votes = functional.one_hot(torch.where(valid, probs, -1.0).argmax(-1), c).to(obs.dtype) * members
+        return torch.cat([probs, logs, votes], dim=1).transpose(1, 2)
+
+    def forward(self, obs: Tensor) -> Tensor:
+        weights = self.gate(obs[:, self.context_index])  # (B, 3N)
+        scores = (self.choice_features(obs) * weights.unsqueeze(1)).sum(-1)  # (B, C)
+        return masked_logits(scores, obs[:, self.mask_slice])
+
+    def log_prob(self, logits: Tensor, actions: Tensor) -> Tensor:
+        return categorical_log_prob(logits, actions)
+
+    def entropy(self, logits: Tensor) -> Tensor:
+        return categorical_entropy(logits)
+
+    def sample(self, logits: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        return torch.multinomial(functional.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
+
+    def mode(self, logits: Tensor) -> Tensor:
+        return logits.argmax(-1)
+
+
+def _inside(index: int, part: slice) -> bool:
+    return bool(part.start <= index < part.stop)
+
+
+# -- critic -------------------------------------------------------------------------------------------------
+class CentralCritic(nn.Module):
+    """V(s): an MLP of the centralized state (both agents' observations, no label) -> (B,) normalised value."""
+
+    def __init__(self, state_size: int, hidden: int = 64) -> None:
+        super().__init__()
+        self.net = mlp(state_size, hidden, 1, output_gain=1.0)
+
+    def forward(self, state: Tensor) -> Tensor:
+        return self.net(state).squeeze(-1)
+
+
+class ValueNormalizer(nn.Module):
+    """Running mean and variance of the value targets; the critic learns targets in normalised units.
+
+    ``update(x)`` merges a batch into the statistics (Chan et al.'s parallel algorithm, in float64);
+    ``normalize`` and ``denormalize`` map between returns and the critic's units. Before the first update it
+    is the identity. The statistics are buffers, so they travel in the state dict.
+
+    >>> norm = ValueNormalizer()
+    >>> norm.update(torch.tensor([1.0, 3.0]))
+    >>> norm.normalize(torch.tensor([3.0])).item()
+    1.0
+    >>> norm.denormalize(torch.tensor([-1.0])).item()
+    1.0
+    """
+
+    mean: Tensor
+    var: Tensor
+    count: Tensor
+
+    def __init__(self, eps: float = 1e-8) -> None:
+        super().__init__()
+        self.eps = eps
+        self.register_buffer("mean", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("var", torch.ones((), dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, values: Tensor) -> None:
+        x = values.detach().to(torch.float64).reshape(-1)
+        batch_count = float(x.numel())
+        batch_mean, batch_var = x.mean(), x.var(unbiased=False)
+        total = self.count + batch_count
+        delta = batch_mean - self.mean
+        new_mean = self.mean + delta * batch_count / total
+        m2 = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
+        self.mean.copy_(new_mean)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def normalize(self, values: Tensor) -> Tensor:
+        return ((values - self.mean) / torch.sqrt(self.var + self.eps)).to(values.dtype)
+
+    def denormalize(self, values: Tensor) -> Tensor:
+        return (values * torch.sqrt(self.var + self.eps) + self.mean).to(values.dtype)

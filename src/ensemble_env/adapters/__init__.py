@@ -1,0 +1,77 @@
+"""Thin adapters to the MARL libraries researchers already use: one module per library, each its own extra.
+
+=============  ======================  ==================================  ============================================
+module         extra                   public factory                      what trains
+=============  ======================  ==================================  ============================================
+``sb3``        ``ensemble-env[sb3]``   :func:`~ensemble_env.adapters.sb3.  one role (the other fixed or frozen), or one
+                                       sb3_env`                            parameter-shared policy (SuperSuit)
+``rllib``      ``ensemble-env[rllib]`` :func:`~ensemble_env.adapters.      one PPO policy per role; scales out on Ray
+                                       rllib.ppo_config`
+``torchrl``    ``ensemble-env[         :func:`~ensemble_env.adapters.      two groups + the centralized state
+               torchrl]``              torchrl.torchrl_env`                (MAPPO with TorchRL's losses)
+``benchmarl``  ``ensemble-env[         :func:`~ensemble_env.adapters.      BenchMARL's MAPPO / IPPO (and the rest of
+               benchmarl]``            benchmarl.benchmarl_task`           its on-policy algorithms)
+=============  ======================  ==================================  ============================================
+
+Nothing here imports a library at module level: ``import ensemble_env.adapters.rllib`` works without Ray, and
+the factory raises an ImportError naming the extra to install when the library is missing. Each adapter picks
+the decider encoding its library supports (see ``docs/adapters.md``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["decider_encoding", "lazy_class", "require"]
+
+
+def require(module: str, extra: str) -> None:
+    """Raise an ImportError naming the extra to install when ``module`` is not importable."""
+    if importlib.util.find_spec(module) is None:
+        raise ImportError(
+            f"this adapter needs {module!r}, which is not installed: pip install 'ensemble-env[{extra}]' "
+            f"(see docs/adapters.md for the pinned versions)"
+        )
+
+
+def decider_encoding(options: dict[str, Any], encoding: str, library: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """``options`` with ``decider_action`` set to ``encoding`` unless the caller chose another one ``library`` takes.
+
+    >>> decider_encoding({}, "multidiscrete", "RLlib", ("multidiscrete", "subset"))
+    {'decider_action': 'multidiscrete'}
+    >>> decider_encoding({"decider_action": "multibinary"}, "subset", "BenchMARL", ("subset",))
+    Traceback (most recent call last):
+    ...
+    ValueError: decider_action='multibinary' does not work with BenchMARL: use 'subset' (default 'subset')
+    """
+    chosen = options.get("decider_action", encoding)
+    if chosen not in allowed:
+        raise ValueError(
+            f"decider_action={chosen!r} does not work with {library}: use {' or '.join(map(repr, allowed))} "
+            f"(default {encoding!r})"
+        )
+    return {**options, "decider_action": chosen}
+
+
+def lazy_class(module: str, name: str, build: Callable[[], type]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) that gives ``name`` as the class ``build()`` returns, built once.
+
+    For adapter classes that subclass a library's base class: the module imports without the library, and the
+    class is named ``module.name`` so that pickle finds it by reference (Ray and BenchMARL pickle it).
+    """
+
+    @functools.cache
+    def built() -> type:
+        cls = build()
+        cls.__module__, cls.__qualname__, cls.__name__ = module, name, name
+        return cls
+
+    def __getattr__(attribute: str) -> Any:
+        if attribute == name:
+            return built()
+        raise AttributeError(f"module {module!r} has no attribute {attribute!r}")
+
+    return __getattr__

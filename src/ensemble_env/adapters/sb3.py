@@ -1,0 +1,213 @@
+"""Stable-Baselines3 adapter: train one role with SB3 (the other fixed or frozen), or one shared policy.
+
+SB3 is single-agent, so there are two ways in (``docs/adapters.md`` says which to use when):
+
+- ``sb3_env(train="decider")`` / ``sb3_env(train="fusion")``: a :class:`SingleRoleEnv` per copy, a Gymnasium
+  view of one role in which the other role is played by a fixed policy (default: the mean-probability vote as
+  the fuser, every model as the team) or by a frozen SB3 model. PPO and A2C take the decider's
+  ``MultiBinary(N)`` as is; sb3-contrib's MaskablePPO reads :meth:`SingleRoleEnv.action_masks`. This is the
+  paper's two-stage recipe: train the decider with a scripted fuser, then the fuser with the decider frozen.
+- ``sb3_env(train="shared")``: the SuperSuit path. Both roles become copies of one vectorised agent driven by
+  one parameter-shared policy: the decider re-encoded as ``Discrete(2**N - 1)`` (MultiBinary and Discrete cannot
+  be padded together), both action spaces padded to the larger ``Discrete`` (a fusion answer beyond its
+  choices becomes answer 0), observations zero-padded to the longer one, plus a one-hot agent indicator.
+  No centralized critic: SB3's value function sees one agent's padded observation.
+
+Both return an SB3 ``VecEnv`` wrapped in ``VecMonitor`` (episode return and length in the logs).
+
+>>> from ensemble_env.adapters.sb3 import SingleRoleEnv
+>>> env = SingleRoleEnv("fusion", episode_length=5)
+>>> obs, info = env.reset(seed=0)
+>>> env.observation_space.contains(obs), env.action_space
+(True, Discrete(10))
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import gymnasium
+import numpy as np
+from pettingzoo.utils.wrappers import BaseParallelWrapper
+
+from ensemble_env.adapters import decider_encoding, require
+from ensemble_env.cache import LogitCache
+from ensemble_env.env import parallel_env, resolve_cache
+from ensemble_env.policies import FixedTeam, MeanVote
+
+__all__ = ["ROLES", "TRAIN_CHOICES", "SingleRoleEnv", "sb3_env"]
+
+ROLES = ("decider", "fusion")
+#: what ``sb3_env(train=...)`` can train: one role, or both roles through one shared policy (SuperSuit)
+TRAIN_CHOICES = (*ROLES, "shared")
+
+#: a batched policy: observations (B, D) -> actions (B,) or (B, N), as in :mod:`ensemble_env.policies`
+Policy = Callable[[np.ndarray], Any]
+
+
+def _other_policy(other: Any, role: str, env: Any) -> Policy:
+    """The policy that plays ``role`` (the role that is not trained), resolved against ``env``."""
+    if other is None:
+        other = MeanVote if role == "fusion" else FixedTeam
+    if isinstance(other, type) and hasattr(other, "from_env"):  # MeanVote, PluralityVote, FixedTeam
+        other = other.from_env(env)
+    if hasattr(other, "predict"):  # an SB3 model: frozen, deterministic
+        model = other
+        return lambda obs: model.predict(obs, deterministic=True)[0]
+    if not callable(other):
+        raise TypeError(
+            f"other must be None, a policy class with from_env (MeanVote, PluralityVote, FixedTeam), a callable "
+            f"mapping {role} observations (B, D) to actions, or an SB3 model; got {type(other).__name__}"
+        )
+    return other
+
+
+class SingleRoleEnv(gymnasium.Env[np.ndarray, Any]):
+    """One role of the ensemble game as a ``gymnasium.Env``; ``other`` plays the other role.
+
+    ``role``: "decider" or "fusion", the role the agent learns. ``other``: None (default: mean-probability vote
+    as the fuser, every model as the team), a policy class with ``from_env``, a batched callable, or an SB3
+    model (used frozen). Observation and action spaces are the role's own (the same objects as the PettingZoo
+    env's); the reward is the shared team reward; ``info`` is the role's numeric info dict. The other keyword
+    arguments are :func:`ensemble_env.parallel_env`'s.
+    """
+
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}  # noqa: RUF012 (gymnasium's convention)
+
+    def __init__(
+        self,
+        role: str = "decider",
+        other: Any = None,
+        cache: LogitCache | str | os.PathLike[str] | None = None,
+        *,
+        render_mode: str | None = None,
+        **options: Any,
+    ) -> None:
+        if role not in ROLES:
+            raise ValueError(f"role={role!r} is not one of {', '.join(map(repr, ROLES))}")
+        self.role = role
+        self.other_role = ROLES[1 - ROLES.index(role)]
+        self.parallel = parallel_env(cache, render_mode=render_mode, **options)
+        self.render_mode = render_mode
+        self.observation_space = self.parallel.observation_space(role)
+        self.action_space = self.parallel.action_space(role)
+        self._other = _other_policy(other, self.other_role, self.parallel)
+        self._other_obs: np.ndarray | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        obs, infos = self.parallel.reset(seed=seed)
+        self._other_obs = obs[self.other_role]
+        return obs[self.role], infos[self.role]
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        if self._other_obs is None:
+            raise RuntimeError("step() called before reset()")
+        other_action = np.asarray(self._other(self._other_obs[None, :]))[0]
+        obs, rewards, terminations, truncations, infos = self.parallel.step(
+            {self.role: action, self.other_role: other_action}
+        )
+        self._other_obs = obs[self.other_role]
+        role = self.role
+        return obs[role], rewards[role], terminations[role], truncations[role], infos[role]
+
+    def action_masks(self) -> np.ndarray:
+        """Valid actions, as sb3-contrib's MaskablePPO reads them: the valid-choice mask for the fusion role;
+        every value allowed (``2 * N`` entries, one per bit value) for the decider."""
+        if self.role == "fusion":
+            return self.parallel.engine.action_masks()[0].astype(bool)
+        space = self.action_space
+        size = int(space.n) if isinstance(space, gymnasium.spaces.Discrete) else 2 * self.parallel.engine.n_models
+        return np.ones(size, dtype=bool)
+
+    def state(self) -> np.ndarray:
+        """The centralized state of the underlying game (both roles' observations)."""
+        return self.parallel.state()
+
+    def render(self) -> str | None:  # type: ignore[override]
+        return self.parallel.render()
+
+
+def sb3_env(
+    train: str = "decider",
+    *,
+    other: Any = None,
+    num_envs: int = 1,
+    cache: LogitCache | str | os.PathLike[str] | None = None,
+    seed: int | None = None,
+    **options: Any,
+) -> Any:
+    """An SB3 ``VecEnv`` of ``num_envs`` copies of the game, for ``PPO("MlpPolicy", env)``.
+
+    ``train``: "decider" or "fusion" (one role learns; ``other`` plays the other role, see
+    :class:`SingleRoleEnv`), or "shared" (both roles through one parameter-shared policy, SuperSuit; the decider
+    uses the ``"subset"`` encoding). ``seed``: the copies' first reset uses ``seed``, ``seed + 1``, ... (SB3's
+    ``PPO(seed=...)`` overrides it for the single-role envs). ``options``: :func:`ensemble_env.parallel_env`'s.
+
+    Needs ``pip install 'ensemble-env[sb3]'``.
+    """
+    require("stable_baselines3", "sb3")
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
+
+    if train not in TRAIN_CHOICES:
+        raise ValueError(f"train={train!r} is not one of {', '.join(map(repr, TRAIN_CHOICES))}")
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+    loaded = resolve_cache(cache)  # loaded once, shared by the copies
+    if train in ROLES:
+        vector = DummyVecEnv([partial(SingleRoleEnv, train, other, loaded, **options) for _ in range(num_envs)])
+    else:
+        require("supersuit", "sb3")
+        import supersuit as ss
+
+        if other is not None:
+            raise ValueError("train='shared' trains both roles with one policy: there is no other role to pass")
+        env: Any = _LastStepInfos(
+            parallel_env(loaded, **decider_encoding(options, "subset", "SuperSuit padding", ("subset",)))
+        )
+        env = ss.agent_indicator_v0(ss.pad_action_space_v0(ss.pad_observations_v0(env)))
+        vector = _seedable_sb3_wrapper(
+            ss.concat_vec_envs_v1(ss.pettingzoo_env_to_vec_env_v1(env), num_envs, num_cpus=0, base_class="gymnasium")
+        )
+    venv = VecMonitor(vector)
+    if seed is not None:
+        venv.seed(seed)
+    return venv
+
+
+class _LastStepInfos(BaseParallelWrapper):
+    """Empty reset infos. SuperSuit's vector env resets inside ``step()`` and merges the new episode's reset infos
+    over the last step's; without this the infos of an episode's last step (its accuracy, return, ...) are lost.
+    SB3's own vector envs also keep reset infos apart from step infos."""
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+        obs, _ = self.env.reset(seed=seed, options=options)
+        return obs, {agent: {} for agent in obs}
+
+
+def _seedable_sb3_wrapper(vector: Any) -> Any:
+    """SuperSuit's ``SB3VecEnvWrapper``, fixed for SB3 2.x: its ``seed()`` raises AttributeError under
+    ``PPO(seed=...)`` (here the seed is kept for the next reset, which seeds the copies ``seed``, ``seed + 1``,
+    ...), and its ``get_attr("render_mode")`` fails under SB3 wrappers such as ``VecMonitor``."""
+    from supersuit.vector.sb3_vector_wrapper import SB3VecEnvWrapper
+
+    class SeedableSB3VecEnvWrapper(SB3VecEnvWrapper):
+        def seed(self, seed: int | None = None) -> list[int | None]:
+            self._pending_seed = seed
+            return [None if seed is None else seed + index for index in range(self.num_envs)]
+
+        def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+            seed = seed if seed is not None else getattr(self, "_pending_seed", None)
+            self._pending_seed = None
+            observations, self.reset_infos = self.venv.reset(seed=seed, options=options)
+            return observations
+
+        def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+            if attr_name == "render_mode":
+                return [self.render_mode] * self.num_envs
+            return super().get_attr(attr_name, indices)
+
+    return SeedableSB3VecEnvWrapper(vector)

@@ -1,0 +1,104 @@
+"""TorchRL adapter: the game as a ``torchrl.envs.PettingZooWrapper`` with the centralized state.
+
+TorchRL takes every encoding of the decider (``MultiBinary(N)`` becomes a ``Binary`` spec, the default). The two
+roles are two groups, so each has its own tensors and networks:
+
+=====================================  =====================================================================
+key                                    shape (batch dims first)
+=====================================  =====================================================================
+``("decider", "observation")``         (1, decider obs size), float32
+``("decider", "action")``              (1, N) 0/1 (``Binary``); (1,) index with ``decider_action="subset"``
+``("fusion", "observation")``          (1, fusion obs size), float32
+``("fusion", "action")``               (1,) answer index (``Categorical``, one-hot with ``categorical_actions=False``)
+``("fusion", "action_mask")``          (1, C) bool, the valid choices (the action spec's mask follows it)
+``(group, "info", key)``               (1,) float32 for every numeric info key (``correct``, ``accuracy``, ...)
+``(group, "reward")`` / ``"done"``     (1, 1) the shared reward; per-group done, terminated, truncated
+``"state"``                            (state size,) float32: both observations, for a centralized critic
+=====================================  =====================================================================
+
+>>> env = torchrl_env(episode_length=8, seed=0)  # doctest: +SKIP
+>>> env.rollout(8)["next", "fusion", "info", "accuracy"].shape  # doctest: +SKIP
+torch.Size([8, 1])
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+import numpy as np
+from pettingzoo.utils.wrappers import BaseParallelWrapper
+
+from ensemble_env.adapters import require
+from ensemble_env.cache import LogitCache
+from ensemble_env.env import parallel_env
+
+__all__ = ["GROUP_MAP", "DeciderActionMask", "torchrl_env"]
+
+#: one group per role: the roles have different spaces and their own networks
+GROUP_MAP = {"decider": ["decider"], "fusion": ["fusion"]}
+
+
+def torchrl_env(
+    cache: LogitCache | str | os.PathLike[str] | None = None,
+    *,
+    seed: int | None = None,
+    device: Any = "cpu",
+    categorical_actions: bool = True,
+    render_mode: str | None = None,
+    decider_action_mask: bool = False,
+    **options: Any,
+) -> Any:
+    """The game as a TorchRL ``PettingZooWrapper``: groups "decider" and "fusion", ``return_state=True``.
+
+    ``seed``: the first reset's seed (later resets continue the generator; ``env.set_seed`` re-seeds).
+    ``categorical_actions``: discrete actions as indices (True) or one-hot. ``decider_action_mask``: also give
+    the decider an all-valid ``("decider", "action_mask")`` (``decider_action="subset"`` only), for libraries
+    that mask the actions of every group or of none (BenchMARL). ``options``: the options of
+    :func:`ensemble_env.parallel_env`. Needs ``pip install 'ensemble-env[torchrl]'``.
+    """
+    require("torchrl", "torchrl")
+    from torchrl.envs import PettingZooWrapper
+
+    env: Any = parallel_env(cache, render_mode=render_mode, **options)
+    if decider_action_mask:
+        env = DeciderActionMask(env)
+    with warnings.catch_warnings():
+        # TorchRL warns for every PettingZoo release but 1.24.3; this adapter's tests run the released ones.
+        warnings.filterwarnings("ignore", message="PettingZoo in TorchRL is tested", category=UserWarning)
+        return PettingZooWrapper(
+            env=env,
+            return_state=True,
+            group_map={group: list(agents) for group, agents in GROUP_MAP.items()},
+            categorical_actions=categorical_actions,
+            seed=seed,
+            device=device,
+        )
+
+
+class DeciderActionMask(BaseParallelWrapper):
+    """Adds ``infos["decider"]["action_mask"]``, every team index valid, at reset and at every step.
+
+    For libraries that mask the actions of every group or of none (BenchMARL, once the fusion agent has its
+    valid-choice mask). Only for ``decider_action="subset"``: the mask has one entry per team index.
+    """
+
+    def __init__(self, env: Any) -> None:
+        if env.config.decider_action != "subset":
+            raise ValueError(
+                f"decider_action_mask needs decider_action='subset' (one mask entry per team index), "
+                f"got decider_action={env.config.decider_action!r}"
+            )
+        super().__init__(env)
+        self._mask = np.ones(env.action_space("decider").n, dtype=np.int8)
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+        obs, infos = self.env.reset(seed=seed, options=options)
+        infos["decider"]["action_mask"] = self._mask.copy()
+        return obs, infos
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        obs, rewards, terminations, truncations, infos = self.env.step(actions)
+        infos["decider"]["action_mask"] = self._mask.copy()
+        return obs, rewards, terminations, truncations, infos

@@ -1,0 +1,233 @@
+"""The ``train``, ``evaluate`` and ``plot`` commands: the reference MAPPO learner (package ``ensemble_mappo``).
+
+- ``ensemble-env train [--cache CACHE] --out DIR [--seed S] [--tasks ...] [--config FILE] [options]``: train
+  MAPPO on the cache's train split (progress bar, ``DIR/progress.csv``, atomic ``DIR/checkpoint.pt``);
+  ``ensemble-env train --resume DIR`` continues a run exactly where its checkpoint left it.
+- ``ensemble-env evaluate DIR [--cache CACHE] [--split test] [--json] [--online]``: per-task accuracy, team
+  size, selection frequency and cost of the frozen policy (or, with ``--online``, of the paper's online
+  protocol, labelled as such), next to the baselines.
+- ``ensemble-env plot DIR [DIR ...] [--out FOLDER]``: learning curves, team size, selection frequency, and
+  accuracy against team size next to the baselines, as PNG files.
+
+The environment package never imports torch: the options are built from the torch-free
+``ensemble_mappo.config`` and the learner is imported when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from ensemble_env.env import resolve_cache
+
+__all__ = ["register"]
+
+INSTALL_HINT = (
+    'install the `mappo` extra with the CPU wheel first: pip install torch==2.13.0 && pip install -e ".[mappo]"'
+)
+
+
+def _torch_available(command: str) -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print(f"ensemble-env {command}: error: torch is not installed; {INSTALL_HINT}", file=sys.stderr)
+        return False
+    return True
+
+
+def _parse_env_option(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with VALUE read as JSON when it parses (numbers, lists, true/false), else as a string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--env expects KEY=VALUE (e.g. alpha=0.5), got {text!r}")
+    try:
+        return key, json.loads(raw)
+    except ValueError:
+        return key, raw
+
+
+def _add_config_options(parser: argparse.ArgumentParser) -> None:
+    """One ``--field-name`` option per TrainConfig field (help from the field's docstring)."""
+    from ensemble_mappo.config import CHOICES, TrainConfig, field_docs
+
+    docs = field_docs()
+    group = parser.add_argument_group("training options (defaults < --config FILE < these)")
+    for item in fields(TrainConfig):
+        if item.name == "env":
+            continue
+        default = getattr(TrainConfig(), item.name)
+        flag = "--" + item.name.replace("_", "-")
+        help_text = f"{docs.get(item.name, '')} (default: {default})"
+        if isinstance(default, bool):
+            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
+        else:
+            group.add_argument(
+                flag,
+                type=type(default),
+                choices=CHOICES.get(item.name),
+                default=argparse.SUPPRESS,
+                help=help_text,
+                metavar=type(default).__name__.upper() if item.name not in CHOICES else None,
+            )
+
+
+def _config_from_args(args: argparse.Namespace) -> Any:
+    from ensemble_mappo.config import TrainConfig, config_from_dict, load_config
+
+    base = load_config(args.config).to_dict() if args.config else TrainConfig().to_dict()
+    overrides = {
+        item.name: getattr(args, item.name)
+        for item in fields(TrainConfig)
+        if item.name != "env" and hasattr(args, item.name)
+    }
+    values = {**base, **overrides}
+    env = dict(values["env"])
+    env.update(dict(args.env or []))
+    if args.tasks:
+        env["tasks"] = list(args.tasks)
+    values["env"] = env
+    return config_from_dict(values, where="options")
+
+
+def _train(args: argparse.Namespace) -> int:
+    if not _torch_available("train"):
+        return 2
+    from ensemble_mappo.config import TrainConfig
+    from ensemble_mappo.training import load_run, train
+
+    if args.resume:
+        given = [
+            f"--{item.name.replace('_', '-')}"
+            for item in fields(TrainConfig)
+            if item.name != "env" and hasattr(args, item.name)
+        ]
+        given += [
+            flag for flag, value in (("--config", args.config), ("--tasks", args.tasks), ("--env", args.env)) if value
+        ]
+        if given or args.out or args.overwrite:
+            extra = given or [flag for flag, used in (("--out", args.out), ("--overwrite", args.overwrite)) if used]
+            raise ValueError(f"--resume continues a run with its saved config; drop {', '.join(extra)}")
+        out = Path(args.resume)
+        config, run = load_run(out)
+        cache_path = args.cache if args.cache is not None else run["cache"]
+    else:
+        if not args.out:
+            raise ValueError("--out DIR is required (the run directory), or --resume DIR to continue a run")
+        out = Path(args.out)
+        if (out / "checkpoint.pt").exists():
+            if not args.overwrite:
+                raise ValueError(f"{out} already holds a run: --resume {out} continues it, --overwrite starts it over")
+            stale = [out / name for name in ("checkpoint.pt", "progress.csv", "config.json")]
+            stale += [*out.glob("evaluation_*.json"), *out.glob("events.out.tfevents.*")]
+            for path in stale:
+                path.unlink(missing_ok=True)
+        config = _config_from_args(args)
+        cache_path = None if args.cache is None else str(Path(args.cache).resolve())
+    cache = resolve_cache(cache_path)
+    where = "the embedded default cache" if cache_path is None else cache_path
+    print(f"MAPPO ({config.mode}) on {where}: {cache.n_models} models, train split; run directory {out}")
+    row = train(config, cache, out, cache_path=cache_path, resume=bool(args.resume), progress=args.progress)
+    if not row:
+        print(f"nothing to do: the run in {out} is complete; evaluate with: ensemble-env evaluate {out}")
+        return 0
+    nan = float("nan")
+    print(
+        f"done: {int(row.get('global_step', 0))} steps; last rollout (sampled actions): accuracy "
+        f"{row.get('env/accuracy', nan):.4f}, team size {row.get('env/team_size', nan):.2f}; "
+        f"evaluate with: ensemble-env evaluate {out}"
+    )
+    return 0
+
+
+def _run_cache(run_dir: Path, cache_arg: str | None) -> Any:
+    from ensemble_mappo.training import load_run
+
+    _, run = load_run(run_dir)
+    return resolve_cache(cache_arg if cache_arg is not None else run["cache"])
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    if not _torch_available("evaluate"):
+        return 2
+    from ensemble_mappo.evaluation import (
+        baseline_summary,
+        evaluate_run,
+        format_report,
+        run_baselines,
+        save_evaluation,
+    )
+
+    cache = _run_cache(Path(args.run_dir), args.cache)
+    evaluation = evaluate_run(
+        args.run_dir, cache, split=args.split, online=args.online, update_every=args.update_every, seed=args.seed
+    )
+    results = None if args.no_baselines else run_baselines(cache, args.split, args.seed)
+    summary = evaluation.summary(cache)
+    if results is not None:
+        summary["baselines"] = baseline_summary(cache, results)
+    save_evaluation(evaluation, summary)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(format_report(evaluation, cache, results))
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from ensemble_mappo.plots import plot_runs
+
+    for path in plot_runs([Path(run) for run in args.runs], Path(args.out) if args.out else None, args.cache):
+        print(path)
+    return 0
+
+
+def register(commands: Any) -> None:
+    """Add ``train``, ``evaluate`` and ``plot`` to the ``ensemble-env`` sub-parsers."""
+    train = commands.add_parser(
+        "train",
+        help="train the reference MAPPO learner (needs the mappo extra)",
+        description="Train MAPPO (decider + fusion actors, a centralized critic) on the train split of a cache. "
+        "Needs torch: " + INSTALL_HINT + ".",
+    )
+    train.add_argument("--cache", default=None, help="logit cache file (default: the embedded cache)")
+    train.add_argument("--out", default=None, metavar="DIR", help="run directory (logs, checkpoint)")
+    train.add_argument("--resume", default=None, metavar="DIR", help="continue the run saved in DIR")
+    train.add_argument("--config", default=None, metavar="FILE", help="TOML or JSON file of training options")
+    train.add_argument("--tasks", nargs="+", default=None, help="train (and later evaluate) on these tasks only")
+    train.add_argument(
+        "--env",
+        action="append",
+        type=_parse_env_option,
+        metavar="KEY=VALUE",
+        help="environment option (repeatable), e.g. --env alpha=0.5 --env 'decider_extras=[\"task\"]'",
+    )
+    train.add_argument("--overwrite", action="store_true", help="start over when --out already holds a run")
+    train.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="show a progress bar")
+    _add_config_options(train)
+    train.set_defaults(run=_train)
+
+    evaluate = commands.add_parser("evaluate", help="evaluate a trained MAPPO run on a split (frozen by default)")
+    evaluate.add_argument("run_dir", metavar="DIR", help="run directory written by `ensemble-env train`")
+    evaluate.add_argument("--cache", default=None, help="logit cache file (default: the run's cache)")
+    evaluate.add_argument("--split", default="test", choices=("train", "test", "validation", "all"))
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    evaluate.add_argument(
+        "--online",
+        action="store_true",
+        help="the paper's online protocol: keep learning on the evaluated stream (labelled ONLINE in every output)",
+    )
+    evaluate.add_argument("--update-every", type=int, default=64, metavar="N", help="online: questions per update")
+    evaluate.add_argument("--seed", type=int, default=0, help="seed of the online protocol's sampling")
+    evaluate.add_argument("--no-baselines", action="store_true", help="skip the baselines table")
+    evaluate.set_defaults(run=_evaluate)
+
+    plot = commands.add_parser("plot", help="PNG plots of MAPPO runs (needs matplotlib: the plot extra)")
+    plot.add_argument("runs", nargs="+", metavar="DIR", help="run directories (several: seeds of one setting)")
+    plot.add_argument("--out", default=None, metavar="FOLDER", help="where the PNGs go (default: the first DIR)")
+    plot.add_argument("--cache", default=None, help="logit cache for the baselines (default: the run's cache)")
+    plot.set_defaults(run=_plot)

@@ -1,0 +1,99 @@
+"""BenchMARL adapter: the task's specs (the state included), pickling, and MAPPO / IPPO experiments."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("benchmarl")
+
+import torch
+from benchmarl.algorithms import IppoConfig, MappoConfig
+from benchmarl.experiment import Experiment, ExperimentConfig
+from benchmarl.models.mlp import MlpConfig
+
+import ensemble_env
+from ensemble_env import save_cache
+from ensemble_env.adapters.benchmarl import EnsembleTask, benchmarl_task
+from ensemble_env.synthetic import make_cache
+
+torch.set_num_threads(1)
+
+# Warnings BenchMARL 1.5 triggers in torchrl 0.11 and torch, which this project cannot fix:
+BENCHMARL_WARNINGS = [
+    "ignore:SyncDataCollector has been deprecated:DeprecationWarning",  # BenchMARL builds its collector with it
+    "ignore:size_average and reduce args will be deprecated:UserWarning",  # torch, from BenchMARL's l2 critic loss
+]
+
+
+@pytest.fixture(scope="module")
+def cache_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cache") / "tiny.h5"
+    save_cache(path, make_cache(n_models=3, n_questions=200, n_tasks=2, n_choices=(2, 4), seed=4))
+    return path
+
+
+def make_env(task: object) -> object:
+    return task.get_env_fun(num_envs=1, continuous_actions=False, seed=0, device="cpu")()
+
+
+def test_task_specs_hold_both_groups_the_masks_and_the_state(cache_path: Path) -> None:
+    task = benchmarl_task(cache_path, episode_length=16)
+    env = make_env(task)
+    parallel = ensemble_env.parallel_env(str(cache_path))
+    assert task.group_map(env) == {"decider": ["decider"], "fusion": ["fusion"]}
+    assert task.state_spec(env)["state"].shape == parallel.state_space.shape  # MAPPO's critics read it
+    assert set(task.observation_spec(env).keys()) == {"decider", "fusion"}
+    assert set(task.action_mask_spec(env).keys()) == {"decider", "fusion"}  # BenchMARL masks all or none
+    assert task.action_mask_spec(env)["decider", "action_mask"].shape == (1, 2**3 - 1)
+    assert task.action_spec(env)["decider", "action"].space.n == 2**3 - 1  # the subset index
+    assert "accuracy" in task.info_spec(env)["fusion", "info"].keys()
+    assert task.max_steps(env) == 16
+    assert not task.supports_continuous_actions() and task.supports_discrete_actions()
+
+
+def test_task_pickles_and_refuses_other_encodings(cache_path: Path) -> None:
+    task = benchmarl_task(cache_path, episode_length=16, alpha=0.5)
+    copy = pickle.loads(pickle.dumps(task))
+    assert isinstance(copy, EnsembleTask) and copy == task and copy.config["alpha"] == 0.5
+    with pytest.raises(ValueError, match="does not work with BenchMARL: use 'subset'"):
+        benchmarl_task(decider_action="multibinary")
+
+
+def test_log_info_reports_accuracy_and_team_size(cache_path: Path) -> None:
+    env = make_env(benchmarl_task(cache_path, episode_length=8))
+    logged = EnsembleTask.log_info(env.rollout(8))
+    assert set(logged) == {"env/accuracy", "env/team_size"} and 0.0 <= logged["env/accuracy"] <= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings(*BENCHMARL_WARNINGS)
+@pytest.mark.parametrize("algorithm", [MappoConfig, IppoConfig])
+def test_mappo_and_ippo_run_one_iteration(cache_path: Path, tmp_path: Path, algorithm: type) -> None:
+    config = ExperimentConfig.get_from_yaml()
+    config.max_n_frames = config.on_policy_collected_frames_per_batch = 64
+    config.on_policy_n_envs_per_worker = 2
+    config.on_policy_n_minibatch_iters = 1
+    config.on_policy_minibatch_size = 32
+    config.evaluation = False
+    config.loggers = []
+    config.create_json = False
+    config.checkpoint_at_end = False
+    config.save_folder = str(tmp_path)
+    experiment = Experiment(
+        task=benchmarl_task(cache_path, episode_length=16),
+        algorithm_config=algorithm.get_from_yaml(),
+        model_config=MlpConfig.get_from_yaml(),
+        critic_model_config=MlpConfig.get_from_yaml(),
+        seed=0,
+        config=config,
+    )
+    critic_inputs = experiment.losses["fusion"].critic_network.in_keys
+    if algorithm is MappoConfig:
+        assert "state" in critic_inputs  # the centralized critic sees the state
+    else:
+        assert "state" not in critic_inputs
+    experiment.run()
+    assert experiment.total_frames == 64

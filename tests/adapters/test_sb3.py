@@ -1,0 +1,106 @@
+"""Stable-Baselines3 adapter: single-role VecEnvs, the SuperSuit shared-policy path, seeding, a PPO smoke run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("stable_baselines3")
+pytest.importorskip("supersuit")
+
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.vec_env import VecEnv
+
+import ensemble_env
+from ensemble_env import LogitCache
+from ensemble_env.adapters.sb3 import SingleRoleEnv, sb3_env
+from ensemble_env.synthetic import make_cache
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def cache() -> LogitCache:
+    return make_cache(n_models=3, n_questions=200, n_tasks=2, n_choices=(2, 4), seed=1)
+
+
+def play(venv: VecEnv, steps: int, seed: int) -> list[np.ndarray]:
+    """Observations, rewards and dones of ``steps`` steps of seeded random actions."""
+    venv.action_space.seed(seed)
+    trace = [venv.reset()]
+    for _ in range(steps):
+        obs, rewards, dones, _ = venv.step(np.array([venv.action_space.sample() for _ in range(venv.num_envs)]))
+        trace += [obs, rewards, dones]
+    return trace
+
+
+@pytest.mark.parametrize("role", ["decider", "fusion"])
+def test_single_role_vec_env_has_the_roles_spaces_and_float32_obs(cache: LogitCache, role: str) -> None:
+    venv = sb3_env(role, num_envs=2, cache=cache, seed=0, episode_length=20)
+    parallel = ensemble_env.parallel_env(cache)
+    assert venv.observation_space == parallel.observation_space(role)
+    assert venv.action_space == parallel.action_space(role)
+    obs = venv.reset()
+    assert obs.shape == (2, *parallel.observation_space(role).shape) and obs.dtype == np.float32
+    for step in range(25):  # across the episode end (auto-reset) at step 20
+        obs, _, dones, infos = venv.step(np.array([venv.action_space.sample() for _ in range(2)]))
+        assert all(venv.observation_space.contains(row) for row in obs)
+        assert {"accuracy", "team_size", "correct"} <= set(infos[0])
+        assert dones.all() == (step == 19)
+        if step == 19:  # VecMonitor's episode statistics: the return is the game's episode_return
+            assert infos[0]["episode"]["l"] == 20
+            assert infos[0]["episode"]["r"] == pytest.approx(infos[0]["episode_return"], abs=1e-4)
+
+
+def test_seed_makes_the_vec_envs_reproducible(cache: LogitCache) -> None:
+    for train in ("fusion", "shared"):
+        options = {"cache": cache, "order": "shuffled", "episode_length": 15}
+        first = play(sb3_env(train, num_envs=2, seed=4, **options), 40, seed=0)
+        second = play(sb3_env(train, num_envs=2, seed=4, **options), 40, seed=0)
+        for a, b in zip(first, second, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_shared_path_pads_re_encodes_and_indicates_the_agent(cache: LogitCache) -> None:
+    venv = sb3_env("shared", num_envs=1, cache=cache, seed=0, episode_length=10)
+    parallel = ensemble_env.parallel_env(cache)
+    decider_size = parallel.observation_space("decider").shape[0]
+    fusion_size = parallel.observation_space("fusion").shape[0]
+    assert venv.num_envs == 2  # one sub-env per agent: decider, fusion
+    assert venv.observation_space.shape == (max(decider_size, fusion_size) + 2,)  # padding + one-hot indicator
+    assert venv.action_space.n == 2**3 - 1  # the decider's subset index; fusion answers are padded to it
+    obs = venv.reset()
+    np.testing.assert_array_equal(obs[:, -2:], np.eye(2))
+    np.testing.assert_array_equal(obs[0, decider_size:-2], 0.0)  # the decider's padding
+    # subset index 2 (binary 011 = models 0 and 1) for the decider; fusion answers 5, beyond every question's
+    # choices: SuperSuit maps padded actions to 0.
+    _, _, _, infos = venv.step(np.array([2, 5]))
+    assert infos[1]["answer"] == 0.0
+    obs, _, _, infos = venv.step(np.array([6, 0]))
+    assert infos[1]["team_size"] == 2.0  # the team committed at the first step answered the second question
+    np.testing.assert_array_equal(obs[0, :3], [1, 1, 1])  # and the decider now sees its new team: index 6 = 111
+    for _ in range(8):
+        _, _, dones, infos = venv.step(np.array([6, 0]))
+    assert dones.all() and infos[1]["step"] == 10.0  # the last step's infos survive SuperSuit's auto-reset
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("train", ["decider", "fusion", "shared"])
+def test_ppo_trains_on_each_path(cache: LogitCache, train: str) -> None:
+    model = PPO("MlpPolicy", sb3_env(train, num_envs=2, cache=cache, episode_length=32), n_steps=64, seed=0)
+    model.learn(128)
+    action, _ = model.predict(model.get_env().reset(), deterministic=True)
+    assert all(model.action_space.contains(a) for a in action)
+
+
+@pytest.mark.slow
+def test_a_frozen_sb3_model_plays_the_other_role(cache: LogitCache) -> None:
+    fusion = PPO("MlpPolicy", sb3_env("fusion", cache=cache, episode_length=16), n_steps=32, batch_size=32, seed=0)
+    fusion.learn(32)
+    env = SingleRoleEnv("decider", other=fusion, cache=cache, episode_length=16)
+    env.reset(seed=0)
+    fusion_obs = env._other_obs
+    *_, info = env.step(env.action_space.sample())
+    expected, _ = fusion.predict(fusion_obs, deterministic=True)
+    assert info["answer"] == float(expected)

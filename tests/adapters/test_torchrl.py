@@ -1,0 +1,84 @@
+"""TorchRL adapter: two groups, the centralized state, numeric infos as specs, every decider encoding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torchrl")
+
+import torch
+from torchrl.envs.utils import check_env_specs
+
+import ensemble_env
+from ensemble_env import LogitCache
+from ensemble_env.adapters.torchrl import GROUP_MAP, torchrl_env
+from ensemble_env.engine import INFO_KEYS
+from ensemble_env.synthetic import make_cache
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def cache() -> LogitCache:
+    return make_cache(n_models=3, n_questions=200, n_tasks=2, n_choices=(2, 4), seed=3)
+
+
+@pytest.mark.parametrize("encoding", ["multibinary", "multidiscrete", "subset"])
+def test_specs_are_consistent_for_every_encoding(cache: LogitCache, encoding: str) -> None:
+    env = torchrl_env(cache, seed=0, decider_action=encoding, episode_length=10)
+    check_env_specs(env, seed=0)  # a rollout whose every tensor matches its spec
+    assert env.group_map == GROUP_MAP
+    action = env.full_action_spec["decider", "action"]
+    assert action.shape == {"multibinary": (1, 3), "multidiscrete": (1, 3), "subset": (1,)}[encoding]
+    assert env.full_action_spec["fusion", "action"].space.n == 4
+
+
+def test_the_centralized_state_is_both_observations(cache: LogitCache) -> None:
+    env = torchrl_env(cache, seed=0, episode_length=6)
+    parallel = ensemble_env.parallel_env(cache)
+    assert env.observation_spec["state"].shape == parallel.state_space.shape
+    assert env.observation_spec["state"].dtype == torch.float32
+    rollout = env.rollout(12, break_when_any_done=False)  # two episodes
+    for td in (rollout, rollout["next"]):
+        state = td["state"]
+        joined = torch.cat([td["decider", "observation"][:, 0], td["fusion", "observation"][:, 0]], dim=-1)
+        torch.testing.assert_close(state, joined)
+    assert torch.all(rollout["state"] >= torch.as_tensor(parallel.state_space.low))
+    assert torch.all(rollout["state"] <= torch.as_tensor(parallel.state_space.high))
+
+
+def test_infos_become_per_group_specs_and_the_mask_follows_the_question(cache: LogitCache) -> None:
+    env = torchrl_env(cache, seed=1, episode_length=8)
+    for group in GROUP_MAP:
+        assert set(env.observation_spec[group, "info"].keys()) == set(INFO_KEYS)
+    rollout = env.rollout(8)
+    accuracy = rollout["next", "fusion", "info", "accuracy"][:, 0]
+    correct = rollout["next", "fusion", "info", "correct"][:, 0]
+    torch.testing.assert_close(accuracy, torch.cumsum(correct, 0) / torch.arange(1, 9))
+    torch.testing.assert_close(rollout["next", "decider", "reward"], rollout["next", "fusion", "reward"])
+    masks = rollout["fusion", "action_mask"][:, 0]
+    questions = rollout["next", "fusion", "info", "question"][:, 0].long()
+    np.testing.assert_array_equal(masks.sum(-1).numpy(), cache.n_choices[questions.numpy()])
+    assert rollout["next", "done"][-1].item() and not rollout["next", "done"][:-1].any()
+
+
+def test_seed_makes_rollouts_reproducible(cache: LogitCache) -> None:
+    rollouts = []
+    for _ in range(2):
+        env = torchrl_env(cache, seed=5, order="shuffled", episode_length=20)
+        torch.manual_seed(0)
+        rollouts.append(env.rollout(20))
+    torch.testing.assert_close(rollouts[0]["state"], rollouts[1]["state"])
+    torch.testing.assert_close(rollouts[0]["next", "fusion", "reward"], rollouts[1]["next", "fusion", "reward"])
+
+
+def test_subset_actions_decode_to_their_teams(cache: LogitCache) -> None:
+    env = torchrl_env(cache, seed=0, decider_action="subset", episode_length=10)
+    td = env.reset()
+    for code in range(7):
+        td["decider", "action"] = torch.tensor([code])
+        td["fusion", "action"] = torch.tensor([0])
+        td = env.step(td)["next"]
+        team = td["decider", "observation"][0, :3]
+        np.testing.assert_array_equal(team.numpy(), (code + 1) >> np.arange(3) & 1)

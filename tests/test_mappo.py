@@ -1,0 +1,307 @@
+"""Unit tests of the reference MAPPO pieces: GAE, the clipped losses, value normalisation, masking, checkpoints."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ensemble_mappo.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
+from ensemble_mappo.config import TrainConfig, config_from_dict, field_docs, load_config  # noqa: E402
+from ensemble_mappo.networks import (  # noqa: E402
+    CentralCritic,
+    DeciderActor,
+    FusionActor,
+    ValueNormalizer,
+    bernoulli_entropy,
+    bernoulli_log_prob,
+    categorical_entropy,
+)
+from ensemble_mappo.ppo import bootstrap_values, clipped_policy_loss, clipped_value_loss, compute_gae  # noqa: E402
+from ensemble_mappo.training import Agents, episode_plan, make_env, train  # noqa: E402
+
+from ensemble_env.cache import LogitCache, load_default_cache  # noqa: E402
+
+
+# -- GAE ------------------------------------------------------------------------------------------------------
+def test_compute_gae_by_hand_with_a_truncation() -> None:
+    # copy 0: the episode is truncated after step 1 (its last state is worth 3.0); a new one starts at step 2.
+    # copy 1: no episode end; the state after the rollout is worth 1.0.
+    gamma, lam = 0.9, 0.5
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 0.0], [2.0, 0.0]])
+    values = torch.tensor([[0.5, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    dones = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    final_values = torch.tensor([[0.0, 0.0], [3.0, 0.0], [0.0, 0.0]])
+    last_value = torch.tensor([4.0, 1.0])
+
+    next_values = bootstrap_values(values, last_value, dones, final_values)
+    assert next_values.tolist() == [[1.0, 0.0], [3.0, 0.0], [4.0, 1.0]]
+    advantages, returns = compute_gae(rewards, values, next_values, dones, gamma, lam)
+    # copy 0: delta2 = 2 + 0.9 * 4 - 0 = 5.6; delta1 = 0 + 0.9 * 3 - 1 = 1.7 (no carry over the end);
+    #         delta0 = 1 + 0.9 * 1 - 0.5 = 1.4, A0 = 1.4 + 0.45 * 1.7 = 2.165
+    # copy 1: delta2 = 0.9, A1 = 0.45 * 0.9 = 0.405, A0 = 0.45 * 0.405 = 0.18225
+    expected = [[2.165, 0.18225], [1.7, 0.405], [5.6, 0.9]]
+    np.testing.assert_allclose(advantages.numpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(returns.numpy(), np.array(expected) + values.numpy(), rtol=1e-6)
+
+
+def test_compute_gae_termination_bootstraps_from_zero() -> None:
+    rewards = torch.tensor([[1.0], [1.0]])
+    values = torch.tensor([[2.0], [2.0]])
+    dones = torch.tensor([[0.0], [1.0]])
+    # a terminated episode's final value is 0 (the trainer passes 0 there); the rollout's last value is ignored
+    next_values = bootstrap_values(values, torch.tensor([100.0]), dones, torch.zeros(2, 1))
+    advantages, _ = compute_gae(rewards, values, next_values, dones, gamma=1.0, gae_lambda=1.0)
+    # delta1 = 1 - 2 = -1; delta0 = 1 + 2 - 2 = 1, A0 = 1 + (-1) = 0
+    assert advantages.squeeze(1).tolist() == [0.0, -1.0]
+
+
+def test_compute_gae_lambda_one_is_the_discounted_return() -> None:
+    rewards = torch.tensor([[1.0], [2.0], [3.0]])
+    values = torch.zeros(3, 1)
+    next_values = bootstrap_values(values, torch.tensor([10.0]), torch.zeros(3, 1), torch.zeros(3, 1))
+    _, returns = compute_gae(rewards, values, next_values, torch.zeros(3, 1), gamma=0.5, gae_lambda=1.0)
+    assert returns.squeeze(1).tolist() == pytest.approx([1 + 0.5 * 2 + 0.25 * 3 + 0.125 * 10, 2 + 1.5 + 2.5, 3 + 5])
+
+
+# -- losses ---------------------------------------------------------------------------------------------------
+def test_clipped_policy_loss_by_hand() -> None:
+    old = torch.zeros(3)
+    log_probs = torch.log(torch.tensor([1.5, 0.5, 1.1])).requires_grad_()
+    advantages = torch.tensor([1.0, 1.0, -1.0])
+    loss, approx_kl, clip_fraction = clipped_policy_loss(log_probs, old, advantages, clip_coef=0.2)
+    # min(1.5, 1.2) = 1.2 ; min(0.5, 0.8) = 0.5 ; min(-1.1, -1.1) = -1.1  -> loss = -(0.6) / 3
+    assert loss.item() == pytest.approx(-0.2)
+    assert clip_fraction.item() == pytest.approx(2 / 3)
+    ratios = np.array([1.5, 0.5, 1.1])
+    assert approx_kl.item() == pytest.approx(np.mean((ratios - 1) - np.log(ratios)), rel=1e-5)
+    loss.backward()
+    # the clipped sample (ratio 1.5 > 1.2 with A > 0) gives no gradient; the others -ratio * A / 3
+    assert log_probs.grad is not None
+    np.testing.assert_allclose(log_probs.grad.numpy(), [0.0, -0.5 / 3, 1.1 / 3], rtol=1e-5)
+
+
+def test_clipped_value_loss_by_hand() -> None:
+    values = torch.tensor([1.0, 0.0])
+    old = torch.tensor([0.5, 0.5])
+    targets = torch.tensor([2.0, 0.0])
+    # sample 0: unclipped (1 - 2)^2 = 1, clipped (0.7 - 2)^2 = 1.69 -> 1.69
+    # sample 1: unclipped 0, clipped (0.3 - 0)^2 = 0.09 -> 0.09
+    assert clipped_value_loss(values, old, targets, 0.2).item() == pytest.approx(0.5 * (1.69 + 0.09) / 2)
+    assert clipped_value_loss(values, old, targets, None).item() == pytest.approx(0.5 * (1.0 + 0.0) / 2)
+
+
+# -- value normalisation ----------------------------------------------------------------------------------------
+def test_value_normalizer_matches_the_statistics_of_everything_seen() -> None:
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(5.0, 3.0, size=n) for n in (7, 100, 33)]
+    norm = ValueNormalizer()
+    assert norm.normalize(torch.tensor([2.5])).item() == pytest.approx(2.5)  # identity before any update
+    for batch in batches:
+        norm.update(torch.tensor(batch))
+    everything = np.concatenate(batches)
+    assert norm.mean.item() == pytest.approx(everything.mean())
+    assert norm.var.item() == pytest.approx(everything.var())
+    x = torch.tensor([0.0, 5.0, 11.0], dtype=torch.float64)
+    np.testing.assert_allclose(norm.normalize(x).numpy(), (x.numpy() - everything.mean()) / everything.std(), 1e-6)
+    np.testing.assert_allclose(norm.denormalize(norm.normalize(x)).numpy(), x.numpy(), rtol=1e-9)
+    restored = ValueNormalizer()
+    restored.load_state_dict(norm.state_dict())
+    assert restored.normalize(x).tolist() == norm.normalize(x).tolist()
+
+
+# -- actors and masking -------------------------------------------------------------------------------------------
+def _fusion_setup(n_models: int = 3, n_choices: int = 4) -> tuple[FusionActor, dict[str, slice]]:
+    slices = {
+        "probs": slice(0, n_models * n_choices),
+        "team_mask": slice(n_models * n_choices, n_models * n_choices + n_models),
+        "rewards": slice(n_models * (n_choices + 1), n_models * (n_choices + 1) + 2),
+        "action_mask": slice(n_models * (n_choices + 1) + 2, n_models * (n_choices + 1) + 2 + n_choices),
+    }
+    torch.manual_seed(0)
+    return FusionActor(slices, n_models, n_choices), slices
+
+
+def _fusion_obs(slices: dict[str, slice], valid: list[list[int]], seed: int = 0) -> Any:
+    rng = np.random.default_rng(seed)
+    b, n, c = len(valid), 3, 4
+    mask = np.array(valid, dtype=np.float32)
+    probs = rng.random((b, n, c)).astype(np.float32) * mask[:, None, :]
+    probs /= probs.sum(axis=2, keepdims=True)
+    obs = np.zeros((b, slices["action_mask"].stop), dtype=np.float32)
+    obs[:, slices["probs"]] = probs.reshape(b, n * c)
+    obs[:, slices["team_mask"]] = 1.0
+    obs[:, slices["rewards"]] = rng.normal(size=(b, 2))
+    obs[:, slices["action_mask"]] = mask
+    return torch.from_numpy(obs)
+
+
+def test_fusion_actor_never_samples_a_masked_choice() -> None:
+    actor, slices = _fusion_setup()
+    with torch.no_grad():  # make the masked choices the most attractive ones if the mask were ignored
+        actor.gate.bias[:] = -5.0
+    valid = [[1, 1, 0, 0], [0, 1, 1, 1], [1, 0, 0, 1], [0, 0, 1, 0]]
+    obs = _fusion_obs(slices, valid)
+    mask = torch.tensor(valid, dtype=torch.bool)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        logits = actor(obs)
+        for _ in range(200):
+            actions = actor.sample(logits, generator)
+            assert mask[torch.arange(4), actions].all()
+        assert mask[torch.arange(4), actor.mode(logits)].all()
+        assert actor.sample(logits, generator)[3].item() == 2  # the only valid choice
+        masked_log_probs = torch.log_softmax(logits, -1)[~mask]
+        assert (masked_log_probs < -1e30).all()
+        entropy = categorical_entropy(logits)
+        assert torch.isfinite(entropy).all() and entropy[3].item() == pytest.approx(0.0, abs=1e-6)
+        assert (entropy[:3] <= torch.log(mask.sum(-1)[:3].float()) + 1e-6).all()
+
+
+def test_fusion_actor_starts_as_the_mean_probability_vote() -> None:
+    actor, slices = _fusion_setup()
+    obs = _fusion_obs(slices, [[1, 1, 1, 1], [1, 1, 1, 0]], seed=3)
+    probs = obs[:, slices["probs"]].reshape(2, 3, 4)
+    with torch.no_grad():
+        vote = torch.where(obs[:, slices["action_mask"]] > 0, probs.sum(1), -1.0).argmax(-1)
+        assert actor.mode(actor(obs)).tolist() == vote.tolist()
+
+
+def test_bernoulli_decider_distribution_by_hand() -> None:
+    logits = torch.tensor([[0.0, math.log(3.0)]])  # p = 1/2 and 3/4
+    assert bernoulli_log_prob(logits, torch.tensor([[1.0, 0.0]])).item() == pytest.approx(math.log(0.5 * 0.25))
+    assert bernoulli_entropy(logits).item() == pytest.approx(
+        math.log(2.0) - (0.75 * math.log(0.75) + 0.25 * math.log(0.25))
+    )
+    actor = DeciderActor(obs_size=4, n_models=2, initial_prob=0.9)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        logits = actor(torch.zeros(2000, 4))
+        bits = actor.sample(logits, generator)
+        assert set(bits.unique().tolist()) <= {0.0, 1.0}
+        assert bits.mean().item() == pytest.approx(0.9, abs=0.03)
+        assert actor.mode(logits).tolist() == [[1.0, 1.0]] * 2000
+
+
+def test_central_critic_outputs_one_value_per_state() -> None:
+    critic = CentralCritic(state_size=7)
+    assert critic(torch.zeros(5, 7)).shape == (5,)
+
+
+# -- config -------------------------------------------------------------------------------------------------------
+def test_config_defaults_are_the_mappo_papers_and_every_field_is_documented() -> None:
+    config = TrainConfig()
+    assert (config.learning_rate, config.clip_coef, config.gamma, config.gae_lambda) == (5e-4, 0.2, 0.99, 0.95)
+    docs = field_docs()
+    assert set(docs) == set(config.to_dict())
+    assert all(docs.values())
+
+
+def test_config_files_toml_and_json(tmp_path: Path) -> None:
+    toml = tmp_path / "run.toml"
+    toml.write_text('seed = 4\nmode = "two-stage"\nlearning_rate = 1\n[env]\nalpha = 0.5\n')
+    config = load_config(toml)
+    assert (config.seed, config.mode, config.learning_rate) == (4, "two-stage", 1.0)
+    assert config.env == {"decider_extras": ["task"], "fusion_extras": ["task"], "alpha": 0.5}
+    as_json = tmp_path / "run.json"
+    as_json.write_text(json.dumps(config.to_dict()))
+    assert load_config(as_json) == config
+    with pytest.raises(ValueError, match="unknown key"):
+        config_from_dict({"sede": 1})
+    with pytest.raises(ValueError, match="mode"):
+        config_from_dict({"mode": "both"})
+    with pytest.raises(ValueError, match="set by the trainer"):
+        config_from_dict({"env": {"split": "test"}})
+
+
+def test_episode_plan_aligns_episodes_with_rollouts() -> None:
+    assert episode_plan(3000, 512, 64) == (512, 8)
+    assert episode_plan(100, 512, 64) == (64, 1)
+    assert episode_plan(5, 512, 8) == (4, 1)  # several short episodes per rollout
+
+
+# -- checkpoints and resumption ---------------------------------------------------------------------------------------
+_TINY = {
+    "num_envs": 4,
+    "num_steps": 8,
+    "episode_length": 16,
+    "total_steps": 4 * 8 * 5,
+    "update_epochs": 2,
+    "num_minibatches": 2,
+    "checkpoint_every": 1,
+}
+
+
+def test_checkpoint_round_trip_is_plain_data(tmp_path: Path) -> None:
+    venv = make_env(_default_cache(), {}, num_envs=2, split="train")
+    torch.manual_seed(0)
+    agents = Agents.build(venv, hidden=16)
+    agents.value_norm.update(torch.tensor([1.0, 2.0, 4.0]))
+    save_checkpoint(tmp_path / "checkpoint.pt", {"networks": agents.state_dict(), "iteration": 3, "note": "x"})
+    raw = torch.load(tmp_path / "checkpoint.pt", weights_only=True)  # no pickled objects inside
+    assert raw["iteration"] == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]  # the temporary file is gone
+    torch.manual_seed(1)
+    other = Agents.build(venv, hidden=16)
+    other.load_state_dict(load_checkpoint(tmp_path)["networks"])
+    for name, module in agents.modules().items():
+        for key, value in module.state_dict().items():
+            assert torch.equal(value, other.modules()[name].state_dict()[key]), (name, key)
+
+
+def _default_cache() -> LogitCache:
+    return load_default_cache()
+
+
+def _final_state(run: Path) -> dict[str, Any]:
+    checkpoint = load_checkpoint(run)
+    flat = {f"{name}.{key}": value for name, state in checkpoint["networks"].items() for key, value in state.items()}
+    flat["generator"] = checkpoint["generator"]
+    return flat
+
+
+def _progress_without_times(run: Path) -> list[str]:
+    lines = (run / "progress.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    keep = [i for i, name in enumerate(header) if not name.startswith("time/")]
+    return [",".join(line.split(",")[i] for i in keep) for line in lines]
+
+
+def test_resume_reproduces_uninterrupted_training(tmp_path: Path) -> None:
+    cache = _default_cache()
+    config = config_from_dict({**_TINY, "seed": 7})
+    train(config, cache, tmp_path / "straight", progress=False)
+    # stop after 3 updates: mid-round (2 updates per 16-question episode), so resuming replays 8 steps
+    train(config, cache, tmp_path / "resumed", progress=False, stop_after=3)
+    assert load_checkpoint(tmp_path / "resumed")["iteration"] == 3
+    assert load_checkpoint(tmp_path / "resumed")["replay"]["fusion"].shape == (8, 4)
+    train(config, cache, tmp_path / "resumed", progress=False, resume=True)
+    straight, resumed = _final_state(tmp_path / "straight"), _final_state(tmp_path / "resumed")
+    assert straight.keys() == resumed.keys()
+    for key in straight:
+        assert torch.equal(straight[key], resumed[key]), key
+    assert _progress_without_times(tmp_path / "straight") == _progress_without_times(tmp_path / "resumed")
+
+
+def test_training_is_deterministic_given_the_seed(tmp_path: Path) -> None:
+    cache = _default_cache()
+    config = config_from_dict({**_TINY, "total_steps": 64, "mode": "two-stage"})
+    train(config, cache, tmp_path / "a", progress=False)
+    train(config, cache, tmp_path / "b", progress=False)
+    a, b = _final_state(tmp_path / "a"), _final_state(tmp_path / "b")
+    assert all(torch.equal(a[key], b[key]) for key in a)
+    stages = [line.split(",")[5] for line in (tmp_path / "a" / "progress.csv").read_text().splitlines()[1:]]
+    assert stages == ["1", "2"]  # two-stage: decider first, then fusion
+
+
+def test_resume_refuses_a_different_config(tmp_path: Path) -> None:
+    cache = _default_cache()
+    train(config_from_dict({**_TINY, "total_steps": 32}), cache, tmp_path, progress=False)
+    with pytest.raises(ValueError, match="different config"):
+        train(config_from_dict({**_TINY, "seed": 1}), cache, tmp_path, progress=False, resume=True)

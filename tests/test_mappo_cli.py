@@ -1,0 +1,108 @@
+"""Smoke tests of ``ensemble-env train``, ``evaluate`` and ``plot`` on the embedded default cache (tiny budget)."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ensemble_env.cli import main  # noqa: E402
+
+TINY = ["--total-steps", "1024", "--num-envs", "16", "--num-steps", "32", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("mappo") / "run"
+    assert main(["train", "--out", str(out), "--seed", "3", *TINY]) == 0
+    return out
+
+
+def test_train_writes_config_progress_and_checkpoint(run_dir: Path) -> None:
+    assert {path.name for path in run_dir.iterdir()} >= {"config.json", "progress.csv", "checkpoint.pt"}
+    saved = json.loads((run_dir / "config.json").read_text())
+    assert saved["config"]["seed"] == 3
+    assert saved["run"]["cache"] is None  # the embedded default cache
+    header = (run_dir / "progress.csv").read_text().splitlines()[0].split(",")
+    assert {"env/accuracy", "env/team_size", "losses/value_loss", "losses/fusion_policy_loss"} <= set(header)
+    assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["complete"] is True
+
+
+def test_evaluate_json(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["evaluate", str(run_dir), "--split", "test", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["protocol"] == "frozen"
+    assert 0.0 <= summary["macro_accuracy"] <= 1.0
+    tasks = summary["tasks"]
+    assert set(tasks) == {"iris", "wine", "breast_cancer", "digits", "diabetes"}
+    assert all({"accuracy", "mean_team_size", "mean_cost", "selection_frequency"} <= set(t) for t in tasks.values())
+    assert summary["macro_accuracy"] == pytest.approx(sum(t["accuracy"] for t in tasks.values()) / 5)
+    assert "best_single" in summary["baselines"]
+    assert (run_dir / "evaluation_test.json").is_file()
+
+
+def test_evaluate_text_and_online_is_labelled(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["evaluate", str(run_dir), "--no-baselines"]) == 0
+    text = capsys.readouterr().out
+    assert ("[frozen]" in text and "per" not in text.splitlines()[0].lower()) or "frozen" in text
+    assert "selected" in text and "diabetes" in text
+    assert main(["evaluate", str(run_dir), "--online", "--update-every", "200"]) == 0
+    text = capsys.readouterr().out
+    assert "ONLINE" in text.splitlines()[0]
+    assert "mappo(online)" in text
+    assert main(["evaluate", str(run_dir), "--online", "--update-every", "200", "--json", "--no-baselines"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["protocol"] == "online" and summary["update_every"] == 200
+    assert "ONLINE" in summary["protocol_description"]
+    assert (run_dir / "evaluation_test_online.json").is_file()
+
+
+def test_resume_a_finished_run_and_refuse_options(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "--resume", str(run_dir), "--no-progress"]) == 0
+    assert main(["train", "--resume", str(run_dir), "--seed", "1"]) == 2
+    assert "--seed" in capsys.readouterr().err
+    assert main(["train", "--out", str(run_dir), *TINY]) == 2  # would overwrite a run
+    assert "--overwrite" in capsys.readouterr().err
+
+
+def test_train_options_from_a_config_file_and_flags(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('seed = 5\nmode = "two-stage"\nhidden_size = 8\n[env]\nalpha = 0.5\n')
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--config", str(config), "--seed", "6", "--tasks", "iris", "wine",
+                 "--env", "window=50", *TINY]) == 0  # fmt: skip
+    saved = json.loads((out / "config.json").read_text())["config"]
+    assert (saved["seed"], saved["mode"], saved["hidden_size"]) == (6, "two-stage", 8)  # flags beat the file
+    assert saved["env"] == {"decider_extras": ["task"], "fusion_extras": ["task"], "alpha": 0.5,
+                            "window": 50, "tasks": ["iris", "wine"]}  # fmt: skip
+
+
+def test_plot_writes_pngs(run_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    assert main(["plot", str(run_dir), "--out", str(tmp_path)]) == 0
+    names = {path.name for path in tmp_path.glob("mappo_*.png")}
+    assert names == {
+        "mappo_learning_curves.png",
+        "mappo_team_size.png",
+        "mappo_selection_frequency.png",
+        "mappo_accuracy_vs_team_size.png",
+    }
+
+
+@pytest.mark.parametrize("module", ["config", "files", "networks", "ppo", "reporting", "training"])
+def test_docstring_examples(module: str) -> None:
+    failures, _ = doctest.testmod(importlib.import_module(f"ensemble_mappo.{module}"))
+    assert failures == 0
+
+
+def test_tensorboard_event_files_when_installed(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    assert main(["train", "--out", str(tmp_path), "--tensorboard", *TINY]) == 0
+    assert list(tmp_path.glob("events.out.tfevents.*"))
+    assert main(["train", "--out", str(tmp_path), "--overwrite", "--seed", "2", *TINY]) == 0  # starts over
+    assert json.loads((tmp_path / "config.json").read_text())["config"]["seed"] == 2
