@@ -1,7 +1,7 @@
 """BenchMARL's MAPPO (centralized critics on the state) or IPPO on the ensemble game.
 
     pip install -e ".[benchmarl]"                     # its own environment: BenchMARL needs torchrl<0.12
-    python examples/benchmarl_mappo.py --smoke        # MAPPO then IPPO, a short run each (under a minute in all)
+    python examples/benchmarl_mappo.py --smoke        # MAPPO then IPPO, 4096 frames each, one process each
     python examples/benchmarl_mappo.py --algorithm mappo --frames 300000
 
 The task is :func:`ensemble_env.adapters.benchmarl.benchmarl_task` (decider as a subset index). Both groups,
@@ -88,9 +88,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--algorithm", choices=(*ALGORITHMS, "both"), default="both")
     parser.add_argument("--frames", type=int, default=200_000, help="environment steps per algorithm")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--smoke", action="store_true", help="6144 frames of each algorithm (about a minute in all)")
+    parser.add_argument("--smoke", action="store_true", help="4096 frames of each algorithm (about a minute in all)")
     args = parser.parse_args(argv)
-    frames = 6144 if args.smoke else args.frames
+    frames = 4096 if args.smoke else args.frames
     if args.algorithm == "both":
         # One process per algorithm: a second BenchMARL experiment in the same process ran its matrix products
         # up to ten times slower here (IPPO after MAPPO: 60-120 s per iteration instead of 6-9 s).
