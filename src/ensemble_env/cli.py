@@ -17,14 +17,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from ensemble_env import baselines
+from ensemble_env.cache import LogitCache
 from ensemble_env.env import parallel_env, resolve_cache
 from ensemble_env.policies import MeanVote
 
 __all__ = ["main"]
 
 
-def _describe_cache(cache_arg: str | None) -> str:
-    cache = resolve_cache(cache_arg)
+def _describe_cache(cache: LogitCache, cache_arg: str | None) -> str:
     where = "embedded default cache" if cache_arg is None else cache.path
     return (
         f"{where}: {cache.n_questions} questions, {cache.n_models} models ({', '.join(cache.models)}), "
@@ -34,7 +34,7 @@ def _describe_cache(cache_arg: str | None) -> str:
 
 def _demo(args: argparse.Namespace) -> int:
     cache = resolve_cache(args.cache)
-    print(_describe_cache(args.cache))
+    print(_describe_cache(cache, args.cache))
     env = parallel_env(cache, render_mode="ansi", split=args.split, order="shuffled", window=args.window)
     obs, _ = env.reset(seed=args.seed)
     rng = np.random.default_rng(args.seed)
@@ -71,7 +71,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _baselines(args: argparse.Namespace) -> int:
     cache = resolve_cache(args.cache)
-    print(_describe_cache(args.cache))
+    print(_describe_cache(cache, args.cache))
     results = baselines.run_all(cache, split=args.split, train_split=args.train_split, k=args.k, seed=args.seed)
     print(baselines.format_table(cache, results))
     return 0

@@ -7,7 +7,6 @@ model names, the subset encoding's model limit, features present) happen when th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -149,7 +148,3 @@ class EnvConfig:
             raise TypeError(f"unknown option(s) {', '.join(unknown)}; the options are {', '.join(sorted(known))}")
         return cls(**options)
 
-
-def option_names() -> Sequence[str]:
-    """Names of every option of :class:`EnvConfig`."""
-    return [item.name for item in fields(EnvConfig)]

@@ -9,7 +9,7 @@ Fusion action      ``Discrete(C)``: the answer index (C = largest choice count)
 Decider obs        ``Box(float32)``: team mask (N), team size / N, K window statistics of the team
                    [, per-model window accuracy (N), task one-hot, question features]
 Fusion obs         ``Box(float32)``: team-masked probabilities (N x C), team mask (N), last T' rewards,
-                   valid-choice mask (C) (also ``infos["fusion"]["action_mask"]``)
+                   valid-choice mask (C) (also ``infos["fusion"]["action_mask"]``) [, task one-hot]
 State              ``Box(float32)``: decider obs + fusion obs (no label), for centralized critics
 Reward (shared)    +1 if right, else -1 - alpha * |E_t| / N (``size_penalty_mode="on_error"``)
 Step order         fusion answers q_t with team E_t; the decider commits E_{t+1}; both get r_t
@@ -123,7 +123,8 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         if missing:
             raise ValueError(f"actions lacks {', '.join(missing)}; give one action per agent of {self.agents}")
         engine = self.engine
-        used_team = engine._state["team"][0].copy()
+        # the team that answers this step, kept only for render()
+        used_team = engine._state["team"][0].copy() if self.render_mode is not None else None
         next_team = engine.decode_decider(self._batch_action("decider", actions["decider"]))
         answers = engine.decode_fusion(self._batch_action("fusion", actions["fusion"]))
         obs, reward, done = engine.advance(next_team, answers)
@@ -200,22 +201,22 @@ def describe_reset(engine: EnsembleVectorEnv, env: int = 0) -> str:
 
 def describe_step(engine: EnsembleVectorEnv, used_team: np.ndarray, env: int = 0) -> str:
     """Text of the step just taken by copy ``env``: the question, the team, the answer, the next team."""
-    cache, info = engine.cache, engine._infos()["decider"]
-    question, answer, label = int(info["question"][env]), int(info["answer"][env]), int(info["label"][env])
-    step = int(info["step"][env]) - 1
+    cache, info = engine.cache, engine.info_values(env)
+    question, answer, label = int(info["question"]), int(info["answer"]), int(info["label"])
+    step = int(info["step"]) - 1
     names = engine._stat_names
     statistics = engine._obs["decider"][env, engine.layout.decider["statistics"]]
     stats = "  ".join(f"{name} {value:.3f}" for name, value in zip(names, statistics, strict=True))
     gold = cache.probs[question, :, label]
     members = np.flatnonzero(used_team)
     support = " ".join(f"{cache.models[i]}:{gold[i]:.2f}" for i in members) or "-"
-    verdict = "right" if info["correct"][env] else "wrong"
+    verdict = "right" if info["correct"] else "wrong"
     return (
         f"t={step:<4d} task {cache.task_names[cache.tasks[question]]} | question {question} "
         f"({cache.n_choices[question]} choices, gold {label})\n"
         f"  team E_t   {_team_names(cache, used_team)} ({len(members)}/{engine.n_models})  p(gold): {support}\n"
-        f"  fusion  -> answer {answer}: {verdict}   reward {info['reward'][env]:+.3f}   "
-        f"running accuracy {info['accuracy'][env]:.3f}\n"
+        f"  fusion  -> answer {answer}: {verdict}   reward {info['reward']:+.3f}   "
+        f"running accuracy {info['accuracy']:.3f}\n"
         f"  decider -> E_t+1 {_team_names(cache, engine.team[env])}   {stats}"
     )
 
