@@ -14,7 +14,16 @@ import pytest
 import ensemble_env
 from ensemble_env import LogitCache, metrics
 from ensemble_env.synthetic import make_cache
-from ensemble_env.window import plurality_table
+from ensemble_env.window import (
+    count_planes,
+    n_triples,
+    plurality_count,
+    plurality_table,
+    table_words,
+    triple_index,
+    unpack_teams,
+    update_plurality,
+)
 
 ALL = tuple(metrics.METRICS)
 
@@ -91,7 +100,9 @@ def test_counted_statistics_equal_definitions_over_long_runs(
 
 def test_plurality_table_matches_votes() -> None:
     cache = make_cache(n_models=6, n_questions=200, n_tasks=2, n_choices=(3, 7), seed=5)
-    table = plurality_table(cache.preds, cache.labels, cache.n_choices, cache.n_models)
+    bits = plurality_table(cache.preds, cache.labels, cache.n_choices, cache.n_models)
+    assert bits.shape == (200, 1) and bits.dtype == np.uint64
+    table = unpack_teams(bits, cache.n_models)
     assert table.shape == (200, 64)
     assert not table[:, 0].any()  # the empty team is never right
     for team in range(1, 64):
@@ -132,3 +143,40 @@ def test_pools_of_32_models_work() -> None:
             answered[env].append(questions[env])
             expected = definitions(cache, list(answered[env]), np.flatnonzero(venv.team[env]))
             np.testing.assert_allclose(venv.window_statistics()[env], expected, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("window", [1, 63, 64, 255, 700])
+def test_bit_sliced_counts_equal_integer_counts(window: int) -> None:
+    """The plurality counts' bit planes hold exactly the window counts, up to a window full of right teams."""
+    rng = np.random.default_rng(window)
+    n_models = 7  # two words per row
+    words = table_words(n_models)
+    rows = rng.integers(0, 2**63, (60, words), dtype=np.uint64) | rng.integers(0, 2**63, (60, words), dtype=np.uint64)
+    rows[::3] = np.iinfo(np.uint64).max  # every team right: counts climb to the window length
+    planes = np.zeros((count_planes(window), words), dtype=np.uint64)
+    carry, borrow = np.empty(words, dtype=np.uint64), np.empty(words, dtype=np.uint64)
+    stream = rng.integers(0, rows.shape[0], 3 * window + 50)
+    stream[:window] = 0  # a first window of all-right rows: every count reaches the window length
+    expected = np.zeros(1 << n_models, dtype=np.int64)
+    peak = 0
+    for t, row in enumerate(stream):
+        full = t >= window
+        leaving = stream[t - window] if full else 0
+        update_plurality(planes, rows[row], rows[leaving], full, carry, borrow)
+        expected += unpack_teams(rows[row], n_models)
+        if full:
+            expected -= unpack_teams(rows[leaving], n_models)
+        if t % 7 == 0 or t == stream.size - 1:
+            weights = 1 << np.arange(planes.shape[0], dtype=np.int64)
+            counted = (unpack_teams(planes, n_models).astype(np.int64) * weights[:, None]).sum(axis=0)
+            np.testing.assert_array_equal(counted, expected)
+            team = int(rng.integers(0, 1 << n_models))
+            assert plurality_count(planes, team) == expected[team]
+        peak = max(peak, int(expected.max()))
+    assert peak == window  # the top plane was exercised
+
+
+def test_triple_index_packs_every_set_once() -> None:
+    n_models = 9
+    seen = [triple_index(i, j, k) for k in range(n_models) for j in range(k) for i in range(j)]
+    assert sorted(seen) == list(range(n_triples(n_models)))

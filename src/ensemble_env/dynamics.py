@@ -36,6 +36,7 @@ from ensemble_env.window import (
     focal_diversity,
     generalized_diversity,
     pairwise,
+    plurality_count,
     plurality_from_rows,
     update_plurality,
 )
@@ -108,6 +109,7 @@ def _team_statistic(
     correct: np.ndarray,
     use_table: bool,
     n_classes: int,
+    shared: np.ndarray,
 ) -> float:
     if code == GENERALIZED:
         return generalized_diversity(env, members, count, fail, fail2)
@@ -115,7 +117,7 @@ def _team_statistic(
         if count == 0 or members.shape[0] == 0:
             return 0.0
         if use_table:
-            return plural[env, team_code] / count
+            return plurality_count(plural[env], team_code) / count
         return plurality_from_rows(env, members, count, window, preds, labels, n_classes)
     if code == FLEISS:
         return fleiss_kappa(env, members, count, agree, votes)
@@ -123,7 +125,7 @@ def _team_statistic(
         return pairwise(env, members, count, fail, fail2, code)
     if code == ENTROPY:
         return binary_entropy(env, members, count, window, correct)
-    return focal_diversity(env, members, fail, fail2, fail3)
+    return focal_diversity(env, members, fail, fail2, fail3, shared)
 
 
 @njit(cache=True)
@@ -164,10 +166,10 @@ def observe(
     team_code = 0
     for i in range(n_models):
         if team[env, i]:
-            scratch[size] = i
+            scratch[0, size] = i
             size += 1
             team_code |= 1 << i
-    members = scratch[:size]
+    members = scratch[0, :size]
     use_table = switches[USE_TABLE] != 0
 
     decider = out_decider[env]
@@ -175,7 +177,7 @@ def observe(
     for i in range(n_models):
         decider[i] = team[env, i]
     decider[n_models] = size / n_models
-    focal = focal_diversity(env, members, fail, fail2, fail3)
+    focal = focal_diversity(env, members, fail, fail2, fail3, scratch[1])
     values[env, FOCAL] = focal
     for k in range(statistics.shape[0]):
         if statistics[k] == FOCAL_CODE:
@@ -183,7 +185,7 @@ def observe(
             continue
         decider[offsets[D_STATS] + k] = _team_statistic(
             statistics[k], env, members, team_code, count, window, fail, fail2, fail3, plural, agree, votes,
-            preds, labels, correct, use_table, max_choices,
+            preds, labels, correct, use_table, max_choices, scratch[1],
         )  # fmt: skip
     if offsets[D_MODEL_ACCURACY] >= 0 and count > 0:
         for i in range(n_models):
@@ -258,7 +260,9 @@ def step(
     history = rewards.shape[1]
     use_table = switches[USE_TABLE] != 0
     track_agreement = switches[TRACK_AGREEMENT] != 0
-    scratch = np.empty(n_models, dtype=np.int64)
+    scratch = np.empty((2, n_models), dtype=np.int64)
+    carry = np.empty(plural.shape[2], dtype=np.uint64)
+    borrow = np.empty(plural.shape[2], dtype=np.uint64)
     for env in range(n_envs):
         # 1. fusion answers q_t with the team E_t committed one step earlier
         q = _question(env, order, counters, switches)
@@ -292,7 +296,9 @@ def step(
         else:
             counters[env, COUNT] += 1
         if use_table:
-            update_plurality(plural[env], plural_table[table_row[q]], plural_table[table_row[leaving]], full)
+            update_plurality(
+                plural[env], plural_table[table_row[q]], plural_table[table_row[leaving]], full, carry, borrow
+            )
         window[env, head] = q
         counters[env, HEAD] = (head + 1) % window_length
         add_question(env, q, 1, failing, n_failing, preds, fail, fail2, fail3, agree, votes, track_agreement)
@@ -354,7 +360,7 @@ def observe_copies(
     out_fusion: np.ndarray,
 ) -> None:
     """Observe the given copies (after a reset)."""
-    scratch = np.empty(team.shape[1], dtype=np.int64)
+    scratch = np.empty((2, team.shape[1]), dtype=np.int64)
     for env in env_ids:
         observe(
             env, probs, n_choices, labels, tasks, preds, correct, features, order, counters, team, window,
@@ -384,6 +390,7 @@ def team_statistics(
     """(B, K) float64 statistics ``codes`` of every copy's current team over its window."""
     n_envs = team.shape[0]
     out = np.zeros((n_envs, codes.shape[0]))
+    shared = np.empty(team.shape[1], dtype=np.int64)
     for env in range(n_envs):
         members = np.flatnonzero(team[env])
         team_code = 0
@@ -392,6 +399,6 @@ def team_statistics(
         for k in range(codes.shape[0]):
             out[env, k] = _team_statistic(
                 codes[k], env, members, team_code, counters[env, COUNT], window, fail, fail2, fail3, plural,
-                agree, votes, preds, labels, correct, use_table, n_classes,
+                agree, votes, preds, labels, correct, use_table, n_classes, shared,
             )  # fmt: skip
     return out

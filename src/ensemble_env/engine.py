@@ -35,7 +35,15 @@ import numpy as np
 from ensemble_env import dynamics
 from ensemble_env.cache import LogitCache
 from ensemble_env.config import MAX_SUBSET_MODELS, EnvConfig
-from ensemble_env.window import MAX_TABLE_MODELS, STATISTIC_CODES, plurality_table, statistic_bounds
+from ensemble_env.window import (
+    MAX_TABLE_MODELS,
+    STATISTIC_CODES,
+    count_planes,
+    n_triples,
+    plurality_table,
+    statistic_bounds,
+    table_words,
+)
 
 __all__ = ["AGENTS", "INFO_KEYS", "EnsembleVectorEnv", "ObservationLayout"]
 
@@ -189,7 +197,7 @@ class EnsembleVectorEnv:
                 cache.preds[self.questions], cache.labels[self.questions], cache.n_choices[self.questions], n
             )
         else:
-            plural_table = np.zeros((1, 1), dtype=np.uint8)
+            plural_table = np.zeros((1, 1), dtype=np.uint64)
         self._tables["table_row"] = table_row
         self._tables["plural_table"] = plural_table
         self._tracks_agreement = "fleiss_kappa" in self._stat_names
@@ -240,10 +248,10 @@ class EnsembleVectorEnv:
             "window": np.zeros((b, cfg.window), dtype=np.int64),
             "fail": np.zeros((b, n), dtype=np.int32),
             "fail2": np.zeros((b, n, n), dtype=np.int32),
-            "fail3": np.zeros((b, n, n, n), dtype=np.int32),
-            # counts <= T: int16 halves the memory traffic of the 2^N-entry update when T < 2^15
+            "fail3": np.zeros((b, n_triples(n)), dtype=np.int32),
             "plural": np.zeros(
-                (b, (1 << n) if self.uses_plurality_table else 1), dtype=np.int16 if cfg.window < 2**15 else np.int32
+                (b, count_planes(cfg.window), table_words(n)) if self.uses_plurality_table else (b, 1, 1),
+                dtype=np.uint64,
             ),
             "agree": np.zeros((b, n, n) if self._tracks_agreement else (b, 1, 1), dtype=np.int32),
             "votes": np.zeros((b, n, c) if self._tracks_agreement else (b, 1, 1), dtype=np.int32),

@@ -10,20 +10,23 @@ count (per copy)            what it holds                                 update
 ==========================  ============================================  ===========================
 ``fail``   (N,)             rows where model i fails                      k, k = failing models
 ``fail2``  (N, N)           rows where i and j both fail                  k^2
-``fail3``  (N, N, N)        rows where i, j and l all fail                k^3
-``plural`` (2^N,)           rows where the plurality vote of team e is    2^N (N <= 12 only)
-                            right, for every team e
+``fail3``  (C(N, 3),)       rows where i, j and l all fail, one entry     C(k, 3)
+                            per set {i < j < l} (``triple_index``)
+``plural`` (P, 2^N / 64)    rows where the plurality vote of team e is    2^N / 64 words per plane
+                            right, for every team e, bit-sliced: plane    touched (N <= 12 only)
+                            k holds bit k of the counts, P = bits of T
 ``agree``  (N, N)           rows where i and j predict the same class     N^2 (Fleiss' kappa only)
 ``votes``  (N, C)           rows where model i predicts class c           N (Fleiss' kappa only)
 ==========================  ============================================  ===========================
 
-From them, for a team of M members: focal diversity in O(M^3) (for focal model f on its failure rows,
-with A = sum_{g in team} fail2[f, g] - fail[f] and P = sum_{g,h in team} fail3[f, g, h] - fail[f] - 3A,
-GD_f = 1 - (2A + P) / ((M - 1)(fail[f] + A))); generalized diversity, Q, correlation, disagreement and
-pairwise kappa in O(M^2); Fleiss' kappa in O(M^2 + M C); plurality accuracy in O(1) from the per-team
-table. Two statistics cost O(T M) per step (they read the window's rows): ``binary_entropy`` always, and
-``plurality_accuracy`` for pools of more than 12 models, where the 2^N table would not fit. All counts are
-integers, so nothing drifts over millions of steps.
+From them, for a team of M members: focal diversity in O(M^3 / 6) (for focal model f on its failure rows,
+with A = sum_{g in team} fail2[f, g] - fail[f] and P = 2 S_f, S_f the sum of the counts of the sets {f, g, h}
+of three distinct members, GD_f = 1 - (2A + P) / ((M - 1)(fail[f] + A))); generalized diversity, Q,
+correlation, disagreement and pairwise kappa in O(M^2); Fleiss' kappa in O(M^2 + M C); plurality accuracy in
+O(P) from the per-team counts, whose update is a bit-sliced ripple over the question's row of the plurality
+table (one bit per team, ``plurality_table``). Two statistics cost O(T M) per step (they read the window's
+rows): ``binary_entropy`` always, and ``plurality_accuracy`` for pools of more than 12 models, where the 2^N
+table would not fit. All counts are integers, so nothing drifts over millions of steps.
 """
 
 from __future__ import annotations
@@ -33,7 +36,16 @@ from numba import njit
 
 from ensemble_env.metrics import METRICS
 
-__all__ = ["MAX_TABLE_MODELS", "STATISTIC_CODES", "plurality_table", "statistic_bounds"]
+__all__ = [
+    "MAX_TABLE_MODELS",
+    "STATISTIC_CODES",
+    "count_planes",
+    "n_triples",
+    "plurality_table",
+    "statistic_bounds",
+    "table_words",
+    "unpack_teams",
+]
 
 #: the per-team plurality table (2^N entries per copy) is used up to this pool size
 MAX_TABLE_MODELS = 12
@@ -62,6 +74,30 @@ def statistic_bounds(names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
     return low, high
 
 
+# -- layout of the counts --------------------------------------------------------------------------------
+
+
+def n_triples(n_models: int) -> int:
+    """Entries of the packed three-way co-failure counts: one per set {i < j < l} of distinct models."""
+    return max(n_models * (n_models - 1) * (n_models - 2) // 6, 1)
+
+
+@njit(cache=True, inline="always")
+def triple_index(i: int, j: int, k: int) -> int:
+    """Position of the set {i < j < k} in the packed counts (the combinatorial number system)."""
+    return k * (k - 1) * (k - 2) // 6 + j * (j - 1) // 2 + i
+
+
+def table_words(n_models: int) -> int:
+    """uint64 words of one plurality-table row (2^N bits, one per team)."""
+    return max((1 << n_models) // 64, 1)
+
+
+def count_planes(window: int) -> int:
+    """Bit planes of the per-team plurality counts: enough for counts up to ``window``."""
+    return max(int(window).bit_length(), 1)
+
+
 # -- setup -----------------------------------------------------------------------------------------------
 
 
@@ -69,7 +105,7 @@ def statistic_bounds(names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
 def _plurality_table(preds: np.ndarray, labels: np.ndarray, n_choices: np.ndarray, n_models: int) -> np.ndarray:
     n_questions = preds.shape[0]
     n_teams = 1 << n_models
-    table = np.zeros((n_questions, n_teams), dtype=np.uint8)
+    table = np.zeros((n_questions, max(n_teams // 64, 1)), dtype=np.uint64)
     max_choices = int(n_choices.max())
     counts = np.zeros(max_choices, dtype=np.int64)
     for q in range(n_questions):
@@ -89,14 +125,17 @@ def _plurality_table(preds: np.ndarray, labels: np.ndarray, n_choices: np.ndarra
             for c in range(1, n_choices[q]):
                 if counts[c] > counts[best]:
                     best = c
-            table[q, team] = best == labels[q]
+            if best == labels[q]:
+                table[q, team >> 6] |= np.uint64(1) << np.uint64(team & 63)
     return table
 
 
 def plurality_table(preds: np.ndarray, labels: np.ndarray, n_choices: np.ndarray, n_models: int) -> np.ndarray:
-    """(Q, 2^N) uint8: 1 where the plurality vote of team e (bit i = model i) is right on question q.
+    """(Q, max(2^N / 64, 1)) uint64 bits: bit e (word e // 64, bit e % 64) is set where the plurality vote
+    of team e (bit i of e = model i) is right on question q.
 
-    Ties go to the lowest class index; the empty team (e = 0) is never right.
+    Ties go to the lowest class index; the empty team (e = 0) is never right. ``unpack_teams`` turns a row
+    into one 0/1 value per team.
     """
     return _plurality_table(
         np.ascontiguousarray(preds, dtype=np.int64),
@@ -104,6 +143,12 @@ def plurality_table(preds: np.ndarray, labels: np.ndarray, n_choices: np.ndarray
         np.ascontiguousarray(n_choices, dtype=np.int64),
         n_models,
     )
+
+
+def unpack_teams(bits: np.ndarray, n_models: int) -> np.ndarray:
+    """(..., 2^N) uint8 0/1 values of a (..., words) uint64 bit array of ``plurality_table`` or the planes."""
+    as_bytes = np.ascontiguousarray(bits, dtype=np.uint64).view(np.uint8)
+    return np.unpackbits(as_bytes, axis=-1, bitorder="little")[..., : 1 << n_models]
 
 
 # -- updates ---------------------------------------------------------------------------------------------
@@ -126,6 +171,7 @@ def add_question(
 ) -> None:
     """Add (sign=+1) or remove (sign=-1) question q's rows from copy ``env``'s pairwise window counts.
 
+    ``failing[q]`` lists the failing models in increasing order, so the sets {i < j < l} come out sorted.
     The per-team plurality counts are updated by :func:`update_plurality` (one fused pass for the question
     entering and the one leaving).
     """
@@ -134,10 +180,11 @@ def add_question(
         i = failing[q, a]
         fail[env, i] += sign
         for b in range(k):
+            fail2[env, i, failing[q, b]] += sign
+        for b in range(a + 1, k):
             j = failing[q, b]
-            fail2[env, i, j] += sign
-            for c in range(k):
-                fail3[env, i, j, failing[q, c]] += sign
+            for c in range(b + 1, k):
+                fail3[env, triple_index(i, j, failing[q, c])] += sign
     if track_agreement:
         n_models = preds.shape[1]
         for i in range(n_models):
@@ -148,14 +195,46 @@ def add_question(
 
 
 @njit(cache=True)
-def update_plurality(plural: np.ndarray, entering: np.ndarray, leaving: np.ndarray, full: bool) -> None:
-    """plural (2^N,) += entering - leaving (rows of the plurality table); ``leaving`` ignored unless full."""
-    if full:
-        for team in range(plural.shape[0]):
-            plural[team] += entering[team] - leaving[team]  # numba promotes the uint8 operands to a signed int
-    else:
-        for team in range(plural.shape[0]):
-            plural[team] += entering[team]
+def update_plurality(
+    planes: np.ndarray, entering: np.ndarray, leaving: np.ndarray, full: bool, carry: np.ndarray, borrow: np.ndarray
+) -> None:
+    """Per-team counts += entering - leaving (bit rows of the plurality table; ``leaving`` unused unless full).
+
+    The counts are bit-sliced: ``planes[k]`` holds bit k of every team's count, 64 teams to a word, so one
+    question moves 2^N / 64 words per plane instead of 2^N integers. A team whose bit is set in ``entering``
+    only is incremented, in ``leaving`` only decremented (disjoint sets of teams), so both ripple through
+    the planes at once; the ripple stops at the first plane where no carry or borrow is left. Counts stay
+    within [0, T] < 2^planes, so nothing overflows.
+    """
+    n_words = planes.shape[1]
+    for w in range(n_words):
+        if full:
+            carry[w] = entering[w] & ~leaving[w]
+            borrow[w] = leaving[w] & ~entering[w]
+        else:
+            carry[w] = entering[w]
+            borrow[w] = 0
+    for k in range(planes.shape[0]):
+        pending = np.uint64(0)
+        for w in range(n_words):
+            bits = planes[k, w]
+            up, down = carry[w], borrow[w]
+            planes[k, w] = bits ^ (up | down)
+            carry[w] = bits & up
+            borrow[w] = ~bits & down
+            pending |= carry[w] | borrow[w]
+        if pending == 0:
+            return
+
+
+@njit(cache=True)
+def plurality_count(planes: np.ndarray, team: int) -> int:
+    """The window count of team ``team`` in the bit-sliced counts ``planes`` (P, words)."""
+    word, shift = team >> 6, np.uint64(team & 63)
+    total = 0
+    for k in range(planes.shape[0]):
+        total += int((planes[k, word] >> shift) & np.uint64(1)) << k
+    return total
 
 
 # -- statistics of a team ----------------------------------------------------------------------------------
@@ -167,10 +246,27 @@ def _clip(value: float, low: float, high: float) -> float:
 
 
 @njit(cache=True)
-def focal_diversity(env: int, members: np.ndarray, fail: np.ndarray, fail2: np.ndarray, fail3: np.ndarray) -> float:
+def focal_diversity(
+    env: int, members: np.ndarray, fail: np.ndarray, fail2: np.ndarray, fail3: np.ndarray, shared: np.ndarray
+) -> float:
+    """Focal diversity of the team ``members`` (increasing model indices) from the packed counts.
+
+    For focal member f, sum_{g,h in team} fail3[f, g, h] = n_f + 3 A + 2 S_f, where S_f sums the counts of the
+    sets {f, g, h} of three distinct members; so one pass over the C(M, 3) sets of the team gives every
+    member's P = 2 S_f. ``shared`` is (N,) int64 scratch.
+    """
     size = members.shape[0]
     if size == 0:
         return 0.0
+    for a in range(size):
+        shared[a] = 0
+    for a in range(size):
+        for b in range(a + 1, size):
+            for c in range(b + 1, size):
+                count = fail3[env, triple_index(members[a], members[b], members[c])]
+                shared[a] += count
+                shared[b] += count
+                shared[c] += count
     total = 0.0
     for a in range(size):
         f = members[a]
@@ -184,12 +280,7 @@ def focal_diversity(env: int, members: np.ndarray, fail: np.ndarray, fail2: np.n
         for b in range(size):
             pairs += fail2[env, f, members[b]]
         pairs -= n_f
-        triples = 0
-        for b in range(size):
-            for c in range(size):
-                triples += fail3[env, f, members[b], members[c]]
-        triples -= n_f + 3 * pairs
-        total += 1.0 - (2.0 * pairs + triples) / ((size - 1) * (n_f + pairs))
+        total += 1.0 - (2.0 * pairs + 2.0 * shared[a]) / ((size - 1) * (n_f + pairs))
     return _clip(total / size, 0.0, 1.0)
 
 
