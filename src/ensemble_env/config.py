@@ -147,4 +147,3 @@ class EnvConfig:
         if unknown:
             raise TypeError(f"unknown option(s) {', '.join(unknown)}; the options are {', '.join(sorted(known))}")
         return cls(**options)
-

@@ -3,14 +3,15 @@
 :class:`ensemble_env.engine.EnsembleVectorEnv` owns the arrays and validates actions; these kernels advance
 every copy by one question and write the observations. Arrays are grouped as:
 
-- *tables* (read-only, per question): ``probs`` (Q, N, C) float32, ``n_choices``, ``labels``, ``tasks``
-  (Q,), ``preds`` (Q, N), ``correct`` (Q, N) uint8, ``failing`` (Q, N) the failing models first and
-  ``n_failing`` (Q,), ``costs`` (Q, N), ``features`` (Q, F) float32, ``table_row`` (Q,) and
-  ``plural_table`` (rows, 2^N) uint8 (see :func:`ensemble_env.window.plurality_table`);
-- *state* (per copy): ``order``/``counters`` (where each copy is in its stream), ``team`` (B, N) uint8,
-  ``window`` (B, T) the question ids of the window (a ring), the window counts of
-  :mod:`ensemble_env.window`, ``rewards`` (B, T') the reward history, ``values`` (B, 2) the episode return
-  and the focal diversity of the current team, ``last`` (8, B) what the last step did (info values);
+- *tables* (read-only, per question): ``probs`` (Q, N, C) float32, ``n_choices``, ``labels``, ``tasks``,
+  ``n_failing`` and ``table_row`` (Q,) int32 (columns of one (Q, 5) block, so that a question's integers
+  share a cache line), ``preds`` (Q, N), ``correct`` (Q, N) uint8, ``failing`` (Q, N) uint8 the failing
+  models first, ``costs`` (Q, N) (read only if the cache has costs), ``features`` (Q, F) float32 and
+  ``plural_table`` (rows, 2^N / 64) uint64 bits (see :func:`ensemble_env.window.plurality_table`);
+- *state* (per copy): ``order`` int32/``counters`` (where each copy is in its stream), ``team`` (B, N) uint8,
+  ``window`` (B, T) int32 the question ids of the window (a ring), the window counts of
+  :mod:`ensemble_env.window`, ``rewards`` (B, T') the reward history, ``last`` (12, B) the info values
+  (what the last step did, the accuracy and return so far, the focal diversity of the current team);
 - *config*: ``settings`` (float64) and ``switches`` (int64), indexed by the constants below, ``statistics``
   (K,) the statistic codes of the decider's observation, ``offsets`` where each part of the observations
   starts.
@@ -46,10 +47,8 @@ from ensemble_env.window import (
 
 # counters (B, 6) int64
 START, POS, HEAD, COUNT, ANSWERED, N_CORRECT = range(6)
-# values (B, 2) float64
-RETURN, FOCAL = range(2)
-# last (8, B) float64: what the last step did, in ``engine.INFO_KEYS`` order
-CORRECT, ANSWER, LABEL, QUESTION, TASK, TEAM_SIZE, COST, REWARD = range(8)
+# last (12, B) float64: the info values (what the last step did, the episode so far), ``engine.INFO_KEYS``
+CORRECT, ANSWER, LABEL, QUESTION, TASK, TEAM_SIZE, COST, REWARD, ACCURACY, RETURN, FOCAL, STEP = range(12)
 # settings float64
 ALPHA, BONUS = range(2)
 # switches int64
@@ -60,7 +59,8 @@ ALPHA, BONUS = range(2)
     PER_COPY_ORDER,
     USE_TABLE,
     TRACK_AGREEMENT,
-) = range(6)
+    HAS_COSTS,
+) = range(7)
 # offsets int64 (-1: part absent)
 D_STATS, D_MODEL_ACCURACY, D_TASK, D_FEATURES, F_TEAM, F_REWARDS, F_MASK, F_TASK = range(8)
 
@@ -149,7 +149,7 @@ def observe(
     agree: np.ndarray,
     votes: np.ndarray,
     rewards: np.ndarray,
-    values: np.ndarray,
+    last: np.ndarray,
     switches: np.ndarray,
     statistics: np.ndarray,
     offsets: np.ndarray,
@@ -178,7 +178,7 @@ def observe(
         decider[i] = team[env, i]
     decider[n_models] = size / n_models
     focal = focal_diversity(env, members, fail, fail2, fail3, scratch[1])
-    values[env, FOCAL] = focal
+    last[FOCAL, env] = focal
     for k in range(statistics.shape[0]):
         if statistics[k] == FOCAL_CODE:
             decider[offsets[D_STATS] + k] = focal
@@ -243,7 +243,6 @@ def step(
     agree: np.ndarray,
     votes: np.ndarray,
     rewards: np.ndarray,
-    values: np.ndarray,
     last: np.ndarray,
     settings: np.ndarray,
     switches: np.ndarray,
@@ -267,13 +266,18 @@ def step(
         # 1. fusion answers q_t with the team E_t committed one step earlier
         q = _question(env, order, counters, switches)
         size = 0
-        team_cost = 0.0
-        total_cost = 0.0
         for i in range(n_models):
-            total_cost += costs[q, i]
-            if team[env, i]:
-                size += 1
-                team_cost += costs[q, i]
+            size += team[env, i]
+        if switches[HAS_COSTS]:
+            team_cost = 0.0
+            total_cost = 0.0
+            for i in range(n_models):
+                total_cost += costs[q, i]
+                if team[env, i]:
+                    team_cost += costs[q, i]
+        else:
+            team_cost = float(size)
+            total_cost = float(n_models)
         answer = answers[env]
         right = size > 0 and 0 <= answer < n_choices[q] and answer == labels[q]
         if switches[USE_COSTS]:
@@ -285,7 +289,7 @@ def step(
             reward = (1.0 if right else -1.0) - penalty
         else:
             reward = 1.0 if right else -1.0 - penalty
-        reward += settings[BONUS] * values[env, FOCAL]
+        reward += settings[BONUS] * last[FOCAL, env]
 
         # 2. the label of q_t is revealed: q_t enters the window (the oldest question leaves a full one)
         head = counters[env, HEAD]
@@ -309,7 +313,6 @@ def step(
         counters[env, POS] += 1
         counters[env, ANSWERED] += 1
         counters[env, N_CORRECT] += right
-        values[env, RETURN] += reward
         if history > 0:
             for k in range(history - 1):
                 rewards[env, k] = rewards[env, k + 1]
@@ -322,11 +325,14 @@ def step(
         last[TEAM_SIZE, env] = size
         last[COST, env] = team_cost
         last[REWARD, env] = reward
+        last[ACCURACY, env] = counters[env, N_CORRECT] / counters[env, ANSWERED]
+        last[RETURN, env] += reward
+        last[STEP, env] = counters[env, POS]
         out_reward[env] = reward
         out_done[env] = counters[env, POS] >= switches[EPISODE_LENGTH]
         observe(
             env, probs, n_choices, labels, tasks, preds, correct, features, order, counters, team, window,
-            fail, fail2, fail3, plural, agree, votes, rewards, values, switches, statistics, offsets,
+            fail, fail2, fail3, plural, agree, votes, rewards, last, switches, statistics, offsets,
             out_decider, out_fusion, scratch,
         )  # fmt: skip
 
@@ -352,7 +358,7 @@ def observe_copies(
     agree: np.ndarray,
     votes: np.ndarray,
     rewards: np.ndarray,
-    values: np.ndarray,
+    last: np.ndarray,
     switches: np.ndarray,
     statistics: np.ndarray,
     offsets: np.ndarray,
@@ -364,7 +370,7 @@ def observe_copies(
     for env in env_ids:
         observe(
             env, probs, n_choices, labels, tasks, preds, correct, features, order, counters, team, window,
-            fail, fail2, fail3, plural, agree, votes, rewards, values, switches, statistics, offsets,
+            fail, fail2, fail3, plural, agree, votes, rewards, last, switches, statistics, offsets,
             out_decider, out_fusion, scratch,
         )  # fmt: skip
 

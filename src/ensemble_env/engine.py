@@ -48,9 +48,8 @@ from ensemble_env.window import (
 __all__ = ["AGENTS", "INFO_KEYS", "EnsembleVectorEnv", "ObservationLayout"]
 
 AGENTS = ("decider", "fusion")
-#: info values recorded by the step kernel, in the order of ``dynamics.CORRECT .. dynamics.REWARD``
-LAST_KEYS = ("correct", "answer", "label", "question", "task", "team_size", "cost", "reward")
-#: numeric info keys present for both agents at reset and at every step
+#: numeric info keys present for both agents at reset and at every step, in the order of the kernels'
+#: ``last`` rows (``dynamics.CORRECT .. dynamics.STEP``)
 INFO_KEYS = (
     "correct",
     "answer",
@@ -174,21 +173,8 @@ class EnsembleVectorEnv:
     def _build_tables(self) -> None:
         """Per-question arrays the kernels read (built once; shared by every copy)."""
         cache, cfg, n = self.cache, self.config, self.n_models
-        failing = np.argsort(cache.correct, axis=1, kind="stable")  # failing models first, in index order
-        self._tables: dict[str, np.ndarray] = {
-            "probs": np.ascontiguousarray(cache.probs),
-            "n_choices": cache.n_choices,
-            "labels": cache.labels,
-            "tasks": cache.tasks,
-            "preds": cache.preds,
-            "correct": cache.correct.view(np.uint8),
-            "failing": np.ascontiguousarray(failing),
-            "n_failing": (~cache.correct).sum(axis=1),
-            "costs": np.ones((cache.n_questions, n)) if cache.costs is None
-            else np.ascontiguousarray(np.broadcast_to(cache.costs, (cache.n_questions, n)), dtype=np.float64),
-            "features": np.zeros((1, 1), np.float32) if cache.features is None
-            else np.ascontiguousarray(cache.features, dtype=np.float32),
-        }  # fmt: skip
+        # failing models first, in index order
+        failing = np.argsort(cache.correct, axis=1, kind="stable").astype(np.uint8 if n < 256 else np.int16)
         self.uses_plurality_table = "plurality_accuracy" in self._stat_names and n <= MAX_TABLE_MODELS
         table_row = np.full(cache.n_questions, -1, dtype=np.int64)
         if self.uses_plurality_table:
@@ -198,8 +184,27 @@ class EnsembleVectorEnv:
             )
         else:
             plural_table = np.zeros((1, 1), dtype=np.uint64)
-        self._tables["table_row"] = table_row
-        self._tables["plural_table"] = plural_table
+        # What a step reads of a question, side by side: one cache line per question for a random stream
+        per_question = np.stack(
+            [cache.n_choices, cache.labels, cache.tasks, (~cache.correct).sum(axis=1), table_row], axis=1
+        ).astype(np.int32)
+        self._tables: dict[str, np.ndarray] = {
+            "probs": np.ascontiguousarray(cache.probs),
+            "n_choices": per_question[:, 0],
+            "labels": per_question[:, 1],
+            "tasks": per_question[:, 2],
+            "preds": cache.preds,
+            "correct": cache.correct.view(np.uint8),
+            "failing": np.ascontiguousarray(failing),
+            "n_failing": per_question[:, 3],
+            # without costs every model costs 1 and the kernels skip the reads
+            "costs": np.ones((1, n)) if cache.costs is None
+            else np.ascontiguousarray(np.broadcast_to(cache.costs, (cache.n_questions, n)), dtype=np.float64),
+            "features": np.zeros((1, 1), np.float32) if cache.features is None
+            else np.ascontiguousarray(cache.features, dtype=np.float32),
+            "table_row": per_question[:, 4],
+            "plural_table": plural_table,
+        }  # fmt: skip
         self._tracks_agreement = "fleiss_kappa" in self._stat_names
         self._settings = np.array([cfg.alpha, cfg.diversity_bonus], dtype=np.float64)
         per_copy_order = cfg.order == "shuffled"
@@ -211,6 +216,7 @@ class EnsembleVectorEnv:
                 per_copy_order,
                 self.uses_plurality_table,
                 self._tracks_agreement,
+                cache.costs is not None,
             ],
             dtype=np.int64,
         )
@@ -238,14 +244,14 @@ class EnsembleVectorEnv:
         """Per-copy arrays (see ``ensemble_env.dynamics``)."""
         b, n, c, cfg = self.num_envs, self.n_models, self.max_choices, self.config
         if cfg.order == "shuffled":
-            order = np.zeros((b, self.episode_length), dtype=np.int64)
+            order = np.zeros((b, self.episode_length), dtype=np.int32)
         else:
-            order = self.questions[None, :].astype(np.int64)  # one shared stream; copies differ by start
+            order = self.questions[None, :].astype(np.int32)  # one shared stream; copies differ by start
         self._state: dict[str, np.ndarray] = {
             "order": order,
             "counters": np.zeros((b, 6), dtype=np.int64),
             "team": np.zeros((b, n), dtype=np.uint8),
-            "window": np.zeros((b, cfg.window), dtype=np.int64),
+            "window": np.zeros((b, cfg.window), dtype=np.int32),
             "fail": np.zeros((b, n), dtype=np.int32),
             "fail2": np.zeros((b, n, n), dtype=np.int32),
             "fail3": np.zeros((b, n_triples(n)), dtype=np.int32),
@@ -256,8 +262,7 @@ class EnsembleVectorEnv:
             "agree": np.zeros((b, n, n) if self._tracks_agreement else (b, 1, 1), dtype=np.int32),
             "votes": np.zeros((b, n, c) if self._tracks_agreement else (b, 1, 1), dtype=np.int32),
             "rewards": np.zeros((b, cfg.reward_history), dtype=np.float32),
-            "values": np.zeros((b, 2), dtype=np.float64),
-            "last": np.zeros((len(LAST_KEYS), b), dtype=np.float64),
+            "last": np.zeros((len(INFO_KEYS), b), dtype=np.float64),
         }
 
     def _observe_copies(self, env_ids: np.ndarray) -> None:
@@ -265,7 +270,7 @@ class EnsembleVectorEnv:
         dynamics.observe_copies(
             env_ids, t["probs"], t["n_choices"], t["labels"], t["tasks"], t["preds"], t["correct"], t["features"],
             s["order"], s["counters"], s["team"], s["window"], s["fail"], s["fail2"], s["fail3"], s["plural"],
-            s["agree"], s["votes"], s["rewards"], s["values"], self._switches, self._statistics, self._offsets,
+            s["agree"], s["votes"], s["rewards"], s["last"], self._switches, self._statistics, self._offsets,
             self._obs["decider"], self._obs["fusion"],
         )  # fmt: skip
 
@@ -379,16 +384,19 @@ class EnsembleVectorEnv:
         keep_start = counters[env_ids, dynamics.START]
         counters[env_ids] = 0
         counters[env_ids, dynamics.START] = keep_start
-        for name in ("fail", "fail2", "fail3", "plural", "agree", "votes", "rewards", "values"):
+        for name in ("fail", "fail2", "fail3", "plural", "agree", "votes", "rewards"):
             s[name][env_ids] = 0
         s["team"][env_ids] = self.initial_team
         last = s["last"]
         last[:, env_ids] = 0.0
         for key in ("answer", "label", "question", "task"):
-            last[LAST_KEYS.index(key), env_ids] = -1.0
-        last[LAST_KEYS.index("team_size"), env_ids] = self.initial_team.sum()
-        costs = self._tables["costs"][self._questions_of(env_ids)]
-        last[LAST_KEYS.index("cost"), env_ids] = (costs * self.initial_team).sum(axis=1)
+            last[INFO_KEYS.index(key), env_ids] = -1.0
+        last[INFO_KEYS.index("team_size"), env_ids] = self.initial_team.sum()
+        if self.cache.costs is None:
+            last[INFO_KEYS.index("cost"), env_ids] = self.initial_team.sum()
+        else:
+            costs = self._tables["costs"][self._questions_of(env_ids)]
+            last[INFO_KEYS.index("cost"), env_ids] = (costs * self.initial_team).sum(axis=1)
 
     def next_questions(self) -> np.ndarray:
         """(B,) cache index of the question each copy answers at its next step."""
@@ -475,7 +483,7 @@ class EnsembleVectorEnv:
             next_team, answers, t["probs"], t["n_choices"], t["labels"], t["tasks"], t["preds"], t["correct"],
             t["failing"], t["n_failing"], t["costs"], t["features"], t["table_row"], t["plural_table"],
             s["order"], s["counters"], s["team"], s["window"], s["fail"], s["fail2"], s["fail3"], s["plural"],
-            s["agree"], s["votes"], s["rewards"], s["values"], s["last"], self._settings, self._switches,
+            s["agree"], s["votes"], s["rewards"], s["last"], self._settings, self._switches,
             self._statistics, self._offsets, obs["decider"], obs["fusion"], reward, done,
         )  # fmt: skip
         self._obs = obs
@@ -491,28 +499,13 @@ class EnsembleVectorEnv:
         return self._obs["fusion"][:, self.layout.fusion["action_mask"]].astype(np.int8)
 
     def _infos(self) -> dict[str, dict[str, np.ndarray]]:
-        s = self._state
-        counters, values, last = s["counters"], s["values"], s["last"]
-        answered = counters[:, dynamics.ANSWERED]
-        accuracy = np.divide(counters[:, dynamics.N_CORRECT], answered, out=np.zeros(self.num_envs), where=answered > 0)
-        shared = {key: last[k].copy() for k, key in enumerate(LAST_KEYS)}
-        shared["accuracy"] = accuracy
-        shared["episode_return"] = values[:, dynamics.RETURN].copy()
-        shared["focal_diversity"] = values[:, dynamics.FOCAL].copy()
-        shared["step"] = counters[:, dynamics.POS].astype(np.float64)
+        last = self._state["last"]
+        shared = {key: last[k].copy() for k, key in enumerate(INFO_KEYS)}
         return {"decider": shared, "fusion": {**shared, "action_mask": self.action_masks()}}
 
     def info_values(self, env: int = 0) -> dict[str, float]:
         """The shared info values of one copy as Python floats (what ``_infos`` holds at index ``env``)."""
-        s = self._state
-        values = dict(zip(LAST_KEYS, s["last"][:, env].tolist(), strict=True))
-        pos, answered, n_correct = s["counters"][env, [dynamics.POS, dynamics.ANSWERED, dynamics.N_CORRECT]].tolist()
-        episode_return, focal = s["values"][env].tolist()
-        values["accuracy"] = n_correct / answered if answered else 0.0
-        values["episode_return"] = episode_return
-        values["focal_diversity"] = focal
-        values["step"] = float(pos)
-        return values
+        return dict(zip(INFO_KEYS, self._state["last"][:, env].tolist(), strict=True))
 
     @property
     def team(self) -> np.ndarray:
@@ -523,7 +516,7 @@ class EnsembleVectorEnv:
         """Cache indices of the questions of copy ``env``'s current episode, in the order it answers them."""
         s, start = self._state, int(self._state["counters"][env, dynamics.START])
         row = env if self.config.order == "shuffled" else 0
-        return s["order"][row, start : start + self.episode_length].copy()
+        return s["order"][row, start : start + self.episode_length].astype(np.int64)
 
 
 def _integral(array: np.ndarray, what: str) -> np.ndarray:
