@@ -159,6 +159,9 @@ def test_empty_team_and_out_of_range_answers_are_wrong_not_errors() -> None:
     assert rewards["fusion"] == -2.0
     _, rewards, *_ = env.step({"decider": np.array([1, 1, 1]), "fusion": -1})
     assert rewards["fusion"] == -2.0
+    env.reset(seed=0)
+    _, rewards, *_ = env.step({"decider": np.array([1, 1, 1]), "fusion": -(2**63)})  # int64's edge, a plain int
+    assert rewards["fusion"] == -1.0  # the empty initial team answered
 
 
 @pytest.mark.parametrize(
@@ -170,6 +173,7 @@ def test_empty_team_and_out_of_range_answers_are_wrong_not_errors() -> None:
         ({"decider": np.array(["1", "0", "1"]), "fusion": 0}, "expected 0/1 numbers"),
         ({"decider": np.array([1, 0, 0]), "fusion": np.array([0, 1])}, r"fusion action: expected one index"),
         ({"decider": np.array([1, 0, 0]), "fusion": 1.5}, "expected integers"),
+        ({"decider": np.array([1, 0, 0]), "fusion": 2**70}, "expected integers"),
         ({"decider": np.array([1, 0, 0])}, "actions lacks fusion"),
     ],
 )

@@ -91,6 +91,7 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
             "decider": _decider_space(self.engine),
             "fusion": spaces.Discrete(cache.max_choices),
         }
+        self._action_shapes = {agent: space.shape for agent, space in self.action_spaces.items()}
         self.state_space = spaces.Box(
             np.concatenate([layout.decider_low, layout.fusion_low]),
             np.concatenate([layout.decider_high, layout.fusion_high]),
@@ -126,7 +127,11 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         # the team that answers this step, kept only for render()
         used_team = engine._state["team"][0].copy() if self.render_mode is not None else None
         next_team = engine.decode_decider(self._batch_action("decider", actions["decider"]))
-        answers = engine.decode_fusion(self._batch_action("fusion", actions["fusion"]))
+        answer = actions["fusion"]
+        if type(answer) is int and -(2**63) <= answer < 2**63:  # the common case, without the array checks
+            answers = np.array([answer], dtype=np.int64)
+        else:
+            answers = engine.decode_fusion(self._batch_action("fusion", answer))
         obs, reward, done = engine.advance(next_team, answers)
         self._used_team = used_team
         value, over = float(reward[0]), bool(done[0])
@@ -163,7 +168,7 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
 
     def _batch_action(self, agent: str, action: Any) -> np.ndarray:
         array = np.asarray(action)
-        expected = self.action_spaces[agent].shape
+        expected = self._action_shapes[agent]
         if array.shape != expected and not (expected == () and array.shape == (1,)):
             what = "one index" if expected == () else f"shape {expected}"
             raise ValueError(f"{agent} action: expected {what} ({self.action_spaces[agent]}), got shape {array.shape}")
