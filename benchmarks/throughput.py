@@ -13,8 +13,9 @@ actions, it prints steps/s of
 (c) ``ensemble_env.vector_env(1024)`` (env-steps/s over the 1024 copies);
 (d) ``parallel_env`` with T = 50 and T = 5000 (the step cost must not depend on T);
 
-each the median of ``--repeats`` timed blocks of this process's CPU time (``--wall`` for wall time), and
-the ratios to the yardstick; then the setup time and
+each the median of ``--repeats`` timed blocks of this process's CPU time (``--wall`` for wall time), the
+five measurements taking turns block by block so that they share the machine's conditions, and the ratios
+to the yardstick; then the setup time and
 peak memory (cache load + tables, measured in a fresh process) for the 14,000 x 12 cache and for the
 embedded default cache, and the one-time numba compile time.
 """
@@ -114,15 +115,24 @@ class Yardstick:
 CLOCK = time.process_time
 
 
-def timed(run: Callable[[int], None], steps: int, repeats: int) -> float:
-    """Median steps/s over ``repeats`` blocks of ``steps`` steps (after one warm-up block)."""
-    run(max(steps // 10, 1))
-    rates = []
+Runner = tuple[Callable[[int], None], int, int]  # run(n steps), steps per block, env steps per step
+
+
+def interleaved(runners: dict[str, Runner], repeats: int) -> dict[str, float]:
+    """Median env-steps/s of each runner over ``repeats`` blocks, the runners taking turns block by block.
+
+    Each runner first runs one warm-up block; then round after round every runner times one block, so
+    all of them are measured over the same stretch of time (load from other jobs hits them alike).
+    """
+    for run, steps, _ in runners.values():
+        run(max(steps // 10, 1))
+    rates: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(repeats):
-        start = CLOCK()
-        run(steps)
-        rates.append(steps / (CLOCK() - start))
-    return statistics.median(rates)
+        for name, (run, steps, per_step) in runners.items():
+            start = CLOCK()
+            run(steps)
+            rates[name].append(steps * per_step / (CLOCK() - start))
+    return {name: statistics.median(values) for name, values in rates.items()}
 
 
 def random_actions(rng: np.random.Generator, n_models: int, count: int) -> list[dict[str, object]]:
@@ -132,7 +142,7 @@ def random_actions(rng: np.random.Generator, n_models: int, count: int) -> list[
     ]
 
 
-def parallel_rate(cache: ensemble_env.LogitCache, window: int, steps: int, repeats: int) -> float:
+def parallel_runner(cache: ensemble_env.LogitCache, window: int, steps: int) -> Runner:
     env = ensemble_env.parallel_env(cache, split="all", window=window)
     env.reset(seed=0)
     actions = random_actions(np.random.default_rng(0), cache.n_models, 4096)
@@ -143,10 +153,10 @@ def parallel_rate(cache: ensemble_env.LogitCache, window: int, steps: int, repea
                 env.reset()
             env.step(actions[i % len(actions)])
 
-    return timed(run, steps, repeats)
+    return run, steps, 1
 
 
-def vector_rate(cache: ensemble_env.LogitCache, window: int, batch_steps: int, repeats: int) -> float:
+def vector_runner(cache: ensemble_env.LogitCache, window: int, batch_steps: int) -> Runner:
     venv = ensemble_env.vector_env(BATCH, cache, split="all", window=window, order="shuffled")
     venv.reset(seed=0)
     rng = np.random.default_rng(0)
@@ -159,10 +169,10 @@ def vector_rate(cache: ensemble_env.LogitCache, window: int, batch_steps: int, r
         for i in range(n):
             venv.step(actions[i % len(actions)])
 
-    return timed(run, batch_steps, repeats) * BATCH
+    return run, batch_steps, BATCH
 
 
-def yardstick_rate(cache: ensemble_env.LogitCache, steps: int, repeats: int) -> float:
+def yardstick_runner(cache: ensemble_env.LogitCache, steps: int) -> Runner:
     env = Yardstick(cache, WINDOW)
     actions = random_actions(np.random.default_rng(0), cache.n_models, 4096)
     for i in range(WINDOW):  # a full window, as in the long run
@@ -173,7 +183,7 @@ def yardstick_rate(cache: ensemble_env.LogitCache, steps: int, repeats: int) -> 
             action = actions[i % len(actions)]
             env.step(action["decider"], action["fusion"])  # type: ignore[arg-type]
 
-    return timed(run, steps, repeats)
+    return run, steps, 1
 
 
 SETUP_SCRIPT = """
@@ -239,7 +249,9 @@ def main() -> None:
     global CLOCK
     if args.wall:
         CLOCK = time.perf_counter
-    print(f"clock: {'wall' if args.wall else 'process CPU'} time; {args.repeats} repeats, median", flush=True)
+    print(
+        f"clock: {'wall' if args.wall else 'process CPU'} time; {args.repeats} interleaved repeats, median", flush=True
+    )
     steps, batch_steps, yard_steps = int(20_000 * scale) or 1, int(200 * scale) or 1, int(2_000 * scale) or 1
 
     compile_seconds = compile_cost()
@@ -247,13 +259,16 @@ def main() -> None:
     results: dict[str, dict[str, float]] = {}
     for n_models in (8, 12):
         cache = make_cache(n_models=n_models, n_questions=N_QUESTIONS, n_choices=N_CHOICES, seed=0)
-        row = {
-            "yardstick": yardstick_rate(cache, yard_steps, args.repeats),
-            "parallel_env": parallel_rate(cache, WINDOW, steps, args.repeats),
-            "vector_env": vector_rate(cache, WINDOW, batch_steps, args.repeats),
-            "parallel_T50": parallel_rate(cache, 50, steps, args.repeats),
-            "parallel_T5000": parallel_rate(cache, 5000, steps, args.repeats),
-        }
+        row = interleaved(
+            {
+                "yardstick": yardstick_runner(cache, yard_steps),
+                "parallel_env": parallel_runner(cache, WINDOW, steps),
+                "vector_env": vector_runner(cache, WINDOW, batch_steps),
+                "parallel_T50": parallel_runner(cache, 50, steps),
+                "parallel_T5000": parallel_runner(cache, 5000, steps),
+            },
+            args.repeats,
+        )
         results[f"N={n_models}"] = row
         print(
             f"N={n_models:<2d} C={N_CHOICES} T={WINDOW}: yardstick {row['yardstick']:>9,.0f} steps/s | "
