@@ -130,7 +130,7 @@ def _team_statistic(
 
 @njit(cache=True)
 def observe(
-    env: int,
+    env_ids: np.ndarray,
     probs: np.ndarray,
     n_choices: np.ndarray,
     labels: np.ndarray,
@@ -155,65 +155,66 @@ def observe(
     offsets: np.ndarray,
     out_decider: np.ndarray,
     out_fusion: np.ndarray,
-    scratch: np.ndarray,
 ) -> None:
-    """Write copy ``env``'s observations of its current team and next question; update its focal value."""
+    """Write the observations of copies ``env_ids``: their current team and next question; note its focal value."""
     n_models, max_choices = probs.shape[1], probs.shape[2]
-    live = counters[env, POS] < switches[EPISODE_LENGTH]
-    q = _question(env, order, counters, switches)
-    count = counters[env, COUNT]
-    size = 0
-    team_code = 0
-    for i in range(n_models):
-        if team[env, i]:
-            scratch[0, size] = i
-            size += 1
-            team_code |= 1 << i
-    members = scratch[0, :size]
     use_table = switches[USE_TABLE] != 0
-
-    decider = out_decider[env]
-    decider[:] = 0.0
-    for i in range(n_models):
-        decider[i] = team[env, i]
-    decider[n_models] = size / n_models
-    focal = focal_diversity(env, members, fail, fail2, fail3, scratch[1])
-    last[FOCAL, env] = focal
-    for k in range(statistics.shape[0]):
-        if statistics[k] == FOCAL_CODE:
-            decider[offsets[D_STATS] + k] = focal
-            continue
-        decider[offsets[D_STATS] + k] = _team_statistic(
-            statistics[k], env, members, team_code, count, window, fail, fail2, fail3, plural, agree, votes,
-            preds, labels, correct, use_table, max_choices, scratch[1],
-        )  # fmt: skip
-    if offsets[D_MODEL_ACCURACY] >= 0 and count > 0:
-        for i in range(n_models):
-            decider[offsets[D_MODEL_ACCURACY] + i] = (count - fail[env, i]) / count
-    if offsets[D_TASK] >= 0 and live:
-        decider[offsets[D_TASK] + tasks[q]] = 1.0
-    if offsets[D_FEATURES] >= 0 and live:
-        for f in range(features.shape[1]):
-            decider[offsets[D_FEATURES] + f] = features[q, f]
-
-    fusion = out_fusion[env]
-    fusion[:] = 0.0
-    if live:
+    scratch = np.empty((2, n_models), dtype=np.int64)
+    for env in env_ids:
+        live = counters[env, POS] < switches[EPISODE_LENGTH]
+        q = _question(env, order, counters, switches)
+        count = counters[env, COUNT]
+        size = 0
+        team_code = 0
         for i in range(n_models):
             if team[env, i]:
-                for c in range(n_choices[q]):
-                    fusion[i * max_choices + c] = probs[q, i, c]
-        for c in range(n_choices[q]):
-            fusion[offsets[F_MASK] + c] = 1.0
-        if offsets[F_TASK] >= 0:
-            fusion[offsets[F_TASK] + tasks[q]] = 1.0
-    else:
-        for c in range(max_choices):
-            fusion[offsets[F_MASK] + c] = 1.0
-    for i in range(n_models):
-        fusion[offsets[F_TEAM] + i] = team[env, i]
-    for k in range(rewards.shape[1]):
-        fusion[offsets[F_REWARDS] + k] = rewards[env, k]
+                scratch[0, size] = i
+                size += 1
+                team_code |= 1 << i
+        members = scratch[0, :size]
+
+        decider = out_decider[env]
+        decider[:] = 0.0
+        for i in range(n_models):
+            decider[i] = team[env, i]
+        decider[n_models] = size / n_models
+        focal = focal_diversity(env, members, fail, fail2, fail3, scratch[1])
+        last[FOCAL, env] = focal
+        for k in range(statistics.shape[0]):
+            if statistics[k] == FOCAL_CODE:
+                decider[offsets[D_STATS] + k] = focal
+                continue
+            decider[offsets[D_STATS] + k] = _team_statistic(
+                statistics[k], env, members, team_code, count, window, fail, fail2, fail3, plural, agree, votes,
+                preds, labels, correct, use_table, max_choices, scratch[1],
+            )  # fmt: skip
+        if offsets[D_MODEL_ACCURACY] >= 0 and count > 0:
+            for i in range(n_models):
+                decider[offsets[D_MODEL_ACCURACY] + i] = (count - fail[env, i]) / count
+        if offsets[D_TASK] >= 0 and live:
+            decider[offsets[D_TASK] + tasks[q]] = 1.0
+        if offsets[D_FEATURES] >= 0 and live:
+            for f in range(features.shape[1]):
+                decider[offsets[D_FEATURES] + f] = features[q, f]
+
+        fusion = out_fusion[env]
+        fusion[:] = 0.0
+        if live:
+            for i in range(n_models):
+                if team[env, i]:
+                    for c in range(n_choices[q]):
+                        fusion[i * max_choices + c] = probs[q, i, c]
+            for c in range(n_choices[q]):
+                fusion[offsets[F_MASK] + c] = 1.0
+            if offsets[F_TASK] >= 0:
+                fusion[offsets[F_TASK] + tasks[q]] = 1.0
+        else:
+            for c in range(max_choices):
+                fusion[offsets[F_MASK] + c] = 1.0
+        for i in range(n_models):
+            fusion[offsets[F_TEAM] + i] = team[env, i]
+        for k in range(rewards.shape[1]):
+            fusion[offsets[F_REWARDS] + k] = rewards[env, k]
 
 
 @njit(cache=True)
@@ -253,13 +254,12 @@ def step(
     out_reward: np.ndarray,
     out_done: np.ndarray,
 ) -> None:
-    """Advance every copy by one question (see ``engine`` for the step order) and observe."""
+    """Advance every copy by one question (see ``engine`` for the step order), then observe them all."""
     n_envs, n_models = team.shape
     window_length = window.shape[1]
     history = rewards.shape[1]
     use_table = switches[USE_TABLE] != 0
     track_agreement = switches[TRACK_AGREEMENT] != 0
-    scratch = np.empty((2, n_models), dtype=np.int64)
     carry = np.empty(plural.shape[2], dtype=np.uint64)
     borrow = np.empty(plural.shape[2], dtype=np.uint64)
     for env in range(n_envs):
@@ -330,49 +330,11 @@ def step(
         last[STEP, env] = counters[env, POS]
         out_reward[env] = reward
         out_done[env] = counters[env, POS] >= switches[EPISODE_LENGTH]
-        observe(
-            env, probs, n_choices, labels, tasks, preds, correct, features, order, counters, team, window,
-            fail, fail2, fail3, plural, agree, votes, rewards, last, switches, statistics, offsets,
-            out_decider, out_fusion, scratch,
-        )  # fmt: skip
-
-
-@njit(cache=True)
-def observe_copies(
-    env_ids: np.ndarray,
-    probs: np.ndarray,
-    n_choices: np.ndarray,
-    labels: np.ndarray,
-    tasks: np.ndarray,
-    preds: np.ndarray,
-    correct: np.ndarray,
-    features: np.ndarray,
-    order: np.ndarray,
-    counters: np.ndarray,
-    team: np.ndarray,
-    window: np.ndarray,
-    fail: np.ndarray,
-    fail2: np.ndarray,
-    fail3: np.ndarray,
-    plural: np.ndarray,
-    agree: np.ndarray,
-    votes: np.ndarray,
-    rewards: np.ndarray,
-    last: np.ndarray,
-    switches: np.ndarray,
-    statistics: np.ndarray,
-    offsets: np.ndarray,
-    out_decider: np.ndarray,
-    out_fusion: np.ndarray,
-) -> None:
-    """Observe the given copies (after a reset)."""
-    scratch = np.empty((2, team.shape[1]), dtype=np.int64)
-    for env in env_ids:
-        observe(
-            env, probs, n_choices, labels, tasks, preds, correct, features, order, counters, team, window,
-            fail, fail2, fail3, plural, agree, votes, rewards, last, switches, statistics, offsets,
-            out_decider, out_fusion, scratch,
-        )  # fmt: skip
+    observe(
+        np.arange(n_envs), probs, n_choices, labels, tasks, preds, correct, features, order, counters, team,
+        window, fail, fail2, fail3, plural, agree, votes, rewards, last, switches, statistics, offsets, out_decider,
+        out_fusion,
+    )  # fmt: skip
 
 
 @njit(cache=True)

@@ -267,7 +267,7 @@ class EnsembleVectorEnv:
 
     def _observe_copies(self, env_ids: np.ndarray) -> None:
         t, s = self._tables, self._state
-        dynamics.observe_copies(
+        dynamics.observe(
             env_ids, t["probs"], t["n_choices"], t["labels"], t["tasks"], t["preds"], t["correct"], t["features"],
             s["order"], s["counters"], s["team"], s["window"], s["fail"], s["fail2"], s["fail3"], s["plural"],
             s["agree"], s["votes"], s["rewards"], s["last"], self._switches, self._statistics, self._offsets,

@@ -91,7 +91,6 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
             "decider": _decider_space(self.engine),
             "fusion": spaces.Discrete(cache.max_choices),
         }
-        self._action_shapes = {agent: space.shape for agent, space in self.action_spaces.items()}
         self.state_space = spaces.Box(
             np.concatenate([layout.decider_low, layout.fusion_low]),
             np.concatenate([layout.decider_high, layout.fusion_high]),
@@ -168,7 +167,7 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
 
     def _batch_action(self, agent: str, action: Any) -> np.ndarray:
         array = np.asarray(action)
-        expected = self._action_shapes[agent]
+        expected = self.action_spaces[agent].shape
         if array.shape != expected and not (expected == () and array.shape == (1,)):
             what = "one index" if expected == () else f"shape {expected}"
             raise ValueError(f"{agent} action: expected {what} ({self.action_spaces[agent]}), got shape {array.shape}")
