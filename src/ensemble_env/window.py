@@ -78,7 +78,7 @@ def statistic_bounds(names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def n_triples(n_models: int) -> int:
-    """Entries of the packed three-way co-failure counts: one per set {i < j < l} of distinct models."""
+    """Entries of the packed three-way co-failure counts: one per set {i < j < k} of distinct models."""
     return max(n_models * (n_models - 1) * (n_models - 2) // 6, 1)
 
 
