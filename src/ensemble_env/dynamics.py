@@ -159,7 +159,7 @@ def observe(
     """Write the observations of copies ``env_ids``: their current team and next question; note its focal value."""
     n_models, max_choices = probs.shape[1], probs.shape[2]
     use_table = switches[USE_TABLE] != 0
-    scratch = np.empty((2, n_models), dtype=np.int64)
+    scratch = np.empty((2, n_models), dtype=np.int64)  # row 0: the team's members; row 1: statistics' scratch
     for env in env_ids:
         live = counters[env, POS] < switches[EPISODE_LENGTH]
         q = _question(env, order, counters, switches)
