@@ -42,6 +42,7 @@ __all__ = [
     "FORMAT_VERSION",
     "SCORE_KINDS",
     "SPLITS",
+    "SPLIT_CHOICES",
     "CacheError",
     "LogitCache",
     "default_cache_path",
@@ -55,6 +56,8 @@ FORMAT_VERSION = 1
 SCORE_KINDS = ("loglik", "logit", "logprob", "prob")
 #: split codes stored in the ``split`` dataset
 SPLITS = {"train": 0, "test": 1, "validation": 2}
+#: split names the options and commands accept: the cache's splits, and "all" (every question)
+SPLIT_CHOICES = (*SPLITS, "all")
 #: tolerance above 1 accepted for ``prob`` (and above 0 for ``logprob``) scores, from float16 rounding
 _PROB_TOLERANCE = 1e-3
 _CHUNK = 65536  # questions per chunk when computing probabilities (bounds temporary memory)

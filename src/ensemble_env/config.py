@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ensemble_env.cache import SPLIT_CHOICES
 from ensemble_env.metrics import METRICS
 
 __all__ = [
@@ -27,7 +28,6 @@ DECIDER_EXTRAS = ("model_accuracy", "task", "features")
 FUSION_EXTRAS = ("task",)
 ORDERS = ("sequential", "shuffled")
 SIZE_PENALTY_MODES = ("on_error", "always")
-SPLIT_CHOICES = ("train", "test", "validation", "all")
 #: the subset encoding enumerates 2**N - 1 teams; beyond this many models it is refused
 MAX_SUBSET_MODELS = 12
 
