@@ -81,7 +81,8 @@ def test_subset_encoding_decodes_every_team(cache: LogitCache) -> None:
     teams = venv.team
     codes = (teams.astype(int) << np.arange(4)).sum(axis=1)
     np.testing.assert_array_equal(codes, np.arange(1, 16))  # bit i of (index + 1) is model i
-    with pytest.raises(ValueError, match=r"team index 15 outside 0\.\.14"):
+    expected = r"decider action: team index 15 is outside 0\.\.14; expected 15 actions of Discrete\(15\)"
+    with pytest.raises(ValueError, match=expected):
         venv.step({"decider": np.full(15, 15), "fusion": np.zeros(15, dtype=int)})
     with pytest.raises(ValueError, match="supports N <= 12"):
         ensemble_env.vector_env(1, make_cache(n_models=13, n_questions=50), decider_action="subset")

@@ -167,13 +167,25 @@ def test_empty_team_and_out_of_range_answers_are_wrong_not_errors() -> None:
 @pytest.mark.parametrize(
     ("actions", "message"),
     [
-        ({"decider": np.array([1, 0]), "fusion": 0}, r"decider action: expected shape \(3,\)"),
-        ({"decider": np.array([1, 0, 2]), "fusion": 0}, "entries must be 0 or 1"),
-        ({"decider": np.array([0.5, 0, 1]), "fusion": 0}, "entries must be 0 or 1, got 0.5"),
-        ({"decider": np.array(["1", "0", "1"]), "fusion": 0}, "expected 0/1 numbers"),
-        ({"decider": np.array([1, 0, 0]), "fusion": np.array([0, 1])}, r"fusion action: expected one index"),
-        ({"decider": np.array([1, 0, 0]), "fusion": 1.5}, "expected integers"),
-        ({"decider": np.array([1, 0, 0]), "fusion": 2**70}, "expected integers"),
+        (
+            {"decider": np.array([1, 0]), "fusion": 0},
+            r"decider action: shape must be \(3,\); expected MultiBinary\(3\), got \[1 0\]",
+        ),
+        (
+            {"decider": np.array([1, 0, 2]), "fusion": 0},
+            r"decider action: entries must be 0 or 1 \(found 2\); expected Multi",
+        ),
+        (
+            {"decider": np.array([0.5, 0, 1]), "fusion": 0},
+            r"entries must be 0 or 1 \(found 0\.5\).*got \[0\.5 0\. +1\. *\]",
+        ),
+        ({"decider": np.array(["1", "0", "1"]), "fusion": 0}, r"entries must be 0 or 1; .* \(dtype <U1"),
+        (
+            {"decider": np.array([1, 0, 0]), "fusion": np.array([0, 1])},
+            r"fusion action: shape must be \(\); expected Discrete\(3\)",
+        ),
+        ({"decider": np.array([1, 0, 0]), "fusion": 1.5}, r"fusion action: an answer must be an integer; .*got 1\.5"),
+        ({"decider": np.array([1, 0, 0]), "fusion": 2**70}, "an answer must be an integer.*1180591620717411303424"),
         ({"decider": np.array([1, 0, 0])}, "actions lacks fusion"),
     ],
 )

@@ -19,7 +19,7 @@ from gymnasium.utils.env_checker import check_env
 
 import ensemble_env
 from ensemble_env import LogitCache
-from ensemble_env.adapters import decider_encoding
+from ensemble_env.actions import choose_encoding
 from ensemble_env.adapters.sb3 import SingleRoleEnv
 from ensemble_env.adapters.torchrl import DeciderActionMask
 from ensemble_env.policies import FixedTeam, MeanVote
@@ -182,18 +182,18 @@ def test_sample_from_every_decider_space_is_a_valid_action(cache: LogitCache) ->
 
 
 def test_decider_encoding_picks_the_library_default_and_names_the_alternatives() -> None:
-    assert decider_encoding({"alpha": 0.5}, "multidiscrete", "RLlib", ("multidiscrete", "subset")) == {
+    assert choose_encoding({"alpha": 0.5}, "multidiscrete", "RLlib", ("multidiscrete", "subset")) == {
         "alpha": 0.5,
         "decider_action": "multidiscrete",
     }
     assert (
-        decider_encoding({"decider_action": "subset"}, "multidiscrete", "RLlib", ("multidiscrete", "subset"))[
+        choose_encoding({"decider_action": "subset"}, "multidiscrete", "RLlib", ("multidiscrete", "subset"))[
             "decider_action"
         ]
         == "subset"
     )
     with pytest.raises(ValueError, match="decider_action='multibinary' does not work with RLlib"):
-        decider_encoding({"decider_action": "multibinary"}, "multidiscrete", "RLlib", ("multidiscrete", "subset"))
+        choose_encoding({"decider_action": "multibinary"}, "multidiscrete", "RLlib", ("multidiscrete", "subset"))
 
 
 # -- the library-free parts of the adapters ---------------------------------------------------------------

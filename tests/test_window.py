@@ -120,11 +120,9 @@ def test_counts_are_exact_after_many_episodes() -> None:
     rng = np.random.default_rng(0)
     for _ in range(3000):
         venv.step({"decider": rng.integers(0, 2, (4, 6)), "fusion": rng.integers(0, 4, 4)})
-    window = venv._state["window"]
     for env in range(4):
-        count = int(venv._state["counters"][env, 3])
         members = np.flatnonzero(venv.team[env])
-        expected = definitions(cache, list(window[env, :count]), members)
+        expected = definitions(cache, list(venv.window_contents(env)), members)
         np.testing.assert_allclose(venv.window_statistics()[env], expected, rtol=0, atol=1e-9)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ensemble_env.actions import DECIDER_ENCODINGS
 from ensemble_env.cache import SPLIT_CHOICES
 from ensemble_env.metrics import METRICS
 
@@ -23,13 +24,11 @@ __all__ = [
     "EnvConfig",
 ]
 
-DECIDER_ACTIONS = ("multibinary", "multidiscrete", "subset")
+DECIDER_ACTIONS = tuple(DECIDER_ENCODINGS)
 DECIDER_EXTRAS = ("model_accuracy", "task", "features")
 FUSION_EXTRAS = ("task",)
 ORDERS = ("sequential", "shuffled")
 SIZE_PENALTY_MODES = ("on_error", "always")
-#: the subset encoding enumerates 2**N - 1 teams; beyond this many models it is refused
-MAX_SUBSET_MODELS = 12
 
 
 def _names(value: Any, option: str) -> tuple[str, ...] | None:

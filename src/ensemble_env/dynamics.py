@@ -1,20 +1,11 @@
-"""The dynamics of the ensemble game as numba kernels over B copies (the one implementation).
+"""The dynamics of the ensemble game as numba kernels over B copies: the one implementation of a step.
 
-:class:`ensemble_env.engine.EnsembleVectorEnv` owns the arrays and validates actions; these kernels advance
-every copy by one question and write the observations. Arrays are grouped as:
-
-- *tables* (read-only, per question): ``probs`` (Q, N, C) float32, ``n_choices``, ``labels``, ``tasks``,
-  ``n_failing`` and ``table_row`` (Q,) int32 (columns of one (Q, 5) block, so that a question's integers
-  share a cache line), ``preds`` (Q, N), ``correct`` (Q, N) uint8, ``failing`` (Q, N) uint8 the failing
-  models first, ``costs`` (Q, N) (read only if the cache has costs), ``features`` (Q, F) float32 and
-  ``plural_table`` (rows, 2^N / 64) uint64 bits (see :func:`ensemble_env.window.plurality_table`);
-- *state* (per copy): ``order`` int32/``counters`` (where each copy is in its stream), ``team`` (B, N) uint8,
-  ``window`` (B, T) int32 the question ids of the window (a ring), the window counts of
-  :mod:`ensemble_env.window`, ``rewards`` (B, T') the reward history, ``last`` (12, B) the info values
-  (what the last step did, the accuracy and return so far, the focal diversity of the current team);
-- *config*: ``settings`` (float64) and ``switches`` (int64), indexed by the constants below, ``statistics``
-  (K,) the statistic codes of the decider's observation, ``offsets`` where each part of the observations
-  starts.
+:class:`ensemble_env.engine.EnsembleVectorEnv` builds the records of :mod:`ensemble_env.records` once (the
+cache's read-only ``Tables``, the copies' ``CopyState``, the ``Settings``) and calls these kernels: ``step``
+advances every copy by one question and writes the observations (``Outputs``); ``observe`` writes the
+observations of a set of copies (after a reset); ``team_statistics`` gives the decider's window statistics.
+The reward of a step is :func:`ensemble_env.reward.step_reward`; the window counts and the statistics read
+from them are in :mod:`ensemble_env.window`.
 """
 
 from __future__ import annotations
@@ -22,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ensemble_env.records import CopyState, Counter, Info, Outputs, Settings, Tables
+from ensemble_env.reward import step_reward
 from ensemble_env.window import (
     CORRELATION,
     DISAGREEMENT,
@@ -31,7 +24,8 @@ from ensemble_env.window import (
     PAIR_KAPPA,
     PLURALITY,
     Q_STAT,
-    add_question,
+    add_agreement,
+    add_failures,
     binary_entropy,
     fleiss_kappa,
     focal_diversity,
@@ -45,125 +39,63 @@ from ensemble_env.window import (
     FOCAL as FOCAL_CODE,
 )
 
-# counters (B, 6) int64
-START, POS, HEAD, COUNT, ANSWERED, N_CORRECT = range(6)
-# last (12, B) float64: the info values (what the last step did, the episode so far), ``engine.INFO_KEYS``
-CORRECT, ANSWER, LABEL, QUESTION, TASK, TEAM_SIZE, COST, REWARD, ACCURACY, RETURN, FOCAL, STEP = range(12)
-# settings float64
-ALPHA, BONUS = range(2)
-# switches int64
-(
-    EPISODE_LENGTH,
-    ALWAYS_PENALISE,
-    USE_COSTS,
-    PER_COPY_ORDER,
-    USE_TABLE,
-    TRACK_AGREEMENT,
-    HAS_COSTS,
-) = range(7)
-# offsets int64 (-1: part absent)
-D_STATS, D_MODEL_ACCURACY, D_TASK, D_FEATURES, F_TEAM, F_REWARDS, F_MASK, F_TASK = range(8)
+__all__ = ["observe", "step", "team_statistics"]
 
 
-@njit(cache=True)
-def binary_teams(bits: np.ndarray) -> tuple[np.ndarray, int]:
-    """(B, N) uint8 copy of 0/1 decider actions, and the flat index of the first other value (-1 if none)."""
-    n_envs, n_models = bits.shape
-    teams = np.empty((n_envs, n_models), dtype=np.uint8)
-    for env in range(n_envs):
-        for i in range(n_models):
-            value = bits[env, i]
-            if value == 1:
-                teams[env, i] = 1
-            elif value == 0:
-                teams[env, i] = 0
-            else:
-                return teams, env * n_models + i
-    return teams, -1
-
-
-@njit(cache=True)
-def _question(env: int, order: np.ndarray, counters: np.ndarray, switches: np.ndarray) -> int:
+@njit(cache=True, inline="always")
+def _question(env: int, state: CopyState, settings: Settings) -> int:
     """The question copy ``env`` answers next (clamped to the last one after the episode's end)."""
-    pos = min(counters[env, POS], switches[EPISODE_LENGTH] - 1)
-    row = env if switches[PER_COPY_ORDER] else 0
-    return order[row, counters[env, START] + pos]
+    pos = min(state.counters[env, Counter.POS], settings.episode_length - 1)
+    row = env if settings.per_copy_order else 0
+    return state.order[row, state.counters[env, Counter.START] + pos]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _team_statistic(
     code: int,
     env: int,
     members: np.ndarray,
     team_code: int,
-    count: int,
-    window: np.ndarray,
-    fail: np.ndarray,
-    fail2: np.ndarray,
-    fail3: np.ndarray,
-    plural: np.ndarray,
-    agree: np.ndarray,
-    votes: np.ndarray,
-    preds: np.ndarray,
-    labels: np.ndarray,
-    correct: np.ndarray,
-    use_table: bool,
-    n_classes: int,
+    tables: Tables,
+    state: CopyState,
+    settings: Settings,
     shared: np.ndarray,
 ) -> float:
+    """Statistic ``code`` of copy ``env``'s team ``members`` (bit mask ``team_code``); ``shared``: (N,) scratch.
+
+    Inlined, like every kernel helper that takes records: numba passes a record to a function it does not
+    inline field by field, which costs more than the work of a small helper.
+    """
+    count = state.counters[env, Counter.COUNT]
+    fail, fail2, window = state.fail, state.fail2, state.window
     if code == GENERALIZED:
         return generalized_diversity(env, members, count, fail, fail2)
     if code == PLURALITY:
         if count == 0 or members.shape[0] == 0:
             return 0.0
-        if use_table:
-            return plurality_count(plural[env], team_code) / count
-        return plurality_from_rows(env, members, count, window, preds, labels, n_classes)
+        if settings.use_table:
+            return plurality_count(state.plural[env], team_code) / count
+        return plurality_from_rows(env, members, count, window, tables.preds, tables.labels, tables.probs.shape[2])
     if code == FLEISS:
-        return fleiss_kappa(env, members, count, agree, votes)
+        return fleiss_kappa(env, members, count, state.agree, state.votes)
     if code == Q_STAT or code == CORRELATION or code == DISAGREEMENT or code == PAIR_KAPPA:
         return pairwise(env, members, count, fail, fail2, code)
     if code == ENTROPY:
-        return binary_entropy(env, members, count, window, correct)
-    return focal_diversity(env, members, fail, fail2, fail3, shared)
+        return binary_entropy(env, members, count, window, tables.correct)
+    return focal_diversity(env, members, fail, fail2, state.fail3, shared)
 
 
 @njit(cache=True)
-def observe(
-    env_ids: np.ndarray,
-    probs: np.ndarray,
-    n_choices: np.ndarray,
-    labels: np.ndarray,
-    tasks: np.ndarray,
-    preds: np.ndarray,
-    correct: np.ndarray,
-    features: np.ndarray,
-    order: np.ndarray,
-    counters: np.ndarray,
-    team: np.ndarray,
-    window: np.ndarray,
-    fail: np.ndarray,
-    fail2: np.ndarray,
-    fail3: np.ndarray,
-    plural: np.ndarray,
-    agree: np.ndarray,
-    votes: np.ndarray,
-    rewards: np.ndarray,
-    last: np.ndarray,
-    switches: np.ndarray,
-    statistics: np.ndarray,
-    offsets: np.ndarray,
-    out_decider: np.ndarray,
-    out_fusion: np.ndarray,
-) -> None:
+def observe(env_ids: np.ndarray, tables: Tables, state: CopyState, settings: Settings, out: Outputs) -> None:
     """Write the observations of copies ``env_ids``: their current team and next question; note its focal value."""
+    probs, n_choices, tasks, features = tables.probs, tables.n_choices, tables.tasks, tables.features
+    team, last, layout, statistics = state.team, state.last, settings.layout, settings.statistics
     n_models, max_choices = probs.shape[1], probs.shape[2]
-    use_table = switches[USE_TABLE] != 0
     scratch = np.empty((2, n_models), dtype=np.int64)  # row 0: the team's members; row 1: statistics' scratch
     for env in env_ids:
-        live = counters[env, POS] < switches[EPISODE_LENGTH]
-        q = _question(env, order, counters, switches)
-        count = counters[env, COUNT]
+        live = state.counters[env, Counter.POS] < settings.episode_length
+        q = _question(env, state, settings)
+        count = state.counters[env, Counter.COUNT]
         size = 0
         team_code = 0
         for i in range(n_models):
@@ -173,31 +105,30 @@ def observe(
                 team_code |= 1 << i
         members = scratch[0, :size]
 
-        decider = out_decider[env]
+        decider = out.decider[env]
         decider[:] = 0.0
         for i in range(n_models):
             decider[i] = team[env, i]
         decider[n_models] = size / n_models
-        focal = focal_diversity(env, members, fail, fail2, fail3, scratch[1])
-        last[FOCAL, env] = focal
+        focal = focal_diversity(env, members, state.fail, state.fail2, state.fail3, scratch[1])
+        last[Info.FOCAL_DIVERSITY, env] = focal
         for k in range(statistics.shape[0]):
             if statistics[k] == FOCAL_CODE:
-                decider[offsets[D_STATS] + k] = focal
-                continue
-            decider[offsets[D_STATS] + k] = _team_statistic(
-                statistics[k], env, members, team_code, count, window, fail, fail2, fail3, plural, agree, votes,
-                preds, labels, correct, use_table, max_choices, scratch[1],
-            )  # fmt: skip
-        if offsets[D_MODEL_ACCURACY] >= 0 and count > 0:
+                decider[layout.decider_statistics + k] = focal
+            else:
+                decider[layout.decider_statistics + k] = _team_statistic(
+                    statistics[k], env, members, team_code, tables, state, settings, scratch[1]
+                )
+        if layout.decider_model_accuracy >= 0 and count > 0:
             for i in range(n_models):
-                decider[offsets[D_MODEL_ACCURACY] + i] = (count - fail[env, i]) / count
-        if offsets[D_TASK] >= 0 and live:
-            decider[offsets[D_TASK] + tasks[q]] = 1.0
-        if offsets[D_FEATURES] >= 0 and live:
+                decider[layout.decider_model_accuracy + i] = (count - state.fail[env, i]) / count
+        if layout.decider_task >= 0 and live:
+            decider[layout.decider_task + tasks[q]] = 1.0
+        if layout.decider_features >= 0 and live:
             for f in range(features.shape[1]):
-                decider[offsets[D_FEATURES] + f] = features[q, f]
+                decider[layout.decider_features + f] = features[q, f]
 
-        fusion = out_fusion[env]
+        fusion = out.fusion[env]
         fusion[:] = 0.0
         if live:
             for i in range(n_models):
@@ -205,157 +136,102 @@ def observe(
                     for c in range(n_choices[q]):
                         fusion[i * max_choices + c] = probs[q, i, c]
             for c in range(n_choices[q]):
-                fusion[offsets[F_MASK] + c] = 1.0
-            if offsets[F_TASK] >= 0:
-                fusion[offsets[F_TASK] + tasks[q]] = 1.0
+                fusion[layout.fusion_mask + c] = 1.0
+            if layout.fusion_task >= 0:
+                fusion[layout.fusion_task + tasks[q]] = 1.0
         else:
             for c in range(max_choices):
-                fusion[offsets[F_MASK] + c] = 1.0
+                fusion[layout.fusion_mask + c] = 1.0
         for i in range(n_models):
-            fusion[offsets[F_TEAM] + i] = team[env, i]
-        for k in range(rewards.shape[1]):
-            fusion[offsets[F_REWARDS] + k] = rewards[env, k]
+            fusion[layout.fusion_team + i] = team[env, i]
+        for k in range(state.rewards.shape[1]):
+            fusion[layout.fusion_rewards + k] = state.rewards[env, k]
 
 
 @njit(cache=True)
 def step(
-    next_team: np.ndarray,
-    answers: np.ndarray,
-    probs: np.ndarray,
-    n_choices: np.ndarray,
-    labels: np.ndarray,
-    tasks: np.ndarray,
-    preds: np.ndarray,
-    correct: np.ndarray,
-    failing: np.ndarray,
-    n_failing: np.ndarray,
-    costs: np.ndarray,
-    features: np.ndarray,
-    table_row: np.ndarray,
-    plural_table: np.ndarray,
-    order: np.ndarray,
-    counters: np.ndarray,
-    team: np.ndarray,
-    window: np.ndarray,
-    fail: np.ndarray,
-    fail2: np.ndarray,
-    fail3: np.ndarray,
-    plural: np.ndarray,
-    agree: np.ndarray,
-    votes: np.ndarray,
-    rewards: np.ndarray,
-    last: np.ndarray,
-    settings: np.ndarray,
-    switches: np.ndarray,
-    statistics: np.ndarray,
-    offsets: np.ndarray,
-    out_decider: np.ndarray,
-    out_fusion: np.ndarray,
-    out_reward: np.ndarray,
-    out_done: np.ndarray,
+    next_team: np.ndarray, answers: np.ndarray, tables: Tables, state: CopyState, settings: Settings, out: Outputs
 ) -> None:
-    """Advance every copy by one question (see ``engine`` for the step order), then observe them all."""
+    """Advance every copy by one question (see ``engine`` for the step order), then observe them all.
+
+    ``next_team``: (B, N) uint8 the teams the decider commits; ``answers``: (B,) int64 the fusion answers.
+    """
+    counters, team, window, rewards, last = state.counters, state.team, state.window, state.rewards, state.last
     n_envs, n_models = team.shape
     window_length = window.shape[1]
     history = rewards.shape[1]
-    use_table = switches[USE_TABLE] != 0
-    track_agreement = switches[TRACK_AGREEMENT] != 0
-    carry = np.empty(plural.shape[2], dtype=np.uint64)
-    borrow = np.empty(plural.shape[2], dtype=np.uint64)
+    carry = np.empty(state.plural.shape[2], dtype=np.uint64)
+    borrow = np.empty(state.plural.shape[2], dtype=np.uint64)
     for env in range(n_envs):
         # 1. fusion answers q_t with the team E_t committed one step earlier
-        q = _question(env, order, counters, switches)
+        q = _question(env, state, settings)
         size = 0
         for i in range(n_models):
             size += team[env, i]
-        if switches[HAS_COSTS]:
+        team_cost = float(size)
+        total_cost = float(n_models)
+        if settings.has_costs:
             team_cost = 0.0
             total_cost = 0.0
             for i in range(n_models):
-                total_cost += costs[q, i]
+                total_cost += tables.costs[q, i]
                 if team[env, i]:
-                    team_cost += costs[q, i]
-        else:
-            team_cost = float(size)
-            total_cost = float(n_models)
+                    team_cost += tables.costs[q, i]
         answer = answers[env]
-        right = size > 0 and 0 <= answer < n_choices[q] and answer == labels[q]
-        if switches[USE_COSTS]:
-            share = team_cost / total_cost if total_cost > 0 else 0.0
-        else:
-            share = size / n_models
-        penalty = settings[ALPHA] * share
-        if switches[ALWAYS_PENALISE]:
-            reward = (1.0 if right else -1.0) - penalty
-        else:
-            reward = 1.0 if right else -1.0 - penalty
-        reward += settings[BONUS] * last[FOCAL, env]
+        right = size > 0 and 0 <= answer < tables.n_choices[q] and answer == tables.labels[q]
+        reward = step_reward(right, size, team_cost, total_cost, n_models, last[Info.FOCAL_DIVERSITY, env], settings)
 
         # 2. the label of q_t is revealed: q_t enters the window (the oldest question leaves a full one)
-        head = counters[env, HEAD]
-        full = counters[env, COUNT] == window_length
+        head = counters[env, Counter.HEAD]
+        full = counters[env, Counter.COUNT] == window_length
         leaving = window[env, head]
         if full:
-            add_question(env, leaving, -1, failing, n_failing, preds, fail, fail2, fail3, agree, votes, track_agreement)
+            add_failures(env, leaving, -1, tables.failing, tables.n_failing, state.fail, state.fail2, state.fail3)
+            if settings.track_agreement:
+                add_agreement(env, leaving, -1, tables.preds, state.agree, state.votes)
         else:
-            counters[env, COUNT] += 1
-        if use_table:
+            counters[env, Counter.COUNT] += 1
+        if settings.use_table:
+            table = tables.plural_table
             update_plurality(
-                plural[env], plural_table[table_row[q]], plural_table[table_row[leaving]], full, carry, borrow
+                state.plural[env], table[tables.table_row[q]], table[tables.table_row[leaving]], full, carry, borrow
             )
         window[env, head] = q
-        counters[env, HEAD] = (head + 1) % window_length
-        add_question(env, q, 1, failing, n_failing, preds, fail, fail2, fail3, agree, votes, track_agreement)
+        counters[env, Counter.HEAD] = (head + 1) % window_length
+        add_failures(env, q, 1, tables.failing, tables.n_failing, state.fail, state.fail2, state.fail3)
+        if settings.track_agreement:
+            add_agreement(env, q, 1, tables.preds, state.agree, state.votes)
 
         # 3. the decider's team takes over for q_{t+1}; bookkeeping
         for i in range(n_models):
             team[env, i] = next_team[env, i]
-        counters[env, POS] += 1
-        counters[env, ANSWERED] += 1
-        counters[env, N_CORRECT] += right
+        counters[env, Counter.POS] += 1
+        counters[env, Counter.ANSWERED] += 1
+        counters[env, Counter.N_CORRECT] += right
         if history > 0:
             for k in range(history - 1):
                 rewards[env, k] = rewards[env, k + 1]
             rewards[env, history - 1] = reward
-        last[CORRECT, env] = right
-        last[ANSWER, env] = answer
-        last[LABEL, env] = labels[q]
-        last[QUESTION, env] = q
-        last[TASK, env] = tasks[q]
-        last[TEAM_SIZE, env] = size
-        last[COST, env] = team_cost
-        last[REWARD, env] = reward
-        last[ACCURACY, env] = counters[env, N_CORRECT] / counters[env, ANSWERED]
-        last[RETURN, env] += reward
-        last[STEP, env] = counters[env, POS]
-        out_reward[env] = reward
-        out_done[env] = counters[env, POS] >= switches[EPISODE_LENGTH]
-    observe(
-        np.arange(n_envs), probs, n_choices, labels, tasks, preds, correct, features, order, counters, team,
-        window, fail, fail2, fail3, plural, agree, votes, rewards, last, switches, statistics, offsets, out_decider,
-        out_fusion,
-    )  # fmt: skip
+        last[Info.CORRECT, env] = right
+        last[Info.ANSWER, env] = answer
+        last[Info.LABEL, env] = tables.labels[q]
+        last[Info.QUESTION, env] = q
+        last[Info.TASK, env] = tables.tasks[q]
+        last[Info.TEAM_SIZE, env] = size
+        last[Info.COST, env] = team_cost
+        last[Info.REWARD, env] = reward
+        last[Info.ACCURACY, env] = counters[env, Counter.N_CORRECT] / counters[env, Counter.ANSWERED]
+        last[Info.EPISODE_RETURN, env] += reward
+        last[Info.STEP, env] = counters[env, Counter.POS]
+        out.reward[env] = reward
+        out.done[env] = counters[env, Counter.POS] >= settings.episode_length
+    observe(np.arange(n_envs), tables, state, settings, out)
 
 
 @njit(cache=True)
-def team_statistics(
-    codes: np.ndarray,
-    preds: np.ndarray,
-    labels: np.ndarray,
-    correct: np.ndarray,
-    team: np.ndarray,
-    counters: np.ndarray,
-    window: np.ndarray,
-    fail: np.ndarray,
-    fail2: np.ndarray,
-    fail3: np.ndarray,
-    plural: np.ndarray,
-    agree: np.ndarray,
-    votes: np.ndarray,
-    use_table: bool,
-    n_classes: int,
-) -> np.ndarray:
-    """(B, K) float64 statistics ``codes`` of every copy's current team over its window."""
+def team_statistics(tables: Tables, state: CopyState, settings: Settings) -> np.ndarray:
+    """(B, K) float64 statistics ``settings.statistics`` of every copy's current team over its window."""
+    codes, team = settings.statistics, state.team
     n_envs = team.shape[0]
     out = np.zeros((n_envs, codes.shape[0]))
     shared = np.empty(team.shape[1], dtype=np.int64)
@@ -365,8 +241,5 @@ def team_statistics(
         for a in range(members.shape[0]):
             team_code |= 1 << members[a]
         for k in range(codes.shape[0]):
-            out[env, k] = _team_statistic(
-                codes[k], env, members, team_code, counters[env, COUNT], window, fail, fail2, fail3, plural,
-                agree, votes, preds, labels, correct, use_table, n_classes, shared,
-            )  # fmt: skip
+            out[env, k] = _team_statistic(codes[k], env, members, team_code, tables, state, settings, shared)
     return out

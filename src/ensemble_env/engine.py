@@ -1,8 +1,9 @@
 """The batched engine: B independent copies of the ensemble game stepped with array operations.
 
-This module holds the one implementation of the dynamics. :class:`EnsembleVectorEnv` is what
-:func:`ensemble_env.vector_env` returns; the PettingZoo environments are a batch of one over it, so the API
-path and the fast path cannot drift apart.
+:class:`EnsembleVectorEnv` is what :func:`ensemble_env.vector_env` returns: it owns the copies' arrays (the
+records of :mod:`ensemble_env.records`), validates actions (:mod:`ensemble_env.actions`) and runs the kernels
+of :mod:`ensemble_env.dynamics`, the one implementation of a step. The PettingZoo environments are a batch of
+one over it, so the API path and the fast path cannot drift apart.
 
 One step t of copy b (the pipelined parallel step of ``docs/environment-spec.md``):
 
@@ -27,14 +28,18 @@ valid-choice mask is all ones; the decider's task/feature extras are zero.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ensemble_env import dynamics
+from ensemble_env.actions import MAX_SUBSET_MODELS, decode_decider, decode_fusion
 from ensemble_env.cache import LogitCache
-from ensemble_env.config import MAX_SUBSET_MODELS, EnvConfig
+from ensemble_env.config import EnvConfig
+from ensemble_env.records import INFO_KEYS, CopyState, Counter, FastKernel, Info, Layout, Outputs, Settings, Tables
+from ensemble_env.reward import reward_bounds
 from ensemble_env.window import (
     MAX_TABLE_MODELS,
     STATISTIC_CODES,
@@ -48,22 +53,6 @@ from ensemble_env.window import (
 __all__ = ["AGENTS", "INFO_KEYS", "EnsembleVectorEnv", "ObservationLayout"]
 
 AGENTS = ("decider", "fusion")
-#: numeric info keys present for both agents at reset and at every step, in the order of the kernels'
-#: ``last`` rows (``dynamics.CORRECT .. dynamics.STEP``)
-INFO_KEYS = (
-    "correct",
-    "answer",
-    "label",
-    "question",
-    "task",
-    "team_size",
-    "cost",
-    "reward",
-    "accuracy",
-    "episode_return",
-    "focal_diversity",
-    "step",
-)
 
 
 @dataclass(frozen=True)
@@ -118,6 +107,7 @@ class EnsembleVectorEnv:
     ``reset(seed)`` returns ``(obs, infos)``; ``step(actions)`` returns ``(obs, rewards, terminations,
     truncations, infos)``, each a dict keyed by agent of arrays with a leading B axis. ``actions`` is
     ``{"decider": (B, N) 0/1 array (or (B,) team indices for the "subset" encoding), "fusion": (B,) ints}``.
+    ``get_state()`` / ``set_state()`` snapshot and restore every copy exactly.
     """
 
     agents = AGENTS
@@ -160,22 +150,62 @@ class EnsembleVectorEnv:
                 f"initial_team {config.initial_team!r} is smaller than min_team_size={config.min_team_size}"
             )
 
-        self._stat_names = tuple(config.metrics)
-        self._build_layout()
-        self._build_action_decoder()
-        self._build_tables()
-        self._build_state()
+        #: the window statistics of the decider's observation, in order
+        self.statistic_names = tuple(config.metrics)
+        self.uses_plurality_table = "plurality_accuracy" in self.statistic_names and n_models <= MAX_TABLE_MODELS
+        self.settings = self._build_settings()
+        self.layout = self._build_layout()
+        self.settings = self.settings._replace(layout=self._kernel_layout())
+        self.tables = self._build_tables()
+        self._state = self._build_state()
         self.np_random = np.random.default_rng()
-        self._obs: dict[str, np.ndarray] = {}
+        self._out = self._new_outputs()
         self._started = False
+        self._step_kernel = FastKernel(dynamics.step)
+        self._observe_kernel = FastKernel(dynamics.observe)
+        self._statistics_kernel = FastKernel(dynamics.team_statistics)
 
-    # -- tables and state ------------------------------------------------------------------------------
-    def _build_tables(self) -> None:
+    # -- records ----------------------------------------------------------------------------------------
+    def _build_settings(self) -> Settings:
+        """The configuration as the kernels read it, with exact types (a new type would compile anew)."""
+        cfg = self.config
+        return Settings(
+            alpha=float(cfg.alpha),
+            diversity_bonus=float(cfg.diversity_bonus),
+            always_penalise=cfg.size_penalty_mode == "always",
+            use_costs=bool(cfg.use_costs),
+            has_costs=self.cache.costs is not None,
+            episode_length=int(self.episode_length),
+            per_copy_order=cfg.order == "shuffled",
+            use_table=bool(self.uses_plurality_table),
+            track_agreement="fleiss_kappa" in self.statistic_names,
+            statistics=np.array([STATISTIC_CODES[name] for name in self.statistic_names], dtype=np.int64),
+            layout=Layout(*([-1] * len(Layout._fields))),
+        )
+
+    def _kernel_layout(self) -> Layout:
+        """Where each part of the observations starts, for the kernels (-1: absent)."""
+        decider, fusion = self.layout.decider, self.layout.fusion
+
+        def start(parts: dict[str, slice], name: str) -> int:
+            return int(parts[name].start) if name in parts else -1
+
+        return Layout(
+            decider_statistics=start(decider, "statistics"),
+            decider_model_accuracy=start(decider, "model_accuracy"),
+            decider_task=start(decider, "task"),
+            decider_features=start(decider, "features"),
+            fusion_team=start(fusion, "team_mask"),
+            fusion_rewards=start(fusion, "rewards"),
+            fusion_mask=start(fusion, "action_mask"),
+            fusion_task=start(fusion, "task"),
+        )
+
+    def _build_tables(self) -> Tables:
         """Per-question arrays the kernels read (built once; shared by every copy)."""
-        cache, cfg, n = self.cache, self.config, self.n_models
+        cache, n = self.cache, self.n_models
         # failing models first, in index order
         failing = np.argsort(cache.correct, axis=1, kind="stable").astype(np.uint8 if n < 256 else np.int16)
-        self.uses_plurality_table = "plurality_accuracy" in self._stat_names and n <= MAX_TABLE_MODELS
         table_row = np.full(cache.n_questions, -1, dtype=np.int64)
         if self.uses_plurality_table:
             table_row[self.questions] = np.arange(self.questions.size)
@@ -188,100 +218,68 @@ class EnsembleVectorEnv:
         per_question = np.stack(
             [cache.n_choices, cache.labels, cache.tasks, (~cache.correct).sum(axis=1), table_row], axis=1
         ).astype(np.int32)
-        self._tables: dict[str, np.ndarray] = {
-            "probs": np.ascontiguousarray(cache.probs),
-            "n_choices": per_question[:, 0],
-            "labels": per_question[:, 1],
-            "tasks": per_question[:, 2],
-            "preds": cache.preds,
-            "correct": cache.correct.view(np.uint8),
-            "failing": np.ascontiguousarray(failing),
-            "n_failing": per_question[:, 3],
+        return Tables(
+            probs=np.ascontiguousarray(cache.probs),
+            n_choices=per_question[:, 0],
+            labels=per_question[:, 1],
+            tasks=per_question[:, 2],
+            n_failing=per_question[:, 3],
+            table_row=per_question[:, 4],
+            preds=cache.preds,
+            correct=cache.correct.view(np.uint8),
+            failing=np.ascontiguousarray(failing),
             # without costs every model costs 1 and the kernels skip the reads
-            "costs": np.ones((1, n)) if cache.costs is None
+            costs=np.ones((1, n)) if cache.costs is None
             else np.ascontiguousarray(np.broadcast_to(cache.costs, (cache.n_questions, n)), dtype=np.float64),
-            "features": np.zeros((1, 1), np.float32) if cache.features is None
+            features=np.zeros((1, 1), np.float32) if cache.features is None
             else np.ascontiguousarray(cache.features, dtype=np.float32),
-            "table_row": per_question[:, 4],
-            "plural_table": plural_table,
-        }  # fmt: skip
-        self._tracks_agreement = "fleiss_kappa" in self._stat_names
-        self._settings = np.array([cfg.alpha, cfg.diversity_bonus], dtype=np.float64)
-        per_copy_order = cfg.order == "shuffled"
-        self._switches = np.array(
-            [
-                self.episode_length,
-                cfg.size_penalty_mode == "always",
-                cfg.use_costs,
-                per_copy_order,
-                self.uses_plurality_table,
-                self._tracks_agreement,
-                cache.costs is not None,
-            ],
-            dtype=np.int64,
-        )
-        self._statistics = np.array([STATISTIC_CODES[name] for name in self._stat_names], dtype=np.int64)
-        layout = self.layout
+            plural_table=plural_table,
+        )  # fmt: skip
 
-        def offset(parts: dict[str, slice], name: str) -> int:
-            return parts[name].start if name in parts else -1
-
-        self._offsets = np.array(
-            [
-                offset(layout.decider, "statistics"),
-                offset(layout.decider, "model_accuracy"),
-                offset(layout.decider, "task"),
-                offset(layout.decider, "features"),
-                offset(layout.fusion, "team_mask"),
-                offset(layout.fusion, "rewards"),
-                offset(layout.fusion, "action_mask"),
-                offset(layout.fusion, "task"),
-            ],
-            dtype=np.int64,
-        )
-
-    def _build_state(self) -> None:
-        """Per-copy arrays (see ``ensemble_env.dynamics``)."""
+    def _build_state(self) -> CopyState:
+        """Per-copy arrays (see :class:`ensemble_env.records.CopyState`)."""
         b, n, c, cfg = self.num_envs, self.n_models, self.max_choices, self.config
         if cfg.order == "shuffled":
             order = np.zeros((b, self.episode_length), dtype=np.int32)
         else:
             order = self.questions[None, :].astype(np.int32)  # one shared stream; copies differ by start
-        self._state: dict[str, np.ndarray] = {
-            "order": order,
-            "counters": np.zeros((b, 6), dtype=np.int64),
-            "team": np.zeros((b, n), dtype=np.uint8),
-            "window": np.zeros((b, cfg.window), dtype=np.int32),
-            "fail": np.zeros((b, n), dtype=np.int32),
-            "fail2": np.zeros((b, n, n), dtype=np.int32),
-            "fail3": np.zeros((b, n_triples(n)), dtype=np.int32),
-            "plural": np.zeros(
+        agreement = self.settings.track_agreement
+        return CopyState(
+            order=order,
+            counters=np.zeros((b, len(Counter)), dtype=np.int64),
+            team=np.zeros((b, n), dtype=np.uint8),
+            window=np.zeros((b, cfg.window), dtype=np.int32),
+            fail=np.zeros((b, n), dtype=np.int32),
+            fail2=np.zeros((b, n, n), dtype=np.int32),
+            fail3=np.zeros((b, n_triples(n)), dtype=np.int32),
+            plural=np.zeros(
                 (b, count_planes(cfg.window), table_words(n)) if self.uses_plurality_table else (b, 1, 1),
                 dtype=np.uint64,
             ),
-            "agree": np.zeros((b, n, n) if self._tracks_agreement else (b, 1, 1), dtype=np.int32),
-            "votes": np.zeros((b, n, c) if self._tracks_agreement else (b, 1, 1), dtype=np.int32),
-            "rewards": np.zeros((b, cfg.reward_history), dtype=np.float32),
-            "last": np.zeros((len(INFO_KEYS), b), dtype=np.float64),
-        }
+            agree=np.zeros((b, n, n) if agreement else (b, 1, 1), dtype=np.int32),
+            votes=np.zeros((b, n, c) if agreement else (b, 1, 1), dtype=np.int32),
+            rewards=np.zeros((b, cfg.reward_history), dtype=np.float32),
+            last=np.zeros((len(Info), b), dtype=np.float64),
+        )
 
-    def _observe_copies(self, env_ids: np.ndarray) -> None:
-        t, s = self._tables, self._state
-        dynamics.observe(
-            env_ids, t["probs"], t["n_choices"], t["labels"], t["tasks"], t["preds"], t["correct"], t["features"],
-            s["order"], s["counters"], s["team"], s["window"], s["fail"], s["fail2"], s["fail3"], s["plural"],
-            s["agree"], s["votes"], s["rewards"], s["last"], self._switches, self._statistics, self._offsets,
-            self._obs["decider"], self._obs["fusion"],
-        )  # fmt: skip
+    def _new_outputs(self) -> Outputs:
+        """Fresh arrays for a step's results (the kernels write every entry before they are read)."""
+        b = self.num_envs
+        return Outputs(
+            decider=np.empty((b, self.layout.decider_size), dtype=np.float32),
+            fusion=np.empty((b, self.layout.fusion_size), dtype=np.float32),
+            reward=np.empty(b, dtype=np.float64),
+            done=np.empty(b, dtype=np.bool_),
+        )
 
     # -- layout and actions ---------------------------------------------------------------------------
-    def _build_layout(self) -> None:
+    def _build_layout(self) -> ObservationLayout:
         n, c, cfg = self.n_models, self.max_choices, self.config
-        stat_low, stat_high = statistic_bounds(self._stat_names)
+        stat_low, stat_high = statistic_bounds(self.statistic_names)
         decider_parts: list[tuple[str, int, Any, Any]] = [
             ("team_mask", n, 0.0, 1.0),
             ("team_size", 1, 0.0, 1.0),
-            ("statistics", len(self._stat_names), stat_low, stat_high),
+            ("statistics", len(self.statistic_names), stat_low, stat_high),
         ]
         if "model_accuracy" in cfg.decider_extras:
             decider_parts.append(("model_accuracy", n, 0.0, 1.0))
@@ -300,69 +298,21 @@ class EnsembleVectorEnv:
             fusion_parts.append(("task", self.cache.n_tasks, 0.0, 1.0))
         decider, d_low, d_high = _layout(decider_parts)
         fusion, f_low, f_high = _layout(fusion_parts)
-        self.layout = ObservationLayout(decider, fusion, d_low, d_high, f_low, f_high)
+        return ObservationLayout(decider, fusion, d_low, d_high, f_low, f_high)
 
     @property
     def reward_range(self) -> tuple[float, float]:
-        """Smallest and largest possible reward under this configuration."""
-        cfg = self.config
-        bonus = abs(cfg.diversity_bonus)
-        low = -1.0 - cfg.alpha - bonus
-        high = 1.0 + bonus
-        return float(low), float(high)
-
-    def _build_action_decoder(self) -> None:
-        n = self.n_models
-        self._subset_masks: np.ndarray | None
-        if self.config.decider_action == "subset":
-            codes = np.arange(1, 2**n, dtype=np.int64)
-            self._subset_masks = ((codes[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)
-        else:
-            self._subset_masks = None
+        """Smallest and largest possible reward under this configuration (:func:`ensemble_env.reward.reward_bounds`)."""
+        return reward_bounds(self.settings)
 
     def decode_decider(self, action: Any) -> np.ndarray:
-        """(B, N) bool team masks from a batch of decider actions in the configured encoding."""
-        n, b = self.n_models, self.num_envs
-        array = np.asarray(action)
-        if self._subset_masks is not None:
-            if array.shape not in ((b,), (b, 1)):
-                raise ValueError(
-                    f"decider action: expected shape ({b},) team indices (subset encoding), got {array.shape}"
-                )
-            codes = _integral(array.reshape(b), "decider action")
-            bad = (codes < 0) | (codes >= self._subset_masks.shape[0])
-            if bad.any():
-                raise ValueError(
-                    f"decider action: team index {codes[bad][0]} outside 0..{self._subset_masks.shape[0] - 1} "
-                    f"(Discrete(2**{n} - 1))"
-                )
-            teams = self._subset_masks[codes]
-        else:
-            if array.shape != (b, n):
-                raise ValueError(f"decider action: expected shape ({b}, {n}) of 0/1 (one per model), got {array.shape}")
-            if array.dtype.kind not in "biuf":
-                raise ValueError(f"decider action: expected 0/1 numbers, got dtype {array.dtype}")
-            teams, bad = dynamics.binary_teams(array)
-            if bad >= 0:
-                raise ValueError(f"decider action: entries must be 0 or 1, got {array.reshape(-1)[bad]}")
-        if self.config.min_team_size:
-            small = teams.sum(axis=1) < self.config.min_team_size
-            if small.any():
-                raise ValueError(
-                    f"decider action: a team of {int(teams[small][0].sum())} model(s) is below "
-                    f"min_team_size={self.config.min_team_size}"
-                )
-        if teams.dtype == np.bool_:
-            return teams.view(np.uint8)
-        return teams
+        """(B, N) uint8 team masks from a batch of decider actions in the configured encoding (validated)."""
+        cfg = self.config
+        return decode_decider(action, cfg.decider_action, self.n_models, self.num_envs, cfg.min_team_size)
 
     def decode_fusion(self, action: Any) -> np.ndarray:
         """(B,) answer indices (any integer; out-of-range answers are wrong, never an error)."""
-        b = self.num_envs
-        array = np.asarray(action)
-        if array.shape not in ((b,), (b, 1)):
-            raise ValueError(f"fusion action: expected shape ({b},) answer indices, got {array.shape}")
-        return _integral(array.reshape(b), "fusion action")
+        return decode_fusion(action, self.num_envs, self.max_choices)
 
     # -- episodes ---------------------------------------------------------------------------------------
     def seed(self, seed: int | None) -> None:
@@ -372,31 +322,31 @@ class EnsembleVectorEnv:
     def _start_episodes(self, env_ids: np.ndarray) -> None:
         """Begin a new episode in the given copies: draw their streams, empty their windows."""
         n_stream, length, s = self.questions.size, self.episode_length, self._state
-        counters = s["counters"]
+        counters = s.counters
         for env in env_ids:
             if self.config.order == "shuffled":
-                s["order"][env] = self.questions[self.np_random.permutation(n_stream)[:length]]
-                counters[env, dynamics.START] = 0
+                s.order[env] = self.questions[self.np_random.permutation(n_stream)[:length]]
+                counters[env, Counter.START] = 0
             elif length < n_stream:
-                counters[env, dynamics.START] = int(self.np_random.integers(0, n_stream - length + 1))
+                counters[env, Counter.START] = int(self.np_random.integers(0, n_stream - length + 1))
             else:
-                counters[env, dynamics.START] = 0
-        keep_start = counters[env_ids, dynamics.START]
+                counters[env, Counter.START] = 0
+        keep_start = counters[env_ids, Counter.START]
         counters[env_ids] = 0
-        counters[env_ids, dynamics.START] = keep_start
-        for name in ("fail", "fail2", "fail3", "plural", "agree", "votes", "rewards"):
-            s[name][env_ids] = 0
-        s["team"][env_ids] = self.initial_team
-        last = s["last"]
+        counters[env_ids, Counter.START] = keep_start
+        for counts in (s.fail, s.fail2, s.fail3, s.plural, s.agree, s.votes, s.rewards):
+            counts[env_ids] = 0
+        s.team[env_ids] = self.initial_team
+        last = s.last
         last[:, env_ids] = 0.0
-        for key in ("answer", "label", "question", "task"):
-            last[INFO_KEYS.index(key), env_ids] = -1.0
-        last[INFO_KEYS.index("team_size"), env_ids] = self.initial_team.sum()
+        for row in (Info.ANSWER, Info.LABEL, Info.QUESTION, Info.TASK):
+            last[row, env_ids] = -1.0
+        last[Info.TEAM_SIZE, env_ids] = self.initial_team.sum()
         if self.cache.costs is None:
-            last[INFO_KEYS.index("cost"), env_ids] = self.initial_team.sum()
+            last[Info.COST, env_ids] = self.initial_team.sum()
         else:
-            costs = self._tables["costs"][self._questions_of(env_ids)]
-            last[INFO_KEYS.index("cost"), env_ids] = (costs * self.initial_team).sum(axis=1)
+            costs = self.tables.costs[self._questions_of(env_ids)]
+            last[Info.COST, env_ids] = (costs * self.initial_team).sum(axis=1)
 
     def next_questions(self) -> np.ndarray:
         """(B,) cache index of the question each copy answers at its next step."""
@@ -407,20 +357,18 @@ class EnsembleVectorEnv:
 
         The observation holds the same values as float32.
         """
-        t, s = self._tables, self._state
-        return dynamics.team_statistics(
-            self._statistics, t["preds"], t["labels"], t["correct"], s["team"], s["counters"], s["window"],
-            s["fail"], s["fail2"], s["fail3"], s["plural"], s["agree"], s["votes"], self.uses_plurality_table,
-            self.max_choices,
-        )  # fmt: skip
+        return self._statistics_kernel(self.tables, self._state, self.settings)
 
     def _questions_of(self, env_ids: np.ndarray) -> np.ndarray:
         """Index of the question each given copy answers next (clamped at the end of an episode)."""
         s = self._state
-        counters = s["counters"][env_ids]
-        pos = np.minimum(counters[:, dynamics.POS], self.episode_length - 1)
+        counters = s.counters[env_ids]
+        pos = np.minimum(counters[:, Counter.POS], self.episode_length - 1)
         rows = env_ids if self.config.order == "shuffled" else np.zeros_like(env_ids)
-        return s["order"][rows, counters[:, dynamics.START] + pos]
+        return s.order[rows, counters[:, Counter.START] + pos]
+
+    def _observe(self, env_ids: np.ndarray) -> None:
+        self._observe_kernel(env_ids, self.tables, self._state, self.settings, self._out)
 
     def reset(self, seed: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
         """Start a new episode in every copy. With ``seed``, the generator is re-seeded first."""
@@ -429,16 +377,9 @@ class EnsembleVectorEnv:
         all_envs = np.arange(self.num_envs)
         self._start_episodes(all_envs)
         self._started = True
-        self._obs = self._new_observations()
-        self._observe_copies(all_envs)
-        return self._obs, self._infos()
-
-    def _new_observations(self) -> dict[str, np.ndarray]:
-        b = self.num_envs
-        return {
-            "decider": np.empty((b, self.layout.decider_size), dtype=np.float32),
-            "fusion": np.empty((b, self.layout.fusion_size), dtype=np.float32),
-        }
+        self._out = self._new_outputs()
+        self._observe(all_envs)
+        return self.observations, self._infos()
 
     def step(
         self, actions: dict[str, Any]
@@ -461,11 +402,11 @@ class EnsembleVectorEnv:
             infos["final_state"] = self.state()
             infos["final_info"] = {agent: infos[agent] for agent in AGENTS}
             self._start_episodes(finished)
-            self._observe_copies(finished)
+            self._observe(finished)
             infos.update(self._infos())
         truncations = {"decider": done, "fusion": done.copy()}
         terminations = {"decider": np.zeros(b, dtype=bool), "fusion": np.zeros(b, dtype=bool)}
-        return self._obs, {"decider": rewards, "fusion": rewards.copy()}, terminations, truncations, infos
+        return self.observations, {"decider": rewards, "fusion": rewards.copy()}, terminations, truncations, infos
 
     def advance(
         self, next_team: np.ndarray, answers: np.ndarray
@@ -474,57 +415,138 @@ class EnsembleVectorEnv:
 
         Returns the new observations, the (B,) float64 rewards and the (B,) bool episode ends; no auto-reset.
         """
-        b = self.num_envs
-        obs = self._new_observations()
-        reward = np.empty(b, dtype=np.float64)
-        done = np.empty(b, dtype=np.bool_)
-        t, s = self._tables, self._state
-        dynamics.step(
-            next_team, answers, t["probs"], t["n_choices"], t["labels"], t["tasks"], t["preds"], t["correct"],
-            t["failing"], t["n_failing"], t["costs"], t["features"], t["table_row"], t["plural_table"],
-            s["order"], s["counters"], s["team"], s["window"], s["fail"], s["fail2"], s["fail3"], s["plural"],
-            s["agree"], s["votes"], s["rewards"], s["last"], self._settings, self._switches,
-            self._statistics, self._offsets, obs["decider"], obs["fusion"], reward, done,
-        )  # fmt: skip
-        self._obs = obs
-        return obs, reward, done
+        if not self._started:
+            raise RuntimeError("step() called before reset()")
+        next_team = np.ascontiguousarray(next_team, dtype=np.uint8)
+        answers = np.ascontiguousarray(answers, dtype=np.int64)
+        if next_team.shape != (self.num_envs, self.n_models) or answers.shape != (self.num_envs,):
+            raise ValueError(
+                f"advance: expected teams of shape {(self.num_envs, self.n_models)} and answers of shape "
+                f"{(self.num_envs,)}, got {next_team.shape} and {answers.shape}"
+            )
+        out = self._new_outputs()
+        self._step_kernel(next_team, answers, self.tables, self._state, self.settings, out)
+        self._out = out
+        return self.observations, out.reward, out.done
+
+    # -- snapshots ----------------------------------------------------------------------------------------
+    def get_state(self) -> dict[str, np.ndarray]:
+        """A snapshot of every copy (plain numpy arrays, the generator's state included) for :meth:`set_state`.
+
+        ``numpy.savez(path, **snapshot)`` stores it and ``dict(numpy.load(path))`` reads it back, without
+        pickle. After ``set_state(snapshot)`` the same actions give bit-identical observations, rewards and
+        infos.
+        """
+        if not self._started:
+            raise RuntimeError("get_state() called before reset(): there is no episode to snapshot")
+        snapshot = {name: array.copy() for name, array in self._state._asdict().items()}
+        snapshot["obs_decider"] = self._out.decider.copy()
+        snapshot["obs_fusion"] = self._out.fusion.copy()
+        snapshot["rng"] = _rng_to_array(self.np_random)
+        snapshot["signature"] = np.array(self._signature())
+        return snapshot
+
+    def set_state(self, snapshot: Mapping[str, np.ndarray]) -> None:
+        """Restore a snapshot of :meth:`get_state` taken from an engine of the same cache, options and B."""
+        expected = self.get_state() if self._started else None
+        names = [*CopyState._fields, "obs_decider", "obs_fusion", "rng", "signature"]
+        missing = [name for name in names if name not in snapshot]
+        if missing:
+            raise ValueError(f"set_state: the snapshot lacks {', '.join(missing)}; give the dict get_state() returns")
+        signature = str(np.asarray(snapshot["signature"]))
+        if signature != self._signature():
+            raise ValueError(
+                f"set_state: the snapshot was taken from another configuration or cache ({signature}); "
+                f"this engine is {self._signature()}"
+            )
+        shapes = {name: array for name, array in self._state._asdict().items()}
+        shapes["obs_decider"], shapes["obs_fusion"] = self._out.decider, self._out.fusion
+        shapes["rng"] = _rng_to_array(self.np_random)
+        for name, reference in shapes.items():
+            value = np.asarray(snapshot[name])
+            if value.shape != reference.shape or value.dtype != reference.dtype:
+                raise ValueError(
+                    f"set_state: {name} has shape {value.shape} and dtype {value.dtype}, expected "
+                    f"{reference.shape} and {reference.dtype}"
+                )
+        del expected
+        for name, array in self._state._asdict().items():
+            array[...] = snapshot[name]
+        out = self._new_outputs()
+        out.decider[...] = snapshot["obs_decider"]
+        out.fusion[...] = snapshot["obs_fusion"]
+        self._out = out
+        self.np_random = _rng_from_array(np.asarray(snapshot["rng"]))
+        self._started = True
+
+    def _signature(self) -> str:
+        cfg, cache = self.config, self.cache
+        return (
+            f"num_envs={self.num_envs} models={list(cache.models)} n_questions={cache.n_questions} "
+            f"tasks={list(cache.task_names)} config={cfg!r}"
+        )
 
     # -- observations and infos -------------------------------------------------------------------------
+    @property
+    def observations(self) -> dict[str, np.ndarray]:
+        """The current observations, ``{"decider": (B, D), "fusion": (B, F)}`` float32."""
+        return {"decider": self._out.decider, "fusion": self._out.fusion}
+
     def state(self) -> np.ndarray:
         """(B, decider_size + fusion_size) centralized state: both agents' current observations."""
-        return np.concatenate([self._obs["decider"], self._obs["fusion"]], axis=1)
+        return np.concatenate([self._out.decider, self._out.fusion], axis=1)
 
     def action_masks(self) -> np.ndarray:
         """(B, C) int8 valid-choice mask of the question the fusion agent answers next."""
-        return self._obs["fusion"][:, self.layout.fusion["action_mask"]].astype(np.int8)
+        return self._out.fusion[:, self.layout.fusion["action_mask"]].astype(np.int8)
 
     def _infos(self) -> dict[str, dict[str, np.ndarray]]:
-        last = self._state["last"]
+        last = self._state.last
         shared = {key: last[k].copy() for k, key in enumerate(INFO_KEYS)}
         return {"decider": shared, "fusion": {**shared, "action_mask": self.action_masks()}}
 
     def info_values(self, env: int = 0) -> dict[str, float]:
         """The shared info values of one copy as Python floats (what ``_infos`` holds at index ``env``)."""
-        return dict(zip(INFO_KEYS, self._state["last"][:, env].tolist(), strict=True))
+        return dict(zip(INFO_KEYS, self._state.last[:, env].tolist(), strict=True))
 
     @property
     def team(self) -> np.ndarray:
         """(B, N) the team each copy will use for its next question (a copy)."""
-        return self._state["team"].astype(bool)
+        return self._state.team.astype(bool)
 
     def episode_questions(self, env: int = 0) -> np.ndarray:
         """Cache indices of the questions of copy ``env``'s current episode, in the order it answers them."""
-        s, start = self._state, int(self._state["counters"][env, dynamics.START])
+        s, start = self._state, int(self._state.counters[env, Counter.START])
         row = env if self.config.order == "shuffled" else 0
-        return s["order"][row, start : start + self.episode_length].astype(np.int64)
+        return s.order[row, start : start + self.episode_length].astype(np.int64)
+
+    def window_contents(self, env: int = 0) -> np.ndarray:
+        """Cache indices of the questions in copy ``env``'s window, oldest first."""
+        s = self._state
+        count, head = int(s.counters[env, Counter.COUNT]), int(s.counters[env, Counter.HEAD])
+        ring = s.window[env]
+        if count < ring.size:
+            return ring[:count].astype(np.int64)
+        return np.roll(ring, -head).astype(np.int64)
 
 
-def _integral(array: np.ndarray, what: str) -> np.ndarray:
-    """int64 copy of an integer (or integral float) array; anything else is a ValueError naming it."""
-    if array.dtype.kind in "iu":
-        return array.astype(np.int64)
-    if array.dtype.kind == "b":
-        return array.astype(np.int64)
-    if array.dtype.kind == "f" and np.all(np.isfinite(array)) and np.all(array == np.round(array)):
-        return array.astype(np.int64)
-    raise ValueError(f"{what}: expected integers, got {array.dtype} values {array.reshape(-1)[:4].tolist()}")
+def _rng_to_array(generator: np.random.Generator) -> np.ndarray:
+    """(6,) uint64: a PCG64 generator's 128-bit state and increment (high, low words) and its cached bits."""
+    state = generator.bit_generator.state
+    if state["bit_generator"] != "PCG64":
+        raise ValueError(f"snapshots support PCG64 generators, got {state['bit_generator']}")
+    inner, mask = state["state"], (1 << 64) - 1
+    words = [inner["state"] >> 64, inner["state"] & mask, inner["inc"] >> 64, inner["inc"] & mask]
+    return np.array([*words, state["has_uint32"], state["uinteger"]], dtype=np.uint64)
+
+
+def _rng_from_array(words: np.ndarray) -> np.random.Generator:
+    values = [int(value) for value in words]
+    generator = np.random.Generator(np.random.PCG64())
+    generator.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": (values[0] << 64) | values[1], "inc": (values[2] << 64) | values[3]},
+        "has_uint32": values[4],
+        "uinteger": values[5],
+    }
+    return generator

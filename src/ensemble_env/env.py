@@ -32,9 +32,11 @@ from gymnasium import spaces
 from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.utils.conversions import parallel_to_aec
 
+from ensemble_env.actions import decider_space, decode_decider, decode_fusion, fusion_space
 from ensemble_env.cache import LogitCache, load_cache, load_default_cache
 from ensemble_env.config import EnvConfig
 from ensemble_env.engine import AGENTS, EnsembleVectorEnv
+from ensemble_env.render import describe_reset, describe_step
 
 __all__ = ["EnsembleParallelEnv", "env", "parallel_env", "resolve_cache", "vector_env"]
 
@@ -50,15 +52,6 @@ def resolve_cache(cache: LogitCache | str | os.PathLike[str] | None) -> LogitCac
     if isinstance(cache, str | os.PathLike):
         return load_cache(cache)
     raise TypeError(f"cache must be a path, a LogitCache or None, got {type(cache).__name__}")
-
-
-def _decider_space(engine: EnsembleVectorEnv) -> spaces.Space[Any]:
-    n, encoding = engine.n_models, engine.config.decider_action
-    if encoding == "multibinary":
-        return spaces.MultiBinary(n)
-    if encoding == "multidiscrete":
-        return spaces.MultiDiscrete([2] * n)
-    return spaces.Discrete(2**n - 1)
 
 
 class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
@@ -88,8 +81,8 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
             "fusion": spaces.Box(layout.fusion_low, layout.fusion_high, dtype=np.float32),
         }
         self.action_spaces = {
-            "decider": _decider_space(self.engine),
-            "fusion": spaces.Discrete(cache.max_choices),
+            "decider": decider_space(config.decider_action, cache.n_models),
+            "fusion": fusion_space(cache.max_choices),
         }
         self.state_space = spaces.Box(
             np.concatenate([layout.decider_low, layout.fusion_low]),
@@ -122,15 +115,13 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         missing = [agent for agent in self.agents if agent not in actions]
         if missing:
             raise ValueError(f"actions lacks {', '.join(missing)}; give one action per agent of {self.agents}")
-        engine = self.engine
+        engine, config = self.engine, self.config
         # the team that answers this step, kept only for render()
-        used_team = engine._state["team"][0].copy() if self.render_mode is not None else None
-        next_team = engine.decode_decider(self._batch_action("decider", actions["decider"]))
-        answer = actions["fusion"]
-        if type(answer) is int and -(2**63) <= answer < 2**63:  # the common case, without the array checks
-            answers = np.array([answer], dtype=np.int64)
-        else:
-            answers = engine.decode_fusion(self._batch_action("fusion", answer))
+        used_team = engine.team[0] if self.render_mode is not None else None
+        next_team = decode_decider(
+            actions["decider"], config.decider_action, engine.n_models, min_team_size=config.min_team_size
+        )
+        answers = decode_fusion(actions["fusion"], max_choices=engine.max_choices)
         obs, reward, done = engine.advance(next_team, answers)
         self._used_team = used_team
         value, over = float(reward[0]), bool(done[0])
@@ -156,7 +147,7 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         if self._used_team is None:
             text = describe_reset(self.engine)
         else:
-            text = describe_step(self.engine, self._used_team.astype(bool))
+            text = describe_step(self.engine, self._used_team)
         if self.render_mode == "ansi":
             return text
         print(text)
@@ -164,14 +155,6 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
 
     def close(self) -> None:
         pass
-
-    def _batch_action(self, agent: str, action: Any) -> np.ndarray:
-        array = np.asarray(action)
-        expected = self.action_spaces[agent].shape
-        if array.shape != expected and not (expected == () and array.shape == (1,)):
-            what = "one index" if expected == () else f"shape {expected}"
-            raise ValueError(f"{agent} action: expected {what} ({self.action_spaces[agent]}), got shape {array.shape}")
-        return array.reshape((1, *expected))
 
     @staticmethod
     def _unbatch_obs(obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -182,47 +165,6 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         fusion = dict(values)
         fusion["action_mask"] = self.engine.action_masks()[0]
         return {"decider": values, "fusion": fusion}
-
-
-# -- rendering --------------------------------------------------------------------------------------------
-
-
-def _team_names(cache: LogitCache, team: np.ndarray) -> str:
-    members = [cache.models[i] for i in np.flatnonzero(team)]
-    return "{" + ", ".join(members) + "}" if members else "{} (empty)"
-
-
-def describe_reset(engine: EnsembleVectorEnv, env: int = 0) -> str:
-    """Text of a reset: the stream and the initial team."""
-    cfg = engine.config
-    tasks = "all tasks" if cfg.tasks is None else ", ".join(cfg.tasks)
-    return (
-        f"episode start: {engine.episode_length} questions ({cfg.split} split, {tasks}, {cfg.order}); "
-        f"window T={cfg.window}, alpha={cfg.alpha}\n"
-        f"  initial team E_0 {_team_names(engine.cache, engine.team[env])}"
-    )
-
-
-def describe_step(engine: EnsembleVectorEnv, used_team: np.ndarray, env: int = 0) -> str:
-    """Text of the step just taken by copy ``env``: the question, the team, the answer, the next team."""
-    cache, info = engine.cache, engine.info_values(env)
-    question, answer, label = int(info["question"]), int(info["answer"]), int(info["label"])
-    step = int(info["step"]) - 1
-    names = engine._stat_names
-    statistics = engine._obs["decider"][env, engine.layout.decider["statistics"]]
-    stats = "  ".join(f"{name} {value:.3f}" for name, value in zip(names, statistics, strict=True))
-    gold = cache.probs[question, :, label]
-    members = np.flatnonzero(used_team)
-    support = " ".join(f"{cache.models[i]}:{gold[i]:.2f}" for i in members) or "-"
-    verdict = "right" if info["correct"] else "wrong"
-    return (
-        f"t={step:<4d} task {cache.task_names[cache.tasks[question]]} | question {question} "
-        f"({cache.n_choices[question]} choices, gold {label})\n"
-        f"  team E_t   {_team_names(cache, used_team)} ({len(members)}/{engine.n_models})  p(gold): {support}\n"
-        f"  fusion  -> answer {answer}: {verdict}   reward {info['reward']:+.3f}   "
-        f"running accuracy {info['accuracy']:.3f}\n"
-        f"  decider -> E_t+1 {_team_names(cache, engine.team[env])}   {stats}"
-    )
 
 
 # -- factories ----------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ensemble_env.actions import encode_team
 from ensemble_env.engine import EnsembleVectorEnv, ObservationLayout
 
 __all__ = ["FixedTeam", "MeanVote", "PluralityVote"]
@@ -94,7 +95,4 @@ class FixedTeam:
 
     def __call__(self, decider_obs: np.ndarray) -> np.ndarray:
         batch = np.atleast_2d(decider_obs).shape[0]
-        if self.encoding == "subset":
-            code = int((self.team.astype(np.int64) << np.arange(self.team.size)).sum()) - 1
-            return np.full(batch, code, dtype=np.int64)
-        return np.tile(self.team, (batch, 1))
+        return encode_team(np.tile(self.team, (batch, 1)), self.encoding)

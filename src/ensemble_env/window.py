@@ -155,25 +155,21 @@ def unpack_teams(bits: np.ndarray, n_models: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def add_question(
+def add_failures(
     env: int,
     q: int,
     sign: int,
     failing: np.ndarray,
     n_failing: np.ndarray,
-    preds: np.ndarray,
     fail: np.ndarray,
     fail2: np.ndarray,
     fail3: np.ndarray,
-    agree: np.ndarray,
-    votes: np.ndarray,
-    track_agreement: bool,
 ) -> None:
-    """Add (sign=+1) or remove (sign=-1) question q's rows from copy ``env``'s pairwise window counts.
+    """Add (sign=+1) or remove (sign=-1) question q's rows from copy ``env``'s co-failure counts.
 
     ``failing[q]`` lists the failing models in increasing order, so the sets {i < j < l} come out sorted.
     The per-team plurality counts are updated by :func:`update_plurality` (one fused pass for the question
-    entering and the one leaving).
+    entering and the one leaving), the agreement counts by :func:`add_agreement`.
     """
     k = n_failing[q]
     for a in range(k):
@@ -185,13 +181,17 @@ def add_question(
             j = failing[q, b]
             for c in range(b + 1, k):
                 fail3[env, triple_index(i, j, failing[q, c])] += sign
-    if track_agreement:
-        n_models = preds.shape[1]
-        for i in range(n_models):
-            votes[env, i, preds[q, i]] += sign
-            for j in range(n_models):
-                if preds[q, i] == preds[q, j]:
-                    agree[env, i, j] += sign
+
+
+@njit(cache=True)
+def add_agreement(env: int, q: int, sign: int, preds: np.ndarray, agree: np.ndarray, votes: np.ndarray) -> None:
+    """Add or remove question q's rows from copy ``env``'s agreement counts (for Fleiss' kappa)."""
+    n_models = preds.shape[1]
+    for i in range(n_models):
+        votes[env, i, preds[q, i]] += sign
+        for j in range(n_models):
+            if preds[q, i] == preds[q, j]:
+                agree[env, i, j] += sign
 
 
 @njit(cache=True)

@@ -15,7 +15,7 @@ module         extra                   public factory                      what 
 
 Nothing here imports a library at module level: ``import ensemble_env.adapters.rllib`` works without Ray, and
 the factory raises an ImportError naming the extra to install when the library is missing. Each adapter picks
-the decider encoding its library supports (see ``docs/adapters.md``).
+the decider encoding its library supports (:func:`ensemble_env.actions.choose_encoding`; see ``docs/adapters.md``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["decider_encoding", "lazy_class", "require"]
+__all__ = ["lazy_class", "require"]
 
 
 def require(module: str, extra: str) -> None:
@@ -35,25 +35,6 @@ def require(module: str, extra: str) -> None:
             f"this adapter needs {module!r}, which is not installed: pip install 'ensemble-env[{extra}]' "
             f"(see docs/adapters.md for the pinned versions)"
         )
-
-
-def decider_encoding(options: dict[str, Any], encoding: str, library: str, allowed: tuple[str, ...]) -> dict[str, Any]:
-    """``options`` with ``decider_action`` set to ``encoding`` unless the caller chose another one ``library`` takes.
-
-    >>> decider_encoding({}, "multidiscrete", "RLlib", ("multidiscrete", "subset"))
-    {'decider_action': 'multidiscrete'}
-    >>> decider_encoding({"decider_action": "multibinary"}, "subset", "BenchMARL", ("subset",))
-    Traceback (most recent call last):
-    ...
-    ValueError: decider_action='multibinary' does not work with BenchMARL: use 'subset' (default 'subset')
-    """
-    chosen = options.get("decider_action", encoding)
-    if chosen not in allowed:
-        raise ValueError(
-            f"decider_action={chosen!r} does not work with {library}: use {' or '.join(map(repr, allowed))} "
-            f"(default {encoding!r})"
-        )
-    return {**options, "decider_action": chosen}
 
 
 def lazy_class(module: str, name: str, build: Callable[[], type]) -> Callable[[str], Any]:

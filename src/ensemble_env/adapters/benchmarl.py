@@ -26,7 +26,8 @@ import functools
 import os
 from typing import Any
 
-from ensemble_env.adapters import decider_encoding, lazy_class, require
+from ensemble_env.actions import choose_encoding
+from ensemble_env.adapters import lazy_class, require
 from ensemble_env.env import resolve_cache
 
 __all__ = ["TASK_NAME", "EnsembleTask", "benchmarl_task"]  # noqa: F822 (EnsembleTask: module __getattr__)
@@ -123,7 +124,7 @@ def benchmarl_task(cache: str | os.PathLike[str] | None = None, **options: Any) 
     Needs ``pip install 'ensemble-env[benchmarl]'``.
     """
     require("benchmarl", "benchmarl")
-    options = decider_encoding(options, "subset", "BenchMARL", ("subset",))
+    options = choose_encoding(options, "subset", "BenchMARL", ("subset",))
     if cache is not None:
         cache = os.fspath(cache)
         resolve_cache(cache)  # fail here, naming the file, rather than inside BenchMARL

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ensemble_env.adapters import decider_encoding, lazy_class, require
+from ensemble_env.actions import choose_encoding
+from ensemble_env.adapters import lazy_class, require
 from ensemble_env.env import parallel_env
 
 # EnsembleMultiAgentEnv comes from the module __getattr__ below
@@ -56,7 +57,7 @@ def _build_env_class() -> type:
             options = dict(config or {})
             cache = options.pop("cache", None)
             render_mode = options.pop("render_mode", None)
-            options = decider_encoding(options, "multidiscrete", "RLlib", RLLIB_DECIDER_ACTIONS)
+            options = choose_encoding(options, "multidiscrete", "RLlib", RLLIB_DECIDER_ACTIONS)
             self.env = parallel_env(cache, render_mode=render_mode, **options)
             self.render_mode = render_mode
             self.possible_agents = list(self.env.possible_agents)
@@ -136,7 +137,7 @@ def ppo_config(
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     env_config = dict(env_config or {})
-    decider_encoding(env_config, "multidiscrete", "RLlib", RLLIB_DECIDER_ACTIONS)  # fail early, in the driver
+    choose_encoding(env_config, "multidiscrete", "RLlib", RLLIB_DECIDER_ACTIONS)  # fail early, in the driver
     config = (
         PPOConfig()
         .environment(__getattr__("EnsembleMultiAgentEnv"), env_config=env_config)

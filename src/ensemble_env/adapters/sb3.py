@@ -33,7 +33,8 @@ import gymnasium
 import numpy as np
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
-from ensemble_env.adapters import decider_encoding, require
+from ensemble_env.actions import choose_encoding
+from ensemble_env.adapters import require
 from ensemble_env.cache import LogitCache
 from ensemble_env.env import parallel_env, resolve_cache
 from ensemble_env.policies import FixedTeam, MeanVote
@@ -166,7 +167,7 @@ def sb3_env(
         if other is not None:
             raise ValueError("train='shared' trains both roles with one policy: there is no other role to pass")
         env: Any = _LastStepInfos(
-            parallel_env(loaded, **decider_encoding(options, "subset", "SuperSuit padding", ("subset",)))
+            parallel_env(loaded, **choose_encoding(options, "subset", "SuperSuit padding", ("subset",)))
         )
         env = ss.agent_indicator_v0(ss.pad_action_space_v0(ss.pad_observations_v0(env)))
         vector = _seedable_sb3_wrapper(
