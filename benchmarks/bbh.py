@@ -27,8 +27,8 @@ from ensemble_mappo.checkpoint import CHECKPOINT_NAME, load_checkpoint
 from ensemble_mappo.config import TrainConfig, config_from_dict, load_config
 from ensemble_mappo.evaluation import baseline_summary, evaluate_run, save_evaluation
 from ensemble_mappo.plots import plot_runs, read_progress
-from ensemble_mappo.reporting import mean_std, write_block
 from ensemble_mappo.training import train
+from reporting import mean_std, write_block
 
 from ensemble_env import baselines
 from ensemble_env.cache import LogitCache, load_cache, save_cache

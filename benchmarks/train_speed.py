@@ -25,7 +25,7 @@ from typing import Any
 import ensemble_mappo.training as training
 import torch
 from ensemble_mappo.config import config_from_dict
-from ensemble_mappo.reporting import write_block
+from reporting import write_block
 
 from ensemble_env.engine import EnsembleVectorEnv
 from ensemble_env.synthetic import make_cache

@@ -6,10 +6,10 @@ Install the ``mappo`` extra with the CPU wheel first: ``pip install torch==2.13.
   choices), both :class:`Actor`; :class:`CentralCritic` on ``venv.state()``; :class:`ValueNormalizer`.
 - :func:`compute_gae`, :func:`clipped_policy_loss`, :func:`clipped_value_loss`, :func:`ppo_update`.
 - :class:`TrainConfig`, :func:`train`, :func:`evaluate_run`; the ``ensemble-env train | evaluate | plot``
-  commands wrap them.
+  commands of :mod:`ensemble_mappo.cli` wrap them.
 
-Only :mod:`ensemble_mappo.config` is importable without torch (the command line builds its options from it);
-the other names load torch on first use.
+Only :mod:`ensemble_mappo.config` and :mod:`ensemble_mappo.cli` are importable without torch (the command
+line builds its options from the config); the other names load torch on first use.
 """
 
 from __future__ import annotations

@@ -5,14 +5,40 @@ Commands:
 - ``ensemble-env demo``: one episode of the game on a cache (the embedded default by default) with a
   rendered excerpt, a summary, and the baselines every comparison shows.
 - ``ensemble-env baselines CACHE``: the baselines table of a cache (fitted on train, scored on test).
+- ``ensemble-env cache ...``: build, check, summarise, re-split and plot logit caches (:mod:`ensemble_env.cache_cli`).
+- the commands of installed packages, e.g. ``train``, ``evaluate`` and ``plot`` of the reference MAPPO
+  learner that ships beside this package (the ``mappo`` extra).
+
+Adding commands: the ``ensemble_env.commands`` entry-point group
+-----------------------------------------------------------------
+
+Every command but ``demo`` and ``baselines`` comes from an entry point of the group ``ensemble_env.commands``
+(:data:`COMMAND_GROUP`), this package's own ``cache`` group included. A package adds commands by declaring
+one in its pyproject.toml::
+
+    [project.entry-points."ensemble_env.commands"]
+    mytool = "my_package.cli:register"
+
+``register(commands)`` receives the argparse sub-parsers object of ``ensemble-env``. It adds its parsers
+with ``commands.add_parser(NAME, help=...)`` and sets ``run`` on each parser a command line ends in
+(``parser.set_defaults(run=function)``; a group of sub-commands sets it on those): a function of the parsed
+:class:`argparse.Namespace` returning the exit code. A ``ValueError`` or ``FileNotFoundError`` raised by
+``run`` is printed as ``ensemble-env NAME: error: ...`` (exit code 2). The module is imported on every call
+of ``ensemble-env``, ``--help`` included: keep optional dependencies out of its imports (import them inside
+``run``).
+
+The entry points are loaded in the order of their names (then of their values), so the commands appear in a
+stable order, after ``demo`` and ``baselines``. A plugin that fails to load or to register, or that
+redefines an existing command, is skipped whole (the parsers it added are removed) with one
+``ensemble-env: warning: ...`` line on stderr naming it and the error; every other command works as usual.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 
 import numpy as np
 
@@ -21,7 +47,10 @@ from ensemble_env.cache import LogitCache
 from ensemble_env.env import parallel_env, resolve_cache
 from ensemble_env.policies import MeanVote
 
-__all__ = ["main"]
+__all__ = ["COMMAND_GROUP", "build_parser", "main"]
+
+#: the entry-point group of the commands that packages add to ``ensemble-env`` (see the module docstring)
+COMMAND_GROUP = "ensemble_env.commands"
 
 
 def _describe_cache(cache: LogitCache, cache_arg: str | None) -> str:
@@ -77,9 +106,29 @@ def _baselines(args: argparse.Namespace) -> int:
     return 0
 
 
-#: modules that add command groups: each has ``register(commands)`` taking the argparse sub-parsers object,
-#: and sets ``run`` (a function of the parsed namespace returning an exit code) on every parser it adds.
-COMMAND_MODULES: tuple[str, ...] = ("ensemble_env.cache_cli", "ensemble_env.train_cli")
+def _add_plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Let every entry point of :data:`COMMAND_GROUP` add its commands; skip and report the broken ones."""
+    for plugin in sorted(entry_points(group=COMMAND_GROUP), key=lambda point: (point.name, point.value)):
+        before, listed = dict(commands.choices), len(commands._choices_actions)
+        try:
+            plugin.load()(commands)
+            _check_kept(commands.choices, before)
+        except Exception as error:
+            commands.choices.clear()
+            commands.choices.update(before)
+            del commands._choices_actions[listed:]
+            print(
+                f"ensemble-env: warning: skipped the commands of {plugin.name} = {plugin.value!r} "
+                f"({COMMAND_GROUP} entry point): {type(error).__name__}: {error}",
+                file=sys.stderr,
+            )
+
+
+def _check_kept(parsers: dict[str, argparse.ArgumentParser], before: dict[str, argparse.ArgumentParser]) -> None:
+    """Refuse a plugin that redefined a command (Python 3.10's argparse lets it replace one silently)."""
+    redefined = [name for name, parser in before.items() if parsers.get(name) is not parser]
+    if redefined:
+        raise ValueError(f"conflicting command: {', '.join(redefined)}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,8 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument("--seed", type=int, default=0)
     table.set_defaults(run=_baselines)
 
-    for module in COMMAND_MODULES:
-        importlib.import_module(module).register(commands)
+    _add_plugin_commands(commands)
     return parser
 
 

@@ -1,5 +1,7 @@
 """Small helpers of the benchmark scripts: mean +- std cells and marked blocks of ``benchmarks/README.md``.
 
+The scripts run as ``python benchmarks/NAME.py`` and import this module as a sibling (``from reporting import ...``).
+
 The README's ``## MAPPO`` section holds blocks between ``<!-- mappo:NAME -->`` and ``<!-- /mappo:NAME -->``
 lines; a script regenerates its own block and leaves the rest of the file (other sections) alone.
 
@@ -15,7 +17,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-
 from ensemble_mappo.files import atomic_write
 
 __all__ = ["SECTION", "mean_std", "replace_block", "write_block"]

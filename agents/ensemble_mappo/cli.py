@@ -1,4 +1,4 @@
-"""The ``train``, ``evaluate`` and ``plot`` commands: the reference MAPPO learner (package ``ensemble_mappo``).
+"""The ``train``, ``evaluate`` and ``plot`` commands of ``ensemble-env``: the reference MAPPO learner.
 
 - ``ensemble-env train [--cache CACHE] --out DIR [--seed S] [--tasks ...] [--config FILE] [options]``: train
   MAPPO on the cache's train split (progress bar, ``DIR/progress.csv``, atomic ``DIR/checkpoint.pt``);
@@ -9,8 +9,10 @@
 - ``ensemble-env plot DIR [DIR ...] [--out FOLDER]``: learning curves, team size, selection frequency, and
   accuracy against team size next to the baselines, as PNG files.
 
-The environment package never imports torch: the options are built from the torch-free
-``ensemble_mappo.config`` and the learner is imported when a command runs.
+:func:`register` plugs them into ``ensemble-env`` through the ``ensemble_env.commands`` entry-point group
+(``mappo = "ensemble_mappo.cli:register"`` in pyproject.toml; see :mod:`ensemble_env.cli`). This module
+imports no torch: the options are built from the torch-free :mod:`ensemble_mappo.config`, and the learner
+is imported when a command runs (without torch, ``train`` and ``evaluate`` say which extra to install).
 """
 
 from __future__ import annotations
