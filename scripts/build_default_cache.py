@@ -1,4 +1,4 @@
-"""Build the default logit cache shipped inside the package (``src/ensemble_env/data/default_cache.h5``).
+"""Build the toy logit cache shipped inside the package: the built-in ``toy8`` (``src/ensemble_env/data/toy8.h5``).
 
 A pool of 8 deliberately different scikit-learn classifiers is scored OUT-OF-FOLD (5-fold stratified
 cross-validation, ``cross_val_predict(method="predict_proba")``) on five datasets that ship with
@@ -56,7 +56,7 @@ from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO_ROOT / "src" / "ensemble_env" / "data" / "default_cache.h5"
+DEFAULT_OUT = REPO_ROOT / "src" / "ensemble_env" / "data" / "toy8.h5"
 TASK_NAMES = ("iris", "wine", "breast_cancer", "digits", "diabetes")
 MAX_CHOICES = 10  # digits has 10 classes, the most of any task
 N_FOLDS = 5
@@ -431,17 +431,13 @@ def main(argv: list[str] | None = None) -> int:
 
     # use this checkout's package, whether or not it is installed
     sys.path.insert(0, str(REPO_ROOT / "src"))
-    from ensemble_env.cache import load_cache, save_cache
+    from ensemble_env.cache import load_cache
+    from ensemble_env.datasets import save_builtin
 
     start = time.perf_counter()
-    cache = build_cache(args.seed)
-    out = save_cache(args.out, cache)
-    size = out.stat().st_size
-    print(f"wrote {out} ({size / 1024:.0f} KiB) in {time.perf_counter() - start:.1f}s")
-    if size >= MAX_FILE_BYTES:
-        print(f"error: {out} is {size} bytes, the embedded cache must stay under {MAX_FILE_BYTES}", file=sys.stderr)
-        return 1
-    loaded = load_cache(out)
+    size = save_builtin(args.out, build_cache(args.seed), MAX_FILE_BYTES)
+    print(f"wrote {args.out} ({size / 1024:.0f} KiB) in {time.perf_counter() - start:.1f}s")
+    loaded = load_cache(args.out)
     print(f"source: {loaded.source}")
     print()
     print(report(loaded, args.seed))

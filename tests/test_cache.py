@@ -41,7 +41,7 @@ EXPECTED_CORRECT = np.array(
     ]
 )
 ARRAY_FIELDS = ("scores", "labels", "n_choices", "tasks", "split", "costs", "features")
-NAME_FIELDS = ("models", "task_names", "question_ids")
+NAME_FIELDS = ("models", "task_names", "question_ids", "feature_names", "question_text")
 COMPUTED_FIELDS = ("probs", "preds", "correct")
 
 
@@ -76,6 +76,7 @@ def _assert_same_cache(actual: LogitCache, expected: LogitCache) -> None:
     for name in NAME_FIELDS:
         assert getattr(actual, name) == getattr(expected, name), name
     assert actual.score_kind == expected.score_kind
+    assert actual.feature_kind == expected.feature_kind
     assert actual.source == expected.source
 
 
@@ -101,6 +102,7 @@ def test_defaults_when_optional_fields_are_absent() -> None:
     assert cache.task_names == ("default",)
     assert cache.models == ("a", "b")
     assert cache.question_ids is None and cache.costs is None and cache.features is None
+    assert cache.question_text is None and cache.feature_names is None and cache.feature_kind == ""
 
 
 # -- round trip --------------------------------------------------------------------------------------
@@ -126,6 +128,42 @@ def test_round_trip_without_optional_fields_and_without_compression(tmp_path: Pa
     _assert_same_cache(loaded, cache)
     assert loaded.question_ids is None and loaded.costs is None and loaded.features is None
     assert loaded.source == ""
+
+
+# texts with what a writer must keep: non-ASCII, newlines, an empty text, trailing spaces, a long text
+TEXTS = ("Was ist 2 + 2?\nOptions: (A) 4 (B) 5", "¿Qué?", "", "trailing  ", "x" * 3000, "q5 \u00e9t\u00e9 \U0001f600")
+
+
+@pytest.mark.parametrize("compression", ["gzip", None])
+def test_round_trip_of_question_text_and_feature_metadata(
+    tiny_cache: LogitCache, tmp_path: Path, compression: str | None
+) -> None:
+    features = np.linspace(-1, 1, 18, dtype=np.float32).reshape(6, 3)
+    cache = _rebuild(
+        tiny_cache, question_text=TEXTS, features=features, feature_names=("f0", "f1", "f2"), feature_kind="test-kind"
+    )
+    target = save_cache(tmp_path / "text.h5", cache, compression=compression)
+    loaded = load_cache(target)
+    _assert_same_cache(loaded, cache)
+    assert loaded.question_text == TEXTS and loaded.features.dtype == np.float32
+    with h5py.File(target, "r") as h5file:
+        fixed = h5py.check_string_dtype(h5file["question_text"].dtype).length
+        assert (fixed is not None) == (compression is not None)  # compressible fixed-length strings when compressed
+        assert h5file["features"].attrs["feature_kind"] == "test-kind"
+    plain = load_cache(save_cache(tmp_path / "none.h5", tiny_cache))
+    assert plain.question_text is None and plain.feature_names is None and plain.feature_kind == ""
+
+
+def test_hand_written_question_text_and_feature_attributes(write_cache: Callable[..., Path]) -> None:
+    def features_with_attributes(h5file: h5py.File, name: str) -> None:
+        node = h5file.create_dataset(name, data=np.zeros((6, 2), dtype=np.float32))
+        node.attrs["feature_names"] = np.array([b"a", b"b"])  # fixed-length bytes, as other writers may store
+        node.attrs["feature_kind"] = np.bytes_(b"embedding")
+
+    path = write_cache(datasets={"features": features_with_attributes, "question_text": [f"q {i}" for i in range(6)]})
+    loaded = load_cache(path)
+    assert loaded.feature_names == ("a", "b") and loaded.feature_kind == "embedding"
+    assert loaded.question_text == tuple(f"q {i}" for i in range(6))
 
 
 def test_round_trip_of_per_question_costs(tiny_cache: LogitCache, tmp_path: Path) -> None:
@@ -257,6 +295,7 @@ _SHAPE_MISMATCH = [
     pytest.param(lambda f: {"costs": f["costs"][:2]}, "costs", "shape", id="costs-shape"),
     pytest.param(lambda f: {"costs": np.ones((5, 3))}, "costs", "shape", id="costs-2d-shape"),
     pytest.param(lambda f: {"features": f["features"][:5]}, "features", "shape", id="features-shape"),
+    pytest.param(lambda f: {"question_text": ["a"] * 5}, "question_text", "5 entries", id="question_text-count"),
     pytest.param(lambda f: {"scores": f["scores"][:, :, 0]}, "scores", "shape", id="scores-2d"),
     pytest.param(lambda f: {"labels": f["labels"].reshape(2, 3)}, "labels", "shape", id="labels-2d"),
 ]
@@ -336,6 +375,28 @@ INVALID_FILES = [
         lambda f: {"features": _changed(f["features"], (2, 1), np.nan)}, "features", "question 2", id="nan-feature"
     ),
     pytest.param(
+        lambda f: {"features": _changed(f["features"], (4, 0), -np.inf)}, "features", "question 4", id="inf-feature"
+    ),
+    pytest.param(lambda f: {"question_text": np.arange(6)}, "question_text", "strings", id="numeric-question_text"),
+    pytest.param(
+        lambda f: {"datasets": {"features": _features_with_names(["a", "b", "c"])}},
+        "feature_names",
+        "3 entries, expected 2",
+        id="feature_names-count",
+    ),
+    pytest.param(
+        lambda f: {"datasets": {"features": _features_with_names(["a", "a"])}},
+        "feature_names",
+        "'a' appears more than once",
+        id="feature_names-duplicate",
+    ),
+    pytest.param(
+        lambda f: {"datasets": {"features": _features_with_kind(np.array([1, 2]))}},
+        "feature_kind",
+        "must be a string",
+        id="feature_kind-array",
+    ),
+    pytest.param(
         lambda f: {"datasets": {"labels": lambda h5, name: h5.create_group(name)}},
         "labels",
         "Group",
@@ -366,6 +427,21 @@ INVALID_FILES = [
         id="logprob-positive",
     ),
 ]
+
+
+def _features_with_names(names: list[str]) -> Callable[[h5py.File, str], None]:
+    def create(h5file: h5py.File, name: str) -> None:
+        node = h5file.create_dataset(name, data=np.zeros((6, 2)))
+        node.attrs.create("feature_names", names, dtype=h5py.string_dtype("utf-8"))
+
+    return create
+
+
+def _features_with_kind(kind: Any) -> Callable[[h5py.File, str], None]:
+    def create(h5file: h5py.File, name: str) -> None:
+        h5file.create_dataset(name, data=np.zeros((6, 2))).attrs["feature_kind"] = kind
+
+    return create
 
 
 @pytest.mark.parametrize(("make", "field", "fragment"), INVALID_FILES)
@@ -437,6 +513,14 @@ INVALID_IN_MEMORY = [
     pytest.param({"costs": np.array([1.0, np.inf, 3.0])}, "costs", id="costs-inf"),
     pytest.param({"features": np.zeros(6)}, "features", id="features-1d"),
     pytest.param({"features": np.full((6, 2), np.nan)}, "features", id="features-nan"),
+    pytest.param({"features": np.zeros((6, 0))}, "features", id="features-no-column"),
+    pytest.param({"feature_names": ("a",)}, "feature_names", id="feature_names-count"),
+    pytest.param({"feature_names": ("a", "")}, "feature_names", id="feature_names-empty"),
+    pytest.param({"features": None, "feature_names": ("a", "b")}, "feature_names", id="feature_names-alone"),
+    pytest.param({"features": None, "feature_kind": "k"}, "feature_kind", id="feature_kind-alone"),
+    pytest.param({"feature_kind": 3}, "feature_kind", id="feature_kind-not-str"),
+    pytest.param({"question_text": ("a", "b")}, "question_text", id="question_text-count"),
+    pytest.param({"question_text": "abcdef"}, "question_text", id="question_text-single-string"),
 ]
 
 
@@ -446,6 +530,25 @@ def test_invalid_in_memory_cache_is_refused_at_construction(
 ) -> None:
     with pytest.raises(CacheError, match=_names("<memory>", field)):
         _rebuild(tiny_cache, **change)
+
+
+@pytest.mark.parametrize(
+    ("texts", "message"),
+    [
+        (("a", "b", 3, "d", "e", "f"), "entries must be strings, question 2 is int 3"),
+        (("a", "b", "c", "d", b"\xff", "f"), "question 4: b'\\xff' is not valid UTF-8"),
+        (("a", "b", "c", "nul\x00", "e", "f"), "question 3: 'nul\\x00' holds a NUL character"),
+    ],
+)
+def test_bad_question_text_names_the_question(tiny_cache: LogitCache, texts: tuple[Any, ...], message: str) -> None:
+    with pytest.raises(CacheError, match=_names("<memory>", "question_text") + ": " + re.escape(message)):
+        _rebuild(tiny_cache, question_text=texts)
+
+
+def test_non_finite_feature_names_question_and_column(tiny_cache: LogitCache) -> None:
+    features = _changed(tiny_cache.features, (3, 1), np.inf)
+    with pytest.raises(CacheError, match=_names("<memory>", "features") + ": question 3 has a non-finite feature inf"):
+        _rebuild(tiny_cache, features=features)
 
 
 def test_nan_in_memory_names_question_and_model(tiny_cache: LogitCache) -> None:
@@ -596,6 +699,14 @@ def test_subset_keeps_the_given_questions_in_order(tiny_cache: LogitCache) -> No
     np.testing.assert_array_equal(sub.costs, tiny_cache.costs)  # per-model costs are kept whole
     assert sub.source == tiny_cache.source
     assert tiny_cache.n_questions == 6
+
+
+def test_subset_keeps_question_text_and_feature_metadata(tiny_cache: LogitCache) -> None:
+    cache = _rebuild(tiny_cache, question_text=TEXTS, feature_names=("x", "y"), feature_kind="k")
+    sub = cache.subset(np.array([5, 0]))
+    assert sub.question_text == (TEXTS[5], TEXTS[0])
+    assert sub.feature_names == ("x", "y") and sub.feature_kind == "k"
+    np.testing.assert_array_equal(sub.features, cache.features[[5, 0]])
 
 
 def test_subset_with_boolean_mask_and_per_question_costs(tiny_cache: LogitCache) -> None:

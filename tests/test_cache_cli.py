@@ -46,7 +46,7 @@ def test_help_lists_the_cache_actions(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit):
         main(["cache", "--help"])
     text = capsys.readouterr().out
-    for action in ("from-lm-eval", "from-arrays", "info", "validate", "split", "plot"):
+    for action in ("from-lm-eval", "from-arrays", "info", "validate", "split", "features", "plot"):
         assert action in text
     with pytest.raises(SystemExit):
         main(["cache", "from-lm-eval", "--help"])
@@ -185,9 +185,11 @@ def test_split_writes_a_copy(converted: Path, tmp_path: Path, capsys: pytest.Cap
     )
     assert code == 0 and "split 3 train, 4 test, 2 validation" in text
     resplit = load_cache(out)
-    # colors (5): floor(0.4 * 5) = 2 train, floor(0.6 * 5) - 2 = 1 validation, 2 test; numbers (4): 1, 1, 2
+    # colors (5): floor(0.6 * 5) = 3 not test, of which floor(0.8 * 3) = 2 train, 1 validation, 2 test;
+    # numbers (4): floor(0.6 * 4) = 2 not test, floor(0.8 * 2) = 1 train, 1 validation, 2 test
     assert resplit.split.tolist() == [0, 0, 2, 1, 1, 0, 2, 1, 1]
-    assert "re-split per task" in resplit.source
+    assert "re-split per task: last 0.4 in cache order is test, last 0.2 of the rest in cache order" in resplit.source
+    assert resplit.question_text == load_cache(converted).question_text
     np.testing.assert_array_equal(resplit.scores, load_cache(converted).scores)
     assert converted.read_bytes() == before
     code, _, _ = run(capsys, "cache", "split", converted, "-o", tmp_path / "seeded.h5", "--seed", "5")
@@ -248,3 +250,152 @@ def test_real_bbh_info_shows_every_task_with_the_baselines(tmp_path: Path, capsy
     reference = json.loads((BBH_DATA / "reference_accuracy.json").read_text(encoding="utf-8"))
     rows = {line.split()[0]: line.split() for line in lines[lines.index(header) + 2 :] if line.split()}
     assert set(reference) <= set(rows) and all(len(rows[task]) == 3 + 5 + 4 for task in reference)
+
+
+# -- validation split, question text, features ---------------------------------------------------------------
+
+
+def test_from_lm_eval_validation_fraction_and_text_features(
+    samples: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("sklearn")
+    out = tmp_path / "featured.h5"
+    code, text, err = run(
+        capsys, "cache", "from-lm-eval", samples, "-o", out, "--validation-fraction", "0.5", "--features", "text",
+        "--n-features", "2",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "split 3 train, 2 test, 4 validation; question text, 2 features (text-tfidf-svd)" in text
+    cache = load_cache(out)
+    assert cache.split.tolist() == [0, 0, 2, 2, 1, 0, 2, 2, 1]  # per task by doc_id (tests/test_convert.py)
+    assert cache.question_text is not None and cache.question_text[0] == "suite_colors question 0"
+    assert cache.features is not None and cache.features.shape == (9, 2) and cache.features.dtype == np.float32
+    assert cache.feature_kind == "text-tfidf-svd" and cache.feature_names == ("text_svd_0", "text_svd_1")
+    code, text, _ = run(capsys, "cache", "info", out)
+    assert code == 0 and "  question text: yes; features: 2 (text-tfidf-svd)\n" in text
+    # 3 train questions: 3 features cannot be fitted; nothing is written
+    code, _, err = run(capsys, "cache", "from-lm-eval", samples, "-o", tmp_path / "x.h5", "--validation-fraction",
+                       "0.5", "--features", "text", "--n-features", "3")  # fmt: skip
+    assert code == 2 and "n_features=3 needs more questions to fit on than features, got 3" in err
+    code, _, err = run(capsys, "cache", "from-lm-eval", samples, "-o", tmp_path / "x.h5", "--n-features", "3")
+    assert code == 2 and "--n-features goes with --features text" in err
+    assert not (tmp_path / "x.h5").exists()
+
+
+def test_features_from_text_and_from_a_file(
+    converted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("sklearn")
+    before = converted.read_bytes()
+    code, text, err = run(capsys, "cache", "features", converted, "--from", "text", "--n-features", "3", "-o",
+                          tmp_path / "t.h5")  # fmt: skip
+    assert code == 0, err
+    assert (
+        text == f"wrote {tmp_path / 't.h5'}: 9 questions x 2 models, 2 tasks, 2-4 choices; split 7 train, "
+        "2 test, 0 validation; question text, 3 features (text-tfidf-svd)\n"
+    )
+    from_text = load_cache(tmp_path / "t.h5")
+    assert from_text.features.shape == (9, 3)  # type: ignore[union-attr]
+    again = tmp_path / "again.h5"
+    assert run(capsys, "cache", "features", converted, "--from", "text", "--n-features", "3", "-o", again)[0] == 0
+    np.testing.assert_array_equal(load_cache(again).features, from_text.features)  # deterministic
+    np.save(tmp_path / "emb.npy", np.arange(18, dtype=np.float64).reshape(9, 2))
+    code, _, err = run(capsys, "cache", "features", tmp_path / "t.h5", "--from", tmp_path / "emb.npy", "--kind", "emb",
+                       "-o", tmp_path / "e.h5")  # fmt: skip
+    assert code == 0, err
+    replaced = load_cache(tmp_path / "e.h5")
+    assert replaced.features.dtype == np.float32 and replaced.features.tolist()[1] == [2.0, 3.0]  # type: ignore
+    assert replaced.feature_kind == "emb" and replaced.feature_names is None
+    assert "features: 2 from emb.npy" in replaced.source and str(tmp_path) not in replaced.source
+    assert converted.read_bytes() == before  # the input is only read
+
+
+@pytest.mark.parametrize(
+    ("array", "message"),
+    [
+        (np.zeros((8, 2)), r"emb.npy: shape (8, 2) is not (Q, F) with Q=9"),
+        (np.where(np.arange(18).reshape(9, 2) == 5, np.nan, 1.0), "emb.npy: question 2, column 1: the value nan"),
+    ],
+)
+def test_bad_feature_file_leaves_no_output(
+    converted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], array: np.ndarray, message: str
+) -> None:
+    np.save(tmp_path / "emb.npy", array)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    code, out, err = run(capsys, "cache", "features", converted, "--from", tmp_path / "emb.npy", "-o", out_dir / "f.h5")
+    assert code == 2 and out == "" and message in err
+    assert list(out_dir.iterdir()) == []
+
+
+def test_features_refusals(
+    converted: Path, tiny_cache: LogitCache, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    no_text = save_cache(tmp_path / "no_text.h5", tiny_cache)
+    cases = [
+        ((no_text, "--from", "text"), "field 'question_text': missing"),
+        ((converted, "--from", "emb.csv"), "--from: expected 'text' or a .npy file, got"),
+        ((converted, "--from", tmp_path / "absent.npy"), "absent.npy: no such feature file"),
+        ((converted, "--from", tmp_path / "x.npy", "--n-features", "2"), "--n-features goes with --from text"),
+        ((converted, "--from", "text", "--kind", "k"), "--kind goes with --from FILE.npy"),
+    ]
+    for arguments, message in cases:
+        code, _, err = run(capsys, "cache", "features", *arguments, "-o", tmp_path / "out.h5")
+        assert code == 2 and message in err, (arguments, err)
+    code, _, err = run(capsys, "cache", "features", converted, "--from", "text", "-o", converted)
+    assert code == 2 and "would overwrite the input" in err
+    assert not (tmp_path / "out.h5").exists()
+
+
+def test_features_without_scikit_learn(
+    converted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for module in ("sklearn", "sklearn.decomposition", "sklearn.feature_extraction.text"):
+        monkeypatch.setitem(sys.modules, module, None)
+    code, _, err = run(
+        capsys, "cache", "features", converted, "--from", "text", "--n-features", "2", "-o", tmp_path / "f.h5"
+    )
+    assert code == 2 and 'pip install "ensemble-env[data]"' in err and err.startswith("ensemble-env cache features:")
+    assert not (tmp_path / "f.h5").exists()
+
+
+def test_commands_take_built_in_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "cache", "info", "bbh5", "--split", "test")
+    assert code == 0 and "4000 questions, 5 models, 16 tasks" in out
+    assert "  question text: yes; features: 64 (text-tfidf-svd)\n" in out
+    code, out, _ = run(capsys, "cache", "validate", "toy8", "bbh5")
+    assert code == 0 and out.startswith("ok toy8: 3136 questions x 8 models") and "\nok bbh5: 4000 questions" in out
+    code, out, _ = run(capsys, "cache", "split", "toy8", "-o", tmp_path / "toy.h5", "--validation-fraction", "0.25")
+    assert code == 0 and load_cache(tmp_path / "toy.h5").n_questions == 3136
+    code, _, err = run(capsys, "cache", "info", "bbh6")
+    assert code == 2 and "not a built-in cache (the built-in caches are toy8, bbh5)" in err
+
+
+def test_split_warns_that_text_features_follow_the_old_train_split(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "cache", "split", "bbh5", "-o", tmp_path / "b.h5", "--test-fraction", "0.3")
+    assert code == 0 and "fitted on the old train split" in err and "cache features" in err
+
+
+@pytest.mark.slow
+def test_real_bbh_text_features_are_stored_and_reproducible(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if not (BBH_DATA / "reference_accuracy.json").is_file():
+        pytest.skip(f"the BBH samples are not at {BBH_DATA} (set ENSEMBLE_ENV_BBH_DATA to their folder)")
+    pytest.importorskip("sklearn")
+    before = digest(BBH_DATA)
+    caches = []
+    for name in ("one.h5", "two.h5"):
+        code, _, err = run(capsys, "cache", "from-lm-eval", BBH_DATA, "-o", tmp_path / name, "--validation-fraction",
+                           "0.2", "--features", "text")  # fmt: skip
+        assert code == 0, err
+        caches.append(load_cache(tmp_path / name))
+    one, two = caches
+    assert digest(BBH_DATA) == before
+    np.testing.assert_array_equal(one.features, two.features)
+    assert one.features is not None and one.features.shape == (4000, 64) and np.isfinite(one.features).all()
+    assert (one.features.std(axis=0) > 0.1).all()  # no constant column
+    first = next((BBH_DATA / "google__gemma-7b").glob("samples_leaderboard_bbh_boolean_expressions_*.jsonl"))
+    inputs = [json.loads(line)["doc"]["input"] for line in first.read_text(encoding="utf-8").splitlines()]
+    assert one.question_text is not None and list(one.question_text[:250]) == inputs
+    assert {code: int((one.split == code).sum()) for code in (0, 1, 2)} == {0: 2560, 1: 800, 2: 640}

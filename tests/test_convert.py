@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +175,7 @@ def test_new_layout_converts_with_hand_checked_values(tmp_path: Path) -> None:
     assert cache.question_ids[0] == "hash-suite_colors-0" and cache.question_ids[8] == "hash-suite_numbers-3"
     assert cache.model_accuracy().tolist() == [6 / 9, 3 / 9]
     assert "last 0.2 by doc_id" in cache.source
+    assert cache.question_text == tuple(f"{task} question {d}" for task in TASKS for d, _, _ in TASKS[task])
     assert digest(run) == before  # inputs are only read
 
 
@@ -183,6 +185,7 @@ def test_old_layout_converts_to_the_same_cache(tmp_path: Path) -> None:
     for name in ("scores", "labels", "n_choices", "tasks", "split"):
         np.testing.assert_array_equal(getattr(old, name), getattr(new, name))
     assert old.models == new.models and old.task_names == new.task_names
+    assert old.question_text == new.question_text  # doc["question"] in both layouts
     # no doc_hash in the old layout: "<task>/<doc_id>"
     assert old.question_ids is not None and old.question_ids[:2] == ("colors/0", "colors/1")
 
@@ -331,14 +334,27 @@ def test_seeded_split_is_random_per_task_and_reproducible() -> None:
     assert first.tolist() != split_by_task(tasks, 0.25).tolist()
 
 
-def test_validation_fraction_and_bad_fractions() -> None:
-    codes = split_by_task(np.zeros(10, dtype=np.int64), 0.2, validation_fraction=0.3)
-    assert codes.tolist() == [0] * 5 + [2] * 3 + [1] * 2
-    for bad in (-0.1, 1.5, math.nan, "0.2"):
-        with pytest.raises(ValueError, match="test_fraction must be a number in"):
-            split_by_task(np.zeros(3, dtype=np.int64), bad)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="must be at most 1"):
-        split_by_task(np.zeros(3, dtype=np.int64), 0.6, validation_fraction=0.5)
+def test_validation_is_carved_out_of_train_per_task() -> None:
+    tasks = np.repeat([0, 1, 2], [250, 10, 7])
+    codes = split_by_task(tasks, 0.2, validation_fraction=0.2)
+    # 250: floor(0.8 * 250) = 200 not test, floor(0.8 * 200) = 160 train, 40 validation, 50 test
+    assert codes[:250].tolist() == [0] * 160 + [2] * 40 + [1] * 50
+    assert codes[250:260].tolist() == [0] * 6 + [2] * 2 + [1] * 2  # 10: 8 not test, floor(6.4) = 6 train
+    assert codes[260:].tolist() == [0] * 4 + [2] * 1 + [1] * 2  # 7: floor(5.6) = 5 not test, floor(4.0) = 4 train
+    # the test questions do not move when a validation split is carved out
+    assert ((codes == 1) == (split_by_task(tasks, 0.2) == 1)).all()
+    # exact decimals: 100 -> 90 not test -> floor(0.7 * 90) = 63 train, although (1 - 0.3) * 90 is 62.99... as floats
+    assert (split_by_task(np.zeros(100, dtype=np.int64), 0.1, validation_fraction=0.3) == 0).sum() == 63
+    assert split_by_task(np.zeros(5, dtype=np.int64), 0.0, validation_fraction=1.0).tolist() == [2] * 5
+    seeded = split_by_task(tasks, 0.2, validation_fraction=0.2, seed=4)
+    assert [int((seeded[tasks == 0] == code).sum()) for code in (0, 2, 1)] == [160, 40, 50]
+    assert seeded.tolist() == split_by_task(tasks, 0.2, validation_fraction=0.2, seed=4).tolist()
+
+
+def test_bad_fractions_and_seeds() -> None:
+    for name, bad in [(name, value) for name in ("test", "validation") for value in (-0.1, 1.5, math.nan, "0.2")]:
+        with pytest.raises(ValueError, match=f"{name}_fraction must be a number in"):
+            split_by_task(np.zeros(3, dtype=np.int64), **{f"{name}_fraction": bad})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="seed must be an integer"):
         split_by_task(np.zeros(3, dtype=np.int64), 0.2, seed=1.5)  # type: ignore[arg-type]
 
@@ -346,9 +362,58 @@ def test_validation_fraction_and_bad_fractions() -> None:
 def test_converter_split_options(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run")
     assert from_lm_eval([run], test_fraction=0.5).split.tolist() == [0, 0, 1, 1, 1, 0, 0, 1, 1]
+    # per task by doc_id: colors 5 -> 4 not test -> 2 train, 2 validation; numbers 4 -> 3 -> 1 train, 2 validation
+    carved = from_lm_eval([run], validation_fraction=0.5)
+    assert carved.split.tolist() == [0, 0, 2, 2, 1, 0, 2, 2, 1]
+    assert "last 0.2 by doc_id is test, last 0.5 of the rest by doc_id is validation" in carved.source
+    with pytest.raises(ValueError, match="validation_fraction must be a number in"):
+        from_lm_eval([tmp_path / "absent"], validation_fraction=2.0)  # checked before any file is read
     seeded = from_lm_eval([run], split_seed=3)
     assert seeded.split.tolist() == from_lm_eval([run], split_seed=3).split.tolist()
     assert (seeded.split == 1).sum() == 2 and "seed 3" in seeded.source
+
+
+# -- question text ---------------------------------------------------------------------------------------------------
+
+
+def test_question_text_from_doc_input_question_or_context(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    for model in MODELS:
+        rows = records(model, "suite_colors")
+        rows[0]["doc"] = {"input": "the BBH input", "question": "not this one"}
+        rows[1]["doc"] = {"query": "a query"}
+        rows[2]["doc"] = {"input": 5, "text": "no known field"}  # not a string: the context is used
+        del rows[3]["doc"]
+        write_samples(run / model, model, "suite_colors", rows)
+    texts = from_lm_eval([run]).question_text
+    assert texts is not None
+    assert texts[:5] == ("the BBH input", "a query", "Q2\nA:", "Q3\nA:", "suite_colors question 4")
+    samples = read_samples(next((run / "org__alpha").glob("samples_suite_colors_*.jsonl")))
+    assert [sample.text for sample in samples][:2] == ["the BBH input", "a query"]
+
+
+def test_question_text_of_the_first_model_when_the_models_differ(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    rows = records("org__beta", "suite_numbers")
+    rows[2]["doc"]["question"] = "beta's wording"
+    write_samples(run / "org__beta", "org__beta", "suite_numbers", rows)
+    assert from_lm_eval([run]).question_text[7] == "suite_numbers question 2"  # type: ignore[index]
+    flipped = from_lm_eval([run / "org__beta", run / "org__alpha"])
+    assert flipped.question_text[7] == "beta's wording"  # type: ignore[index]
+
+
+def test_question_text_errors_name_the_line(tmp_path: Path) -> None:
+    rows = records("org__alpha", "suite_colors")
+    rows[1]["doc"] = {"question": "nul \x00 inside"}
+    path = write_samples(tmp_path, "org__alpha", "suite_colors", rows)
+    with pytest.raises(ConversionError, match=f"{re.escape(str(path))}, line 2: field 'doc': .* NUL character"):
+        read_samples(path)
+    rows = records("org__alpha", "suite_colors")
+    del rows[0]["doc"]
+    rows[0]["arguments"]["gen_args_0"]["arg_0"] = ["not", "text"]
+    path = write_samples(tmp_path, "org__alpha", "suite_colors", rows)
+    with pytest.raises(ConversionError, match="line 1: field 'arguments': request 0: the context must be a string"):
+        read_samples(path)
 
 
 # -- task names ------------------------------------------------------------------------------------------------------
@@ -687,6 +752,23 @@ def test_from_npz_and_npy(tmp_path: Path) -> None:
     np.savez(npz, scores=SCORES, labels=np.array([0, 1, 1]), models=np.array(["a", None], dtype=object))
     with pytest.raises(ConversionError, match=r"pool\.npz: field 'models': cannot be read without pickle"):
         from_array_files(npz, score_kind="prob")
+
+
+def test_from_npz_with_question_text_and_features(tmp_path: Path) -> None:
+    npz = tmp_path / "pool.npz"
+    texts = np.array(["first question", "zweite Frage", ""])
+    features = np.arange(6, dtype=np.float32).reshape(3, 2)
+    names = np.array(["f0", "f1"])
+    common = {"scores": SCORES, "labels": np.array([0, 1, 1]), "models": np.array(["a", "b"]), "features": features}
+    np.savez(npz, **common, question_text=texts, feature_names=names)
+    cache = from_array_files(npz, score_kind="prob")
+    assert cache.question_text == ("first question", "zweite Frage", "")
+    assert cache.feature_names == ("f0", "f1") and cache.features.tolist() == features.tolist()  # type: ignore
+    np.savez(npz, **common, question_text=np.array(["only one"]))
+    with pytest.raises(ValueError, match=r"pool\.npz: field 'question_text': has 1 entries, expected 3"):
+        from_array_files(npz, score_kind="prob")
+    with pytest.raises(ConversionError, match="question_text must be a list of strings, got the string 'abc'"):
+        from_arrays(SCORES, [0, 1, 1], ["a", "b"], score_kind="prob", question_text="abc")
 
 
 def test_from_csv_with_header_padding_and_tasks(tmp_path: Path) -> None:

@@ -2,8 +2,8 @@
 
 A *logit cache* stores, for Q questions, N models and up to C answer choices, each model's score of each
 choice (``scores``, shape (Q, N, C)), the gold ``labels`` and the model names, plus optional task, split,
-cost and feature arrays. The format is documented in ``docs/cache-format.md``; this module is the only place
-in the package that touches HDF5.
+cost and feature arrays and the question texts. The format is documented in ``docs/cache-format.md``; this
+module is the only place in the package that touches HDF5.
 
 - :func:`load_cache` reads and validates a file and returns a :class:`LogitCache`.
 - :func:`save_cache` writes one atomically (temporary file in the same folder, then rename).
@@ -26,12 +26,12 @@ Every rule violation raises :class:`CacheError` (a :class:`ValueError`) whose me
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ __all__ = [
     "SPLIT_CHOICES",
     "CacheError",
     "LogitCache",
+    "atomic_path",
     "default_cache_path",
     "load_cache",
     "load_default_cache",
@@ -61,6 +62,9 @@ SPLIT_CHOICES = (*SPLITS, "all")
 #: tolerance above 1 accepted for ``prob`` (and above 0 for ``logprob``) scores, from float16 rounding
 _PROB_TOLERANCE = 1e-3
 _CHUNK = 65536  # questions per chunk when computing probabilities (bounds temporary memory)
+#: compressed question texts are stored as fixed-length UTF-8 strings (HDF5 cannot compress variable-length
+#: ones) when the padded array (questions x longest text in bytes) stays under this size
+_FIXED_TEXT_BYTES = 64 * 2**20
 
 
 class CacheError(ValueError):
@@ -102,26 +106,44 @@ def _as_float_array(path: str, name: str, value: Any) -> np.ndarray:
     return array
 
 
-def _as_names(path: str, name: str, value: Any, length: int | None) -> tuple[str, ...]:
+def _as_names(path: str, name: str, value: Any, length: int | None, entry: str = "entry") -> tuple[str, ...]:
+    """A tuple of strings (bytes decoded as UTF-8); ``entry`` names an item in errors ("entry 3", "question 3")."""
     if isinstance(value, str):
-        raise _fail(path, name, f"must be a sequence of strings, got the single string {value!r}")
+        raise _fail(path, name, f"must be a sequence of strings, got the single string {_show(value)}")
     try:
         items = value.reshape(-1).tolist() if isinstance(value, np.ndarray) else list(value)
     except TypeError as error:
         raise _fail(path, name, f"must be a sequence of strings, got {type(value).__name__} {value!r}") from error
     names = []
-    for item in items:
+    for index, item in enumerate(items):
         if isinstance(item, bytes):
             try:
                 item = item.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise _fail(path, name, f"entry {item!r} is not valid UTF-8") from error
+                raise _fail(path, name, f"{entry} {index}: {_show(item)} is not valid UTF-8") from error
         if not isinstance(item, str | np.str_):
-            raise _fail(path, name, f"entries must be strings, got {type(item).__name__} {item!r}")
+            raise _fail(path, name, f"entries must be strings, {entry} {index} is {type(item).__name__} {item!r}")
         names.append(str(item))
     if length is not None and len(names) != length:
         raise _fail(path, name, f"has {len(names)} entries, expected {length}")
     return tuple(names)
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters (for messages; the converters use it too)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _as_texts(path: str, value: Any, n_questions: int) -> tuple[str, ...]:
+    """The question texts: one string per question, without NUL characters (HDF5 strings cannot hold them)."""
+    texts = _as_names(path, "question_text", value, n_questions, entry="question")
+    for index, text in enumerate(texts):
+        if "\x00" in text:
+            raise _fail(
+                path, "question_text", f"question {index}: {_show(text)} holds a NUL character (HDF5 cannot store it)"
+            )
+    return texts
 
 
 def _unique_names(path: str, name: str, names: tuple[str, ...]) -> None:
@@ -161,7 +183,13 @@ class LogitCache:
     costs
         (N,) or (Q, N) non-negative cost of asking a model (optional).
     features
-        (Q, F) per-question features (optional).
+        (Q, F) finite float per-question features for routing, computed from the question alone (optional).
+    feature_names
+        F names of the feature columns (optional, only with ``features``).
+    feature_kind
+        How the features were made, e.g. ``"text-tfidf-svd"`` (optional, only with ``features``).
+    question_text
+        Q strings: each question as the models saw it, without few-shot examples (optional).
     source
         Free text: where the scores came from.
     path
@@ -184,6 +212,9 @@ class LogitCache:
     question_ids: tuple[str, ...] | None = None
     costs: np.ndarray | None = None
     features: np.ndarray | None = None
+    feature_names: tuple[str, ...] | None = None
+    feature_kind: str = ""
+    question_text: tuple[str, ...] | None = None
     source: str = ""
     path: str = "<memory>"
     probs: np.ndarray = field(init=False, repr=False)
@@ -272,14 +303,9 @@ class LogitCache:
                 raise _fail(path, "costs", "must be finite and non-negative")
             put("costs", _readonly(costs))
 
-        if self.features is not None:
-            features = _as_float_array(path, "features", self.features)
-            if features.ndim != 2 or features.shape[0] != n_questions:
-                raise _fail(path, "features", f"shape {features.shape} is not (Q, F) with Q={n_questions}")
-            if not np.all(np.isfinite(features)):
-                q = int(np.argwhere(~np.isfinite(features))[0, 0])
-                raise _fail(path, "features", f"question {q} has a non-finite feature")
-            put("features", _readonly(features))
+        self._check_features(put, n_questions)
+        if self.question_text is not None:
+            put("question_text", _as_texts(path, self.question_text, n_questions))
 
         valid = np.arange(max_choices)[None, :] < n_choices[:, None]  # (Q, C)
         self._check_scores(valid)
@@ -287,6 +313,30 @@ class LogitCache:
         put("probs", _readonly(probs))
         put("preds", _readonly(preds))
         put("correct", _readonly(preds == labels[:, None]))
+
+    def _check_features(self, put: Callable[[str, Any], None], n_questions: int) -> None:
+        path = self.path
+        if not isinstance(self.feature_kind, str):
+            raise _fail(path, "feature_kind", f"must be a string, got {type(self.feature_kind).__name__}")
+        if self.features is None:
+            for name in ("feature_names", "feature_kind"):
+                if getattr(self, name):
+                    raise _fail(path, name, "is given without 'features'")
+            put("feature_names", None)
+            return
+        features = _as_float_array(path, "features", self.features)
+        if features.ndim != 2 or features.shape[0] != n_questions:
+            raise _fail(path, "features", f"shape {features.shape} is not (Q, F) with Q={n_questions}")
+        if features.shape[1] < 1:
+            raise _fail(path, "features", f"shape {features.shape} has no feature column (F = 0)")
+        if not np.all(np.isfinite(features)):
+            q, f = np.argwhere(~np.isfinite(features))[0]
+            raise _fail(path, "features", f"question {q} has a non-finite feature {features[q, f]} (column {f})")
+        put("features", _readonly(features))
+        if self.feature_names is not None:
+            names = _as_names(path, "feature_names", self.feature_names, features.shape[1])
+            _unique_names(path, "feature_names", names)
+            put("feature_names", names)
 
     def _check_scores(self, valid: np.ndarray) -> None:
         scores, path = self.scores, self.path
@@ -410,6 +460,9 @@ class LogitCache:
             question_ids=None if self.question_ids is None else tuple(self.question_ids[i] for i in index),
             costs=costs,
             features=None if self.features is None else pick(self.features),
+            feature_names=self.feature_names,
+            feature_kind=self.feature_kind,
+            question_text=None if self.question_text is None else tuple(self.question_text[i] for i in index),
             source=self.source,
             path=self.path,
         )
@@ -424,8 +477,8 @@ class LogitCache:
 
 # -- HDF5 --------------------------------------------------------------------------------------------
 
-_OPTIONAL_DATASETS = ("n_choices", "tasks", "task_names", "split", "question_ids", "costs", "features")
-_STRING_DATASETS = ("models", "task_names", "question_ids")
+_OPTIONAL_DATASETS = ("n_choices", "tasks", "task_names", "split", "question_ids", "costs", "features", "question_text")
+_STRING_DATASETS = ("models", "task_names", "question_ids", "question_text")
 
 
 def _read_dataset(h5file: Any, path: str, name: str) -> Any:
@@ -468,6 +521,27 @@ def _read_attr(h5file: Any, path: str, name: str, required: bool) -> Any:
     return value
 
 
+def _read_feature_attributes(node: Any, path: str) -> dict[str, Any]:
+    """``feature_names`` ((F,) strings) and ``feature_kind`` (a string): attributes of the ``features`` dataset."""
+    found: dict[str, Any] = {}
+    if "feature_names" in node.attrs:
+        value = node.attrs["feature_names"]
+        if not isinstance(value, np.ndarray) or value.ndim != 1:
+            raise _fail(path, "feature_names", f"attribute of 'features' must be a 1-D array of strings, got {value!r}")
+        found["feature_names"] = value
+    if "feature_kind" in node.attrs:
+        value = node.attrs["feature_kind"]
+        if isinstance(value, bytes):
+            try:
+                value = value.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise _fail(path, "feature_kind", "attribute of 'features' is not valid UTF-8") from error
+        if not isinstance(value, str):
+            raise _fail(path, "feature_kind", f"attribute of 'features' must be a string, got {value!r}")
+        found["feature_kind"] = value
+    return found
+
+
 def load_cache(path: str | os.PathLike[str]) -> LogitCache:
     """Read and validate a logit cache file.
 
@@ -506,6 +580,8 @@ def load_cache(path: str | os.PathLike[str]) -> LogitCache:
             for dataset in _OPTIONAL_DATASETS:
                 if dataset in h5file:
                     arrays[dataset] = _read_dataset(h5file, name, dataset)
+            if "features" in arrays:
+                arrays.update(_read_feature_attributes(h5file["features"], name))
     except OSError as error:
         raise CacheError(f"{name}: cannot be read as HDF5 ({error})") from error
     return LogitCache(score_kind=str(score_kind), source="" if source is None else str(source), path=name, **arrays)
@@ -519,13 +595,8 @@ def save_cache(path: str | os.PathLike[str], cache: LogitCache, *, compression: 
     """
     import h5py
 
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise FileNotFoundError(f"{target.parent}: folder does not exist (cannot write {target.name})")
     strings = h5py.string_dtype("utf-8")
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(handle)
-    try:
+    with atomic_path(path) as temporary:
         with h5py.File(temporary, "w") as h5file:
             h5file.attrs["format"] = FORMAT_NAME
             h5file.attrs["format_version"] = FORMAT_VERSION
@@ -544,23 +615,67 @@ def save_cache(path: str | os.PathLike[str], cache: LogitCache, *, compression: 
             if cache.costs is not None:
                 h5file.create_dataset("costs", data=cache.costs)
             if cache.features is not None:
-                h5file.create_dataset("features", data=cache.features, compression=compression)
+                node = h5file.create_dataset("features", data=cache.features, compression=compression)
+                if cache.feature_names is not None:
+                    node.attrs.create("feature_names", list(cache.feature_names), dtype=strings)
+                if cache.feature_kind:
+                    node.attrs["feature_kind"] = cache.feature_kind
+            if cache.question_text is not None:
+                _write_texts(h5file, "question_text", cache.question_text, compression)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary path in the folder of ``path`` to write to; renamed to ``path`` when the block ends
+    normally (with the usual permissions for the umask), removed when it raises.
+
+    The folder must exist (FileNotFoundError otherwise). An existing file at ``path`` is replaced only once
+    the new one is complete, so a failure never leaves a partial file.
+    """
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise FileNotFoundError(f"{target.parent}: folder does not exist (cannot write {target.name})")
+    handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(handle)
+    temporary = Path(name)
+    try:
+        yield temporary
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(temporary, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
         os.replace(temporary, target)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
-    return target
+
+
+def _write_texts(h5file: Any, name: str, texts: Sequence[str], compression: str | None) -> None:
+    """A (Q,) UTF-8 string dataset: fixed-length (compressible) when compressing and the padding stays small.
+
+    The texts hold no NUL character (checked by :class:`LogitCache`), so the NUL padding of fixed-length
+    strings reads back exactly.
+    """
+    import h5py
+
+    encoded = [text.encode("utf-8") for text in texts]
+    width = max(1, *(len(item) for item in encoded))
+    if compression is not None and len(encoded) * width <= _FIXED_TEXT_BYTES:
+        fixed = h5py.string_dtype("utf-8", width)
+        h5file.create_dataset(name, data=np.array(encoded, dtype=fixed), compression=compression)
+    else:
+        h5file.create_dataset(name, data=list(texts), dtype=h5py.string_dtype("utf-8"))
 
 
 def default_cache_path() -> Path:
-    """Path of the cache embedded in the package (scikit-learn classifiers on scikit-learn datasets)."""
-    return Path(str(resources.files("ensemble_env") / "data" / "default_cache.h5"))
+    """Path of the default built-in cache (:data:`ensemble_env.datasets.DEFAULT`)."""
+    from ensemble_env import datasets
+
+    return datasets.path(datasets.DEFAULT)
 
 
-@functools.lru_cache(maxsize=1)
 def load_default_cache() -> LogitCache:
-    """The embedded default cache, loaded once per process (its arrays are read-only)."""
-    return load_cache(default_cache_path())
+    """The default built-in cache, loaded once per process (its arrays are read-only)."""
+    from ensemble_env import datasets
+
+    return datasets.load(datasets.DEFAULT)

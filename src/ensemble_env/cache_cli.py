@@ -1,4 +1,4 @@
-"""The ``ensemble-env cache`` command group: build, check, summarise, re-split and plot logit caches.
+"""The ``ensemble-env cache`` command group: build, check, summarise, re-split, add features to and plot caches.
 
 - ``cache from-lm-eval PATH... -o OUT.h5``: lm-evaluation-harness samples files to a cache
   (:func:`ensemble_env.convert.from_lm_eval`).
@@ -7,9 +7,13 @@
 - ``cache info CACHE [--json]``: sizes and per-task accuracies with the baselines (:mod:`ensemble_env.report`).
 - ``cache validate CACHE...``: read and check files against the format.
 - ``cache split CACHE -o OUT.h5``: a copy with a new train/validation/test split.
+- ``cache features CACHE --from text|FILE.npy -o OUT.h5``: a copy with new per-question features
+  (:mod:`ensemble_env.features`).
 - ``cache plot CACHE -o DIR``: PNGs of accuracy by task, error correlation, teams by size (needs matplotlib).
 
-:func:`register` adds the group to the ``ensemble-env`` parser (see ``COMMAND_MODULES`` in
+A ``CACHE`` argument is a file or the name of a built-in cache (:func:`ensemble_env.datasets.resolve`).
+
+:func:`register` adds the group to the ``ensemble-env`` parser (the ``ensemble_env.commands`` entry point, see
 :mod:`ensemble_env.cli`). Caches are written with :func:`ensemble_env.cache.save_cache` (atomic).
 """
 
@@ -23,8 +27,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from ensemble_env.cache import SCORE_KINDS, SPLITS, LogitCache, load_cache, save_cache
-from ensemble_env.convert import NORMALIZATIONS, from_array_files, from_lm_eval, split_by_task
+from ensemble_env import datasets
+from ensemble_env.cache import SCORE_KINDS, SPLITS, LogitCache, save_cache
+from ensemble_env.convert import NORMALIZATIONS, describe_split, from_array_files, from_lm_eval, split_by_task
+from ensemble_env.features import (
+    DEFAULT_N_FEATURES,
+    INSTALL_HINT,
+    TEXT_FEATURE_KIND,
+    load_feature_file,
+    with_features,
+    with_text_features,
+)
 from ensemble_env.report import format_summary, plot_cache, summarize
 
 __all__ = ["ProgressBar", "register"]
@@ -76,11 +89,16 @@ def _names(values: list[str] | None) -> list[str] | None:
     return [name.strip() for value in values for name in value.split(",") if name.strip()]
 
 
-def _describe(path: Path, cache: LogitCache) -> str:
+def _describe(path: Path | str, cache: LogitCache) -> str:
     counts = ", ".join(f"{int((cache.split == code).sum())} {name}" for name, code in SPLITS.items())
+    extras = [] if cache.question_text is None else ["question text"]
+    if cache.features is not None:
+        kind = f" ({cache.feature_kind})" if cache.feature_kind else ""
+        extras.append(f"{cache.features.shape[1]} features{kind}")
     return (
         f"{path}: {cache.n_questions} questions x {cache.n_models} models, {cache.n_tasks} tasks, "
         f"{int(cache.n_choices.min())}-{cache.max_choices} choices; split {counts}"
+        + (f"; {', '.join(extras)}" if extras else "")
     )
 
 
@@ -93,12 +111,40 @@ def _check_output(output: str, inputs: list[str]) -> Path:
     return target
 
 
+def _load_input(name: str, output: str, other_inputs: tuple[str, ...] = ()) -> tuple[LogitCache, Path]:
+    """The cache named by a CACHE argument (a file or a built-in name) and the output path, refused when it is
+    one of the inputs."""
+    cache = datasets.resolve(name)
+    return cache, _check_output(output, [name, cache.path, *other_inputs])
+
+
+def _needs_extra(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``run``, reporting a missing optional dependency (its message says what to install) with exit status 2."""
+
+    def guarded(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except ModuleNotFoundError as error:
+            print(f"ensemble-env cache {args.cache_command}: error: {error}", file=sys.stderr)
+            return 2
+
+    return guarded
+
+
+def _n_features(args: argparse.Namespace) -> int:
+    return DEFAULT_N_FEATURES if args.n_features is None else int(args.n_features)
+
+
+@_needs_extra
 def _from_lm_eval(args: argparse.Namespace) -> int:
     output = Path(args.output)
+    if args.n_features is not None and args.features != "text":
+        raise ValueError("--n-features goes with --features text")
     cache = from_lm_eval(
         args.paths,
         tasks=_names(args.tasks),
         test_fraction=args.test_fraction,
+        validation_fraction=args.validation_fraction,
         split_seed=args.split_seed,
         normalize=args.normalize,
         strip_prefix=args.strip_prefix,
@@ -106,6 +152,8 @@ def _from_lm_eval(args: argparse.Namespace) -> int:
         progress=ProgressBar("reading samples", enabled=args.progress),
         notify=_note,
     )
+    if args.features == "text":
+        cache = with_text_features(cache, _n_features(args))
     save_cache(output, cache)
     print(f"wrote {_describe(output, cache)}")
     print(f"  tasks: {', '.join(cache.task_names)}")
@@ -130,7 +178,7 @@ def _from_arrays(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    summary = summarize(load_cache(args.cache), args.split, args.train_split)
+    summary = summarize(datasets.resolve(args.cache), args.split, args.train_split)
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
     return 0
 
@@ -139,37 +187,58 @@ def _validate(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.caches:
         try:
-            cache = load_cache(path)
+            cache = datasets.resolve(path)
         except (ValueError, FileNotFoundError) as error:
             print(f"INVALID {error}", file=sys.stderr)
             failed += 1
             continue
-        print(f"ok {_describe(Path(path), cache)}")
+        print(f"ok {_describe(path, cache)}")
     return 2 if failed else 0
 
 
 def _split(args: argparse.Namespace) -> int:
-    output = _check_output(args.output, [args.cache])
-    cache = load_cache(args.cache)
+    cache, output = _load_input(args.cache, args.output)
     split = split_by_task(cache.tasks, args.test_fraction, validation_fraction=args.validation_fraction, seed=args.seed)
-    rule = f"seeded random (seed {args.seed})" if args.seed is not None else "in cache order, the last"
-    note = f"re-split per task: {rule} {args.test_fraction} test, {args.validation_fraction} validation"
+    note = "re-" + describe_split(args.test_fraction, args.validation_fraction, args.seed, order="in cache order")
     source = f"{cache.source}; {note}" if cache.source else note
     resplit = dataclasses.replace(cache, split=split, source=source, path="<memory>")
+    if resplit.feature_kind == TEXT_FEATURE_KIND:
+        _note(
+            f"note: the {TEXT_FEATURE_KIND} features were fitted on the old train split; recompute them on the new "
+            f"one with: ensemble-env cache features {output} --from text -o OUT.h5"
+        )
     save_cache(output, resplit)
     print(f"wrote {_describe(output, resplit)}")
     return 0
 
 
+@_needs_extra
+def _features(args: argparse.Namespace) -> int:
+    if args.source == "text":
+        if args.kind:
+            raise ValueError("--kind goes with --from FILE.npy (text features are of kind text-tfidf-svd)")
+        cache, output = _load_input(args.cache, args.output)
+        updated = with_text_features(cache, _n_features(args), seed=args.seed)
+    elif args.source.lower().endswith(".npy"):
+        if args.n_features is not None:
+            raise ValueError("--n-features goes with --from text (a file's features are stored as they are)")
+        cache, output = _load_input(args.cache, args.output, (args.source,))
+        features = load_feature_file(args.source, cache.n_questions)
+        note = f"features: {features.shape[1]} from {Path(args.source).name}"
+        updated = with_features(cache, features, kind=args.kind, note=note)
+    else:
+        raise ValueError(f"--from: expected 'text' or a .npy file, got {args.source!r}")
+    save_cache(output, updated)
+    print(f"wrote {_describe(output, updated)}")
+    return 0
+
+
+@_needs_extra
 def _plot(args: argparse.Namespace) -> int:
-    cache = load_cache(args.cache)
-    try:
-        written = plot_cache(
-            cache, args.output, split=args.split, max_teams_per_size=args.max_teams, seed=args.seed, dpi=args.dpi
-        )
-    except ModuleNotFoundError as error:
-        print(f"ensemble-env cache plot: error: {error}", file=sys.stderr)
-        return 2
+    cache = datasets.resolve(args.cache)
+    written = plot_cache(
+        cache, args.output, split=args.split, max_teams_per_size=args.max_teams, seed=args.seed, dpi=args.dpi
+    )
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -205,9 +274,10 @@ def register(commands: Any) -> None:
     """Add the ``cache`` command group to the ``ensemble-env`` sub-parsers ``commands``."""
     group = commands.add_parser(
         "cache",
-        help="build, check, summarise, re-split and plot logit caches",
+        help="build, check, summarise, re-split, add features to and plot logit caches",
         description="Build logit caches from what researchers have (lm-evaluation-harness samples, arrays), "
-        "check them, summarise them with the baselines, re-split and plot them.",
+        "check them, summarise them with the baselines, re-split them, add per-question features and plot "
+        "them. A CACHE argument is a file or a built-in cache: " + ", ".join(datasets.available()) + ".",
         epilog="examples:\n"
         "  ensemble-env cache from-lm-eval runs/ -o bbh.h5\n"
         "  ensemble-env cache info bbh.h5\n"
@@ -246,7 +316,18 @@ def register(commands: Any) -> None:
         help="per task, the last F of the questions by doc_id are test: n_train = floor((1 - F) n) (default 0.2)",
     )
     lm_eval.add_argument(
-        "--split-seed", type=int, default=None, metavar="S", help="a random test set per task, seeded, instead"
+        "--validation-fraction",
+        type=float,
+        default=0.0,
+        metavar="V",
+        help="per task, the last V of the train questions by doc_id become validation (default 0: none)",
+    )
+    lm_eval.add_argument(
+        "--split-seed",
+        type=int,
+        default=None,
+        metavar="S",
+        help="random test (and validation) sets of the same sizes per task, seeded, instead",
     )
     lm_eval.add_argument(
         "--normalize",
@@ -267,6 +348,20 @@ def register(commands: Any) -> None:
         action="store_true",
         help="keep only the questions every model answered with the same label and choices (prints the count "
         "dropped) instead of stopping with an error",
+    )
+    lm_eval.add_argument(
+        "--features",
+        choices=("text",),
+        default=None,
+        help="also compute per-question features: 'text' = TF-IDF of hashed word and character n-grams of the "
+        f"question text, reduced by SVD, fitted on the train split only (needs scikit-learn: {INSTALL_HINT})",
+    )
+    lm_eval.add_argument(
+        "--n-features",
+        type=_positive,
+        default=None,
+        metavar="F",
+        help=f"dimensions of --features text (default {DEFAULT_N_FEATURES})",
     )
     lm_eval.add_argument(
         "--progress",
@@ -308,7 +403,9 @@ def register(commands: Any) -> None:
         "accuracy, the plurality vote, the mean-probability vote, the best single model (chosen on the train "
         "split over all tasks) and the oracle (right when any model is).",
     )
-    info.add_argument("cache", metavar="CACHE")
+    info.add_argument(
+        "cache", metavar="CACHE", help="a cache file or a built-in name (" + ", ".join(datasets.available()) + ")"
+    )
     info.add_argument("--json", action="store_true", help="print the summary as JSON")
     info.add_argument("--split", default="all", choices=_SPLIT_CHOICES, help="questions to score (default all)")
     info.add_argument("--train-split", default="train", choices=_SPLIT_CHOICES, help="where best_single is chosen")
@@ -320,7 +417,7 @@ def register(commands: Any) -> None:
         "check cache files against the format",
         "Read each cache and check every rule of the format (docs/cache-format.md); exit status 2 if any fails.",
     )
-    validate.add_argument("caches", nargs="+", metavar="CACHE")
+    validate.add_argument("caches", nargs="+", metavar="CACHE", help="cache files or built-in names")
 
     split = _add(
         actions,
@@ -329,13 +426,51 @@ def register(commands: Any) -> None:
         "write a copy of a cache with a new train/validation/test split",
         "Assign a new split per task and write the cache to OUT (the input is left as it is). Without --seed "
         "each task's questions, in cache order (doc_id order for lm-eval caches), are train, then validation, "
-        "and the last --test-fraction is test; n_train = floor((1 - test - validation) n).",
+        "then test: the last --test-fraction F is test, n_not_test = floor((1 - F) n), and the last "
+        "--validation-fraction V of the rest is validation, n_train = floor((1 - V) n_not_test).",
     )
-    split.add_argument("cache", metavar="CACHE")
+    split.add_argument("cache", metavar="CACHE", help="a cache file or a built-in name")
     split.add_argument("-o", "--output", required=True, metavar="OUT.h5")
     split.add_argument("--test-fraction", type=float, default=0.2, metavar="F", help="default 0.2")
-    split.add_argument("--validation-fraction", type=float, default=0.0, metavar="F", help="default 0")
+    split.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=0.0,
+        metavar="V",
+        help="the last V of each task's train questions become validation (default 0)",
+    )
     split.add_argument("--seed", type=int, default=None, help="a seeded random split per task instead")
+
+    features = _add(
+        actions,
+        "features",
+        _features,
+        "write a copy of a cache with new per-question features",
+        "Add or replace the per-question features of a cache and write it to OUT (the input is left as it "
+        "is). --from text computes them from the cache's question_text: TF-IDF of hashed word 1-2-grams and "
+        "character 3-5-grams, TruncatedSVD to F dimensions, standardised; fitted on the train split only, "
+        f"seeded (needs scikit-learn: {INSTALL_HINT}). --from FILE.npy reads a (Q, F) array of finite numbers "
+        "(no pickle). Features are stored as float32.",
+        "examples:\n"
+        "  ensemble-env cache features bbh.h5 --from text -o bbh_features.h5\n"
+        "  ensemble-env cache features bbh5 --from embeddings.npy --kind sentence-embedding -o bbh5_emb.h5",
+    )
+    features.add_argument("cache", metavar="CACHE", help="a cache file or a built-in name")
+    features.add_argument(
+        "--from", dest="source", required=True, metavar="text|FILE.npy", help="'text' or a (Q, F) .npy file"
+    )
+    features.add_argument("-o", "--output", required=True, metavar="OUT.h5", help="the cache to write (atomically)")
+    features.add_argument(
+        "--n-features",
+        type=_positive,
+        default=None,
+        metavar="F",
+        help=f"dimensions of --from text (default {DEFAULT_N_FEATURES})",
+    )
+    features.add_argument("--seed", type=int, default=0, help="random_state of the SVD of --from text (default 0)")
+    features.add_argument(
+        "--kind", default="", help="with --from FILE.npy: how the features were made, stored as feature_kind"
+    )
 
     plot = _add(
         actions,
@@ -345,7 +480,7 @@ def register(commands: Any) -> None:
         "Write accuracy_by_task.png, error_correlation.png and teams_by_size.png into DIR (created if "
         "missing). Needs matplotlib: pip install 'ensemble-env[plot]'.",
     )
-    plot.add_argument("cache", metavar="CACHE")
+    plot.add_argument("cache", metavar="CACHE", help="a cache file or a built-in name")
     plot.add_argument("-o", "--output", required=True, metavar="DIR")
     plot.add_argument("--split", default="all", choices=_SPLIT_CHOICES, help="questions to plot (default all)")
     plot.add_argument(

@@ -94,8 +94,9 @@ def summarize(cache: LogitCache, split: str = "all", train_split: str = "train")
 
     Keys: ``path``, ``score_kind``, ``source``, ``n_questions``, ``n_models``, ``n_tasks``, ``max_choices``,
     ``models``, ``split``, ``train_split``, ``n_eval``, ``splits`` (questions per split name),
-    ``choice_counts`` (questions per choice count, keys as strings), ``best_single_model``, ``tasks`` (per
-    task with questions in ``split``: ``name``, ``n_questions``, ``n_eval`` (those in ``split``),
+    ``choice_counts`` (questions per choice count, keys as strings), ``question_text`` (whether the cache has
+    the question texts), ``features`` (None, or ``n_features``, ``kind`` and ``names``), ``best_single_model``,
+    ``tasks`` (per task with questions in ``split``: ``name``, ``n_questions``, ``n_eval`` (those in ``split``),
     ``n_choices`` [min, max], ``splits``, ``models`` and ``baselines`` accuracies on ``split``), ``macro``
     (unweighted mean over tasks) and ``overall`` (over every question of ``split``).
     """
@@ -140,6 +141,14 @@ def summarize(cache: LogitCache, split: str = "all", train_split: str = "train")
         "n_eval": int(questions.size),
         "splits": {split_names[code]: int((cache.split == code).sum()) for code in sorted(split_names)},
         "choice_counts": {str(count): int(counts[count]) for count in np.flatnonzero(counts)},
+        "question_text": cache.question_text is not None,
+        "features": None
+        if cache.features is None
+        else {
+            "n_features": int(cache.features.shape[1]),
+            "kind": cache.feature_kind,
+            "names": None if cache.feature_names is None else list(cache.feature_names),
+        },
         "best_single_model": None if best is None else best.info["model"],
         "tasks": tasks,
         "macro": _table_entry(results, lambda result: result.macro_accuracy(cache)),
@@ -172,6 +181,12 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"score_kind {summary['score_kind']!r}, splits: {splits}",
         f"  questions per choice count: {choices}",
     ]
+    features = summary["features"]
+    if features is not None or summary["question_text"]:
+        described = "none" if features is None else f"{features['n_features']}"
+        if features is not None and features["kind"]:
+            described += f" ({features['kind']})"
+        lines.append(f"  question text: {'yes' if summary['question_text'] else 'no'}; features: {described}")
     if summary["source"]:
         lines.append(f"  source: {summary['source']}")
     lines.append("  models:")
