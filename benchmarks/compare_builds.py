@@ -79,7 +79,8 @@ def throughput(trees: dict[str, Path], folder: Path, repeats: int, quick: bool) 
             [sys.executable, "-c", WORKER, str(HERE), str(steps), str(batch_steps)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=folder,
         )  # fmt: skip
-    names = next(json.loads(worker.stdout.readline()) for worker in workers.values())  # type: ignore[union-attr]
+    announced = [json.loads(worker.stdout.readline()) for worker in workers.values()]  # type: ignore[union-attr]
+    names = announced[0]  # every worker announces its measurement names first; read them all
     rates: dict[tuple[str, str], list[float]] = {(build, name): [] for build in trees for name in names}
     for _ in range(repeats):
         for name in names:

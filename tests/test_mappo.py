@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ensemble_mappo.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
+from ensemble_mappo.checkpoint import load_checkpoint, save_checkpoint, unpack_arrays  # noqa: E402
 from ensemble_mappo.config import TrainConfig, config_from_dict, field_docs, load_config  # noqa: E402
 from ensemble_mappo.networks import (  # noqa: E402
     CentralCritic,
@@ -27,6 +27,7 @@ from ensemble_mappo.ppo import bootstrap_values, clipped_policy_loss, clipped_va
 from ensemble_mappo.training import Agents, episode_plan, make_env, train  # noqa: E402
 
 from ensemble_env.cache import LogitCache, load_default_cache  # noqa: E402
+from ensemble_env.records import Counter  # noqa: E402
 
 
 # -- GAE ------------------------------------------------------------------------------------------------------
@@ -277,10 +278,12 @@ def test_resume_reproduces_uninterrupted_training(tmp_path: Path) -> None:
     cache = _default_cache()
     config = config_from_dict({**_TINY, "seed": 7})
     train(config, cache, tmp_path / "straight", progress=False)
-    # stop after 3 updates: mid-round (2 updates per 16-question episode), so resuming replays 8 steps
+    # stop after 3 updates: mid-round (2 updates per 16-question episode), so the copies are mid-episode
     train(config, cache, tmp_path / "resumed", progress=False, stop_after=3)
-    assert load_checkpoint(tmp_path / "resumed")["iteration"] == 3
-    assert load_checkpoint(tmp_path / "resumed")["replay"]["fusion"].shape == (8, 4)
+    checkpoint = load_checkpoint(tmp_path / "resumed")
+    assert checkpoint["iteration"] == 3
+    snapshot = unpack_arrays(checkpoint["env"], "env")
+    assert (snapshot["counters"][:, Counter.POS] == 8).all()  # 8 of the episode's 16 questions answered
     train(config, cache, tmp_path / "resumed", progress=False, resume=True)
     straight, resumed = _final_state(tmp_path / "straight"), _final_state(tmp_path / "resumed")
     assert straight.keys() == resumed.keys()

@@ -8,10 +8,10 @@ their own modules and are tested there.
 
 Episodes and exact resumption. Every copy plays episodes of the same length, cut so that they end on rollout
 boundaries; at the start of every *round* of episodes the trainer resets all copies with a seed drawn from
-(``seed``, round number). The engine keeps no serialisable state, so a checkpoint stores the actions played
-since the round began; resuming resets the copies with the round's seed and replays those actions, which
-rebuilds the environment exactly. Together with the networks, optimizers, value normaliser and the sampling
-generator, a resumed run produces the same numbers as an uninterrupted one.
+(``seed``, round number). A checkpoint stores the environment's snapshot
+(:meth:`~ensemble_env.engine.EnsembleVectorEnv.get_state`, see :func:`~ensemble_mappo.checkpoint.pack_arrays`);
+resuming restores it with ``set_state``. Together with the networks, optimizers, value normaliser and the
+sampling generator, a resumed run produces the same numbers as an uninterrupted one.
 
 Run directory: ``config.json`` (the config, the cache and the pool), ``progress.csv`` (one row per update,
 namespaced columns such as ``env/accuracy`` and ``losses/value_loss``), ``checkpoint.pt`` and, with
@@ -24,7 +24,7 @@ import csv
 import json
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ import ensemble_env
 from ensemble_env.cache import LogitCache
 from ensemble_env.engine import EnsembleVectorEnv
 from ensemble_env.policies import PluralityVote
-from ensemble_mappo.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
+from ensemble_mappo.checkpoint import CHECKPOINT_NAME, load_checkpoint, pack_arrays, save_checkpoint, unpack_arrays
 from ensemble_mappo.config import TrainConfig, config_from_dict
 from ensemble_mappo.networks import Actor, CentralCritic, DeciderActor, FusionActor, ValueNormalizer
 from ensemble_mappo.ppo import Rollout, bootstrap_values, compute_gae, ppo_update
@@ -194,12 +194,8 @@ def collect(
     obs: dict[str, np.ndarray],
     generator: torch.Generator,
     behaviour: Behaviour = Behaviour(),
-    on_actions: Callable[[np.ndarray, np.ndarray], None] | None = None,
 ) -> tuple[dict[str, np.ndarray], StepRecord]:
-    """Fill ``rollout`` with ``rollout.num_steps`` steps from ``obs``; return the next observations and a record.
-
-    ``on_actions(decider_bits, answers)`` sees every step's actions (the trainer keeps them for replay).
-    """
+    """Fill ``rollout`` with ``rollout.num_steps`` steps from ``obs``; return the next observations and a record."""
     num_steps, num_envs = rollout.rewards.shape
     record = StepRecord.allocate(num_steps, num_envs)
     plurality = PluralityVote.from_env(venv) if behaviour.fusion == "plurality" else None
@@ -216,8 +212,6 @@ def collect(
                 fusion_actions, fusion_log_probs = _act(agents.fusion, fusion_obs, behaviour.fusion, generator)
             values = agents.critic(state)
         bits, answers = decider_actions.numpy().astype(np.int8), fusion_actions.numpy()
-        if on_actions is not None:
-            on_actions(bits, answers)
         obs, rewards, terminations, truncations, infos = venv.step({"decider": bits, "fusion": answers})
         done = terminations["fusion"] | truncations["fusion"]
 
@@ -419,7 +413,6 @@ def train(
     rollout = Rollout.allocate(
         config.num_steps, config.num_envs, venv.layout.decider_size, venv.layout.fusion_size, venv.n_models
     )
-    replay: list[tuple[np.ndarray, np.ndarray]] = []  # actions since the current round began
 
     start = 0
     obs: dict[str, np.ndarray] = {}
@@ -432,19 +425,13 @@ def train(
             optimizer.load_state_dict(checkpoint["optimizers"][name])
         generator.set_state(checkpoint["generator"])
         start = int(checkpoint["iteration"])
-        # rebuild the environment: the round's seeded reset, then the actions played since
-        obs, _ = venv.reset(seed=round_seed(config.seed, start // rounds))
-        replayed = zip(checkpoint["replay"]["decider"].numpy(), checkpoint["replay"]["fusion"].numpy(), strict=True)
-        for bits, answers in replayed:
-            replay.append((bits, answers))
-            obs, *_ = venv.step({"decider": bits, "fusion": answers})
+        venv.set_state(unpack_arrays(checkpoint["env"], f"{out / CHECKPOINT_NAME}: env"))
+        obs = {agent: array.copy() for agent, array in venv.observations.items()}
     else:
         description = {"config": config.to_dict(), "run": _cache_description(cache, cache_path)}
         (out / CONFIG_NAME).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
 
     def save(iteration: int) -> None:
-        replay_bits = np.stack([bits for bits, _ in replay]) if replay else np.zeros((0, config.num_envs, len(models)))
-        replay_answers = np.stack([answers for _, answers in replay]) if replay else np.zeros((0, config.num_envs))
         payload = {
             "config": config.to_dict(),
             "iteration": iteration,
@@ -455,10 +442,7 @@ def train(
             "networks": agents.state_dict(),
             "optimizers": {name: optimizer.state_dict() for name, optimizer in optimizers.items()},
             "generator": generator.get_state(),
-            "replay": {
-                "decider": torch.from_numpy(replay_bits.astype(np.int8)),
-                "fusion": torch.from_numpy(replay_answers.astype(np.int64)),
-            },
+            "env": pack_arrays(venv.get_state()),
         }
         save_checkpoint(out / CHECKPOINT_NAME, payload)
 
@@ -472,7 +456,6 @@ def train(
         for iteration in range(start, end):
             if iteration % rounds == 0:  # a new round: every copy starts an episode from a seeded reset
                 obs, _ = venv.reset(seed=round_seed(config.seed, iteration // rounds))
-                replay.clear()
             learning_rate = config.learning_rate * (1.0 - iteration / num_iterations if config.anneal_lr else 1.0)
             for optimizer in optimizers.values():
                 for group in optimizer.param_groups:
@@ -480,9 +463,7 @@ def train(
             stage_two = config.mode == "two-stage" and iteration >= stage_two_from
             behaviour, learners = schedule(config.mode, stage_two)
 
-            obs, record = collect(
-                venv, agents, rollout, obs, generator, behaviour, on_actions=lambda d, f: replay.append((d, f))
-            )
+            obs, record = collect(venv, agents, rollout, obs, generator, behaviour)
             losses = update(agents, optimizers, rollout, venv.state(), config, generator, learners)
 
             elapsed = time.perf_counter() - started
@@ -506,8 +487,6 @@ def train(
                 team=f"{row['env/team_size']:.2f}",
             )
             if iteration + 1 - last_save >= config.checkpoint_every or iteration + 1 == end:
-                if (iteration + 1) % rounds == 0:
-                    replay.clear()  # the next iteration starts a new round: nothing to replay
                 save(iteration + 1)
                 last_save = iteration + 1
     finally:

@@ -38,7 +38,8 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from numba import njit
+
+from ensemble_env.jit import kernel
 
 __all__ = [
     "DECIDER_ENCODINGS",
@@ -81,7 +82,7 @@ def _integers(array: np.ndarray) -> np.ndarray | None:
     return None
 
 
-@njit(cache=True)
+@kernel()
 def _binary_teams(bits: np.ndarray) -> tuple[np.ndarray, int]:
     """(B, N) uint8 copy of 0/1 values, and the flat index of the first other value (-1 if none)."""
     n_envs, n_models = bits.shape

@@ -13,6 +13,7 @@ from typing import Any
 from ensemble_env.actions import DECIDER_ENCODINGS
 from ensemble_env.cache import SPLIT_CHOICES
 from ensemble_env.metrics import METRICS
+from ensemble_env.reward import SIZE_PENALTY_MODES
 
 __all__ = [
     "DECIDER_ACTIONS",
@@ -28,7 +29,6 @@ DECIDER_ACTIONS = tuple(DECIDER_ENCODINGS)
 DECIDER_EXTRAS = ("model_accuracy", "task", "features")
 FUSION_EXTRAS = ("task",)
 ORDERS = ("sequential", "shuffled")
-SIZE_PENALTY_MODES = ("on_error", "always")
 
 
 def _names(value: Any, option: str) -> tuple[str, ...] | None:

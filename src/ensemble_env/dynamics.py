@@ -11,8 +11,8 @@ from them are in :mod:`ensemble_env.window`.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ensemble_env.jit import kernel
 from ensemble_env.records import CopyState, Counter, Info, Outputs, Settings, Tables
 from ensemble_env.reward import step_reward
 from ensemble_env.window import (
@@ -42,7 +42,7 @@ from ensemble_env.window import (
 __all__ = ["observe", "step", "team_statistics"]
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _question(env: int, state: CopyState, settings: Settings) -> int:
     """The question copy ``env`` answers next (clamped to the last one after the episode's end)."""
     pos = min(state.counters[env, Counter.POS], settings.episode_length - 1)
@@ -50,7 +50,7 @@ def _question(env: int, state: CopyState, settings: Settings) -> int:
     return state.order[row, state.counters[env, Counter.START] + pos]
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _team_statistic(
     code: int,
     env: int,
@@ -85,7 +85,7 @@ def _team_statistic(
     return focal_diversity(env, members, fail, fail2, state.fail3, shared)
 
 
-@njit(cache=True)
+@kernel()
 def observe(env_ids: np.ndarray, tables: Tables, state: CopyState, settings: Settings, out: Outputs) -> None:
     """Write the observations of copies ``env_ids``: their current team and next question; note its focal value."""
     probs, n_choices, tasks, features = tables.probs, tables.n_choices, tables.tasks, tables.features
@@ -148,7 +148,7 @@ def observe(env_ids: np.ndarray, tables: Tables, state: CopyState, settings: Set
             fusion[layout.fusion_rewards + k] = state.rewards[env, k]
 
 
-@njit(cache=True)
+@kernel()
 def step(
     next_team: np.ndarray, answers: np.ndarray, tables: Tables, state: CopyState, settings: Settings, out: Outputs
 ) -> None:
@@ -228,7 +228,7 @@ def step(
     observe(np.arange(n_envs), tables, state, settings, out)
 
 
-@njit(cache=True)
+@kernel()
 def team_statistics(tables: Tables, state: CopyState, settings: Settings) -> np.ndarray:
     """(B, K) float64 statistics ``settings.statistics`` of every copy's current team over its window."""
     codes, team = settings.statistics, state.team

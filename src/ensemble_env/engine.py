@@ -448,7 +448,6 @@ class EnsembleVectorEnv:
 
     def set_state(self, snapshot: Mapping[str, np.ndarray]) -> None:
         """Restore a snapshot of :meth:`get_state` taken from an engine of the same cache, options and B."""
-        expected = self.get_state() if self._started else None
         names = [*CopyState._fields, "obs_decider", "obs_fusion", "rng", "signature"]
         missing = [name for name in names if name not in snapshot]
         if missing:
@@ -469,7 +468,6 @@ class EnsembleVectorEnv:
                     f"set_state: {name} has shape {value.shape} and dtype {value.dtype}, expected "
                     f"{reference.shape} and {reference.dtype}"
                 )
-        del expected
         for name, array in self._state._asdict().items():
             array[...] = snapshot[name]
         out = self._new_outputs()

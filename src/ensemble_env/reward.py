@@ -14,14 +14,30 @@ answered (over the window before the answer, in [0, 1]). An empty team never ans
 
 from __future__ import annotations
 
-from numba import njit
+import numpy as np
+from numpy.typing import ArrayLike
 
+from ensemble_env.jit import kernel
 from ensemble_env.records import Settings
 
-__all__ = ["reward_bounds", "step_reward"]
+__all__ = ["SIZE_PENALTY_MODES", "question_rewards", "reward_bounds", "reward_value", "step_reward"]
+
+#: ``size_penalty_mode`` values: penalise the team's share on wrong answers only, or on every answer
+SIZE_PENALTY_MODES = ("on_error", "always")
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
+def reward_value(right: bool, share: float, alpha: float, always_penalise: bool, bonus: float, focal: float) -> float:
+    """The reward formula: ``right`` or not, a team taking ``share`` (in [0, 1]) of the pool, focal ``focal``."""
+    penalty = alpha * share
+    if always_penalise:
+        reward = (1.0 if right else -1.0) - penalty
+    else:
+        reward = 1.0 if right else -1.0 - penalty
+    return reward + bonus * focal
+
+
+@kernel(inline="always")
 def step_reward(
     right: bool, team_size: int, team_cost: float, total_cost: float, n_models: int, focal: float, settings: Settings
 ) -> float:
@@ -31,12 +47,57 @@ def step_reward(
         share = team_cost / total_cost if total_cost > 0 else 0.0
     else:
         share = team_size / n_models
-    penalty = settings.alpha * share
-    if settings.always_penalise:
-        reward = (1.0 if right else -1.0) - penalty
+    return reward_value(right, share, settings.alpha, settings.always_penalise, settings.diversity_bonus, focal)
+
+
+@kernel()
+def _reward_values(
+    right: np.ndarray, share: np.ndarray, alpha: float, always_penalise: bool, bonus: float, focal: np.ndarray
+) -> np.ndarray:
+    out = np.empty(right.shape[0])
+    for k in range(right.shape[0]):
+        out[k] = reward_value(right[k], share[k], alpha, always_penalise, bonus, focal[k])
+    return out
+
+
+def question_rewards(
+    right: ArrayLike,
+    share: ArrayLike,
+    *,
+    alpha: float = 1.0,
+    size_penalty_mode: str = "on_error",
+    diversity_bonus: float = 0.0,
+    focal: ArrayLike | None = None,
+) -> np.ndarray:
+    """The environment's reward for a batch of answered questions, outside the environment (baselines, reports).
+
+    ``right``: (Q,) bools; ``share``: (Q,) the answering team's share of the pool, ``|E| / N`` (or its share of
+    the costs), in [0, 1]; ``focal``: (Q,) the team's focal diversity (needed only with a ``diversity_bonus``).
+    Same formula as the step kernel (:func:`reward_value`).
+
+    >>> question_rewards([True, False, False], [0.2, 0.2, 1.0], alpha=1.0).tolist()
+    [1.0, -1.2, -2.0]
+    """
+    right_array = np.asarray(right)
+    if right_array.dtype != np.bool_ or right_array.ndim != 1:
+        got = f"{right_array.dtype} {right_array.shape}"
+        raise ValueError(f"question_rewards: right must be a 1-D bool array, got {got}")
+    shares = np.ascontiguousarray(share, dtype=np.float64)
+    if shares.shape != right_array.shape or not np.all((shares >= 0) & (shares <= 1)):
+        raise ValueError(f"question_rewards: share must be {right_array.shape} values in [0, 1]")
+    if size_penalty_mode not in SIZE_PENALTY_MODES:
+        raise ValueError(f"size_penalty_mode={size_penalty_mode!r} is not one of {', '.join(SIZE_PENALTY_MODES)}")
+    if focal is None:
+        if diversity_bonus != 0.0:
+            raise ValueError("question_rewards: a diversity_bonus needs the teams' focal diversity (focal=...)")
+        focal_array = np.zeros(shares.shape)
     else:
-        reward = 1.0 if right else -1.0 - penalty
-    return reward + settings.diversity_bonus * focal
+        focal_array = np.ascontiguousarray(focal, dtype=np.float64)
+        if focal_array.shape != shares.shape:
+            raise ValueError(f"question_rewards: focal must have shape {shares.shape}, got {focal_array.shape}")
+    always = size_penalty_mode == "always"
+    bonus = float(diversity_bonus)
+    return _reward_values(right_array.astype(np.uint8), shares, float(alpha), always, bonus, focal_array)
 
 
 def reward_bounds(settings: Settings) -> tuple[float, float]:

@@ -32,8 +32,8 @@ table would not fit. All counts are integers, so nothing drifts over millions of
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ensemble_env.jit import kernel
 from ensemble_env.metrics import METRICS
 
 __all__ = [
@@ -82,7 +82,7 @@ def n_triples(n_models: int) -> int:
     return max(n_models * (n_models - 1) * (n_models - 2) // 6, 1)
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def triple_index(i: int, j: int, k: int) -> int:
     """Position of the set {i < j < k} in the packed counts (the combinatorial number system)."""
     return k * (k - 1) * (k - 2) // 6 + j * (j - 1) // 2 + i
@@ -101,7 +101,7 @@ def count_planes(window: int) -> int:
 # -- setup -----------------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel()
 def _plurality_table(preds: np.ndarray, labels: np.ndarray, n_choices: np.ndarray, n_models: int) -> np.ndarray:
     n_questions = preds.shape[0]
     n_teams = 1 << n_models
@@ -154,7 +154,7 @@ def unpack_teams(bits: np.ndarray, n_models: int) -> np.ndarray:
 # -- updates ---------------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel()
 def add_failures(
     env: int,
     q: int,
@@ -183,7 +183,7 @@ def add_failures(
                 fail3[env, triple_index(i, j, failing[q, c])] += sign
 
 
-@njit(cache=True)
+@kernel()
 def add_agreement(env: int, q: int, sign: int, preds: np.ndarray, agree: np.ndarray, votes: np.ndarray) -> None:
     """Add or remove question q's rows from copy ``env``'s agreement counts (for Fleiss' kappa)."""
     n_models = preds.shape[1]
@@ -194,7 +194,7 @@ def add_agreement(env: int, q: int, sign: int, preds: np.ndarray, agree: np.ndar
                 agree[env, i, j] += sign
 
 
-@njit(cache=True)
+@kernel()
 def update_plurality(
     planes: np.ndarray, entering: np.ndarray, leaving: np.ndarray, full: bool, carry: np.ndarray, borrow: np.ndarray
 ) -> None:
@@ -227,7 +227,7 @@ def update_plurality(
             return
 
 
-@njit(cache=True)
+@kernel()
 def plurality_count(planes: np.ndarray, team: int) -> int:
     """The window count of team ``team`` in the bit-sliced counts ``planes`` (P, words)."""
     word, shift = team >> 6, np.uint64(team & 63)
@@ -240,12 +240,12 @@ def plurality_count(planes: np.ndarray, team: int) -> int:
 # -- statistics of a team ----------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel()
 def _clip(value: float, low: float, high: float) -> float:
     return min(max(value, low), high)
 
 
-@njit(cache=True)
+@kernel()
 def focal_diversity(
     env: int, members: np.ndarray, fail: np.ndarray, fail2: np.ndarray, fail3: np.ndarray, shared: np.ndarray
 ) -> float:
@@ -284,7 +284,7 @@ def focal_diversity(
     return _clip(total / size, 0.0, 1.0)
 
 
-@njit(cache=True)
+@kernel()
 def generalized_diversity(env: int, members: np.ndarray, count: int, fail: np.ndarray, fail2: np.ndarray) -> float:
     size = members.shape[0]
     if size == 0:
@@ -304,7 +304,7 @@ def generalized_diversity(env: int, members: np.ndarray, count: int, fail: np.nd
     return _clip(1.0 - both / ((size - 1) * failures), 0.0, 1.0)
 
 
-@njit(cache=True)
+@kernel()
 def pairwise(env: int, members: np.ndarray, count: int, fail: np.ndarray, fail2: np.ndarray, which: int) -> float:
     """Mean over member pairs of Q, correlation, disagreement or pairwise kappa (``which``)."""
     size = members.shape[0]
@@ -337,7 +337,7 @@ def pairwise(env: int, members: np.ndarray, count: int, fail: np.ndarray, fail2:
     return _clip(total / n_pairs, low, 1.0)
 
 
-@njit(cache=True)
+@kernel()
 def fleiss_kappa(env: int, members: np.ndarray, count: int, agree: np.ndarray, votes: np.ndarray) -> float:
     size = members.shape[0]
     if count == 0 or size < 2:
@@ -361,7 +361,7 @@ def fleiss_kappa(env: int, members: np.ndarray, count: int, agree: np.ndarray, v
     return _clip((agreement - chance) / (1.0 - chance), -1.0, 1.0)
 
 
-@njit(cache=True)
+@kernel()
 def plurality_from_rows(
     env: int,
     members: np.ndarray,
@@ -390,7 +390,7 @@ def plurality_from_rows(
     return right / count
 
 
-@njit(cache=True)
+@kernel()
 def binary_entropy(env: int, members: np.ndarray, count: int, window: np.ndarray, correct: np.ndarray) -> float:
     """Mean over the window's rows of H2(members right / M), in bits: O(T M)."""
     size = members.shape[0]

@@ -1,0 +1,70 @@
+"""``kernel``: numba's ``njit(cache=True)``, with a disk cache that goes stale when any kernel module changes.
+
+numba keys a function's on-disk cache on its own source file only: after an edit to ``reward.py``, the
+cached ``dynamics.step`` (which inlines ``step_reward``) would still load, silently running the old reward.
+Every kernel of the package is compiled through :func:`kernel`, whose cache stamp also holds a digest of all
+the modules in :data:`KERNEL_MODULES`, so editing any of them recompiles every kernel on next use (about
+10 s) instead of running stale code. If numba's cache classes ever move, :func:`kernel` falls back to plain
+``njit(cache=True)``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from numba import njit
+
+__all__ = ["KERNEL_MODULES", "kernel", "kernel_sources_digest"]
+
+#: the modules whose compiled code depends on one another (files of this package)
+KERNEL_MODULES = ("actions.py", "dynamics.py", "jit.py", "records.py", "reward.py", "window.py")
+
+
+@functools.lru_cache(maxsize=1)
+def kernel_sources_digest() -> str:
+    """SHA-256 over the kernel modules' sources, as read when first asked (one value per process)."""
+    digest = hashlib.sha256()
+    folder = Path(__file__).parent
+    for name in KERNEL_MODULES:
+        try:
+            digest.update((folder / name).read_bytes())
+        except OSError:  # e.g. a zipped or frozen install: numba's own per-file stamp still applies
+            digest.update(name.encode())
+    return digest.hexdigest()
+
+
+def _dependency_cache_class() -> type | None:
+    try:
+        from numba.core.caching import CompileResultCacheImpl, FunctionCache
+    except ImportError:  # pragma: no cover - numba reorganised its internals
+        return None
+
+    class DependencyStamp:
+        def get_source_stamp(self) -> Any:
+            return (super().get_source_stamp(), kernel_sources_digest())  # type: ignore[misc]
+
+    locators = [
+        type(f"Kernel{locator.__name__}", (DependencyStamp, locator), {})
+        for locator in CompileResultCacheImpl._locator_classes
+    ]
+    implementation = type("KernelCacheImpl", (CompileResultCacheImpl,), {"_locator_classes": locators})
+    return type("KernelFunctionCache", (FunctionCache,), {"_impl_class": implementation})
+
+
+_KERNEL_CACHE = _dependency_cache_class()
+
+
+def kernel(**options: Any) -> Callable[[Callable[..., Any]], Any]:
+    """``njit(cache=True, **options)`` whose disk cache is also keyed on :func:`kernel_sources_digest`."""
+
+    def decorate(function: Callable[..., Any]) -> Any:
+        dispatcher = njit(cache=True, **options)(function)
+        if _KERNEL_CACHE is not None:
+            dispatcher._cache = _KERNEL_CACHE(function)
+        return dispatcher
+
+    return decorate
