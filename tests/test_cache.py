@@ -756,7 +756,7 @@ def test_model_accuracy(tiny_cache: LogitCache) -> None:
 @pytest.mark.skipif(not default_cache_path().exists(), reason="the embedded default cache is not built yet")
 def test_default_cache_loads_validates_and_is_small() -> None:
     path = default_cache_path()
-    assert path.stat().st_size < 2_000_000
+    assert path.stat().st_size < 4_000_000  # "a few MB at most"
     cache = load_cache(path)
     assert cache.path == str(path)
     assert cache.n_questions > 0 and cache.n_models >= 2

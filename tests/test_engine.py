@@ -52,7 +52,7 @@ def test_autoreset_returns_first_observation_and_keeps_the_final_one(cache: Logi
     rng = np.random.default_rng(0)
     for step in range(5):
         obs, _, terminations, truncations, infos = venv.step(random_actions(rng, 2, cache.n_models))
-        assert not terminations["decider"].any()
+        assert not terminations["decider"].any()  # 5 of the split's questions: cut, not exhausted
         if step < 4:
             assert not truncations["fusion"].any() and "final_obs" not in infos
     assert truncations["decider"].all() and truncations["fusion"].all()
@@ -64,8 +64,8 @@ def test_autoreset_returns_first_observation_and_keeps_the_final_one(cache: Logi
     # the finished episode's last observation and statistics are kept
     final = infos["final_obs"]["fusion"]
     assert final.shape == obs["fusion"].shape
-    np.testing.assert_array_equal(final[:, layout.fusion["probs"]], 0)  # no next question
-    np.testing.assert_array_equal(final[:, layout.fusion["action_mask"]], 1)
+    # the stream's real next question (tests/test_episode_ends.py checks which): a valid mask, probabilities
+    assert (final[:, layout.fusion["action_mask"]].sum(1) >= 2).all()
     assert infos["final_state"].shape == venv.state().shape
     np.testing.assert_array_equal(infos["final_info"]["fusion"]["step"], 5)
     np.testing.assert_allclose(
@@ -94,7 +94,7 @@ def test_step_before_reset_and_bad_num_envs(cache: LogitCache) -> None:
         venv.step(random_actions(np.random.default_rng(0), 2, cache.n_models))
     with pytest.raises(ValueError, match="num_envs must be an integer >= 1"):
         ensemble_env.vector_env(0, cache)
-    with pytest.raises(TypeError, match="cache must be a path, a LogitCache or None"):
+    with pytest.raises(TypeError, match="cache must be a built-in name, a path, a LogitCache or None"):
         ensemble_env.vector_env(1, cache=42)
 
 

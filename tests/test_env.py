@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import numpy as np
@@ -11,6 +12,7 @@ from pettingzoo.test import api_test, parallel_api_test, render_test
 
 import ensemble_env
 from ensemble_env import LogitCache
+from ensemble_env.render import TEXT_WIDTH
 from ensemble_env.synthetic import make_cache
 
 
@@ -91,11 +93,11 @@ def test_team_timing_and_reward_on_hand_built_cache() -> None:
     # Step 2: a right answer with team {m1, m2} earns +1 whatever the team size.
     obs, rewards, *_ = env.step({"decider": np.array([1, 1, 1]), "fusion": 1})
     assert rewards["fusion"] == 1.0
-    # Step 3 is the last: both agents truncated (not terminated), agents emptied.
+    # Step 3 is the last of the stream: both agents terminated (no future reward), agents emptied.
     obs, rewards, terminations, truncations, infos = env.step({"decider": np.array([1, 1, 1]), "fusion": 2})
     assert rewards["fusion"] == 1.0
-    assert truncations == {"decider": True, "fusion": True}
-    assert terminations == {"decider": False, "fusion": False}
+    assert terminations == {"decider": True, "fusion": True}
+    assert truncations == {"decider": False, "fusion": False}
     assert env.agents == []
     assert infos["fusion"]["accuracy"] == pytest.approx(3 / 4)
     assert infos["fusion"]["episode_return"] == pytest.approx(3 - 1 - 0.5 / 3)
@@ -262,6 +264,24 @@ def test_render(synthetic: LogitCache, capsys: pytest.CaptureFixture[str]) -> No
         ensemble_env.parallel_env(synthetic, render_mode="rgb_array")
 
 
+def test_render_shows_the_question_text_shortened() -> None:
+    fields = {f.name: getattr(hand_cache(), f.name) for f in dataclasses.fields(LogitCache) if f.init}
+    texts = ("What is 2 + 2?", "Which   word\nrhymes?", "x" * 300, "Sort these words.")
+    env = ensemble_env.parallel_env(LogitCache(**{**fields, "question_text": texts}), render_mode="ansi", split="all")
+    env.reset(seed=0)
+    env.step({"decider": np.array([1, 1, 1]), "fusion": 0})
+    assert "  text       What is 2 + 2?\n" in env.render()
+    env.step({"decider": np.array([1, 1, 1]), "fusion": 0})
+    assert "  text       Which word rhymes?\n" in env.render()  # one line, spaces collapsed
+    env.step({"decider": np.array([1, 1, 1]), "fusion": 0})
+    line = next(line for line in env.render().splitlines() if line.startswith("  text"))
+    assert line == "  text       " + "x" * (TEXT_WIDTH - 3) + "..."
+    plain = ensemble_env.parallel_env(hand_cache(), render_mode="ansi", split="all")
+    plain.reset(seed=0)
+    plain.step({"decider": np.array([1, 1, 1]), "fusion": 0})
+    assert "text" not in plain.render()  # a cache without question text: no line
+
+
 def test_spaces_are_built_once_and_hold_float32_observations(synthetic: LogitCache) -> None:
     env = ensemble_env.parallel_env(
         synthetic,
@@ -391,4 +411,5 @@ def test_default_cache_game_runs() -> None:
     env = ensemble_env.parallel_env()
     obs, _ = env.reset(seed=0)
     assert set(obs) == {"decider", "fusion"}
-    assert env.engine.n_models >= 6 and env.cache.n_tasks >= 3
+    assert env.cache.models == ensemble_env.datasets.load("bbh5").models  # the real LLM pool by default
+    assert env.engine.n_models == 5 and env.cache.n_tasks == 16

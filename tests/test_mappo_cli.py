@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from ensemble_env.cli import main  # noqa: E402
 
-TINY = ["--total-steps", "1024", "--num-envs", "16", "--num-steps", "32", "--no-progress"]
+TINY = ["--cache", "toy8", "--total-steps", "1024", "--num-envs", "16", "--num-steps", "32", "--no-progress"]
 
 
 @pytest.fixture(scope="module")

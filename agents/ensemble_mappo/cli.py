@@ -24,6 +24,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from ensemble_env import datasets
 from ensemble_env.env import resolve_cache
 
 __all__ = ["register"]
@@ -129,9 +130,9 @@ def _train(args: argparse.Namespace) -> int:
             for path in stale:
                 path.unlink(missing_ok=True)
         config = _config_from_args(args)
-        cache_path = None if args.cache is None else str(Path(args.cache).resolve())
+        cache_path = _cache_reference(args.cache)
     cache = resolve_cache(cache_path)
-    where = "the embedded default cache" if cache_path is None else cache_path
+    where = f"the default built-in cache {datasets.DEFAULT!r}" if cache_path is None else cache_path
     print(f"MAPPO ({config.mode}) on {where}: {cache.n_models} models, train split; run directory {out}")
     row = train(config, cache, out, cache_path=cache_path, resume=bool(args.resume), progress=args.progress)
     if not row:
@@ -144,6 +145,13 @@ def _train(args: argparse.Namespace) -> int:
         f"evaluate with: ensemble-env evaluate {out}"
     )
     return 0
+
+
+def _cache_reference(cache_arg: str | None) -> str | None:
+    """How a run records its cache: None (the default), a built-in name, or an absolute path."""
+    if cache_arg is None or (cache_arg in datasets.BUILTINS and not Path(cache_arg).exists()):
+        return cache_arg  # resolve_cache refuses a name that is also a path, with the fix
+    return str(Path(cache_arg).resolve())
 
 
 def _run_cache(run_dir: Path, cache_arg: str | None) -> Any:

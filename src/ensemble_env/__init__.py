@@ -38,11 +38,11 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-ENV_ID = "ensemble_env/Ensemble-v0"
+ENV_ID = "ensemble_env/Ensemble-v1"
 
 
 def _register() -> None:
-    """Register the env in PettingZoo's registry (PettingZoo >= 1.25 has one) as ``ensemble_env/Ensemble-v0``."""
+    """Register the env in PettingZoo's registry (PettingZoo >= 1.25 has one) as ``ensemble_env/Ensemble-v1``."""
     try:
         from pettingzoo.env_registry.registration import aec_registry, parallel_registry, register
     except ImportError:  # older PettingZoo: no registry

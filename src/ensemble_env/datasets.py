@@ -42,7 +42,7 @@ BUILTINS: dict[str, tuple[str, str]] = {
     ),
 }
 #: the cache used when none is given (``resolve(None)``, ``cache.load_default_cache()``)
-DEFAULT = "toy8"
+DEFAULT = "bbh5"
 
 
 def available() -> tuple[str, ...]:

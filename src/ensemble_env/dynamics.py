@@ -43,9 +43,14 @@ __all__ = ["observe", "step", "team_statistics"]
 
 
 @kernel(inline="always")
-def _question(env: int, state: CopyState, settings: Settings) -> int:
-    """The question copy ``env`` answers next (clamped to the last one after the episode's end)."""
-    pos = min(state.counters[env, Counter.POS], settings.episode_length - 1)
+def _question(env: int, ahead: int, state: CopyState, settings: Settings) -> int:
+    """The question ``ahead`` steps after the one copy ``env`` answers next, or -1 past the end of its stream.
+
+    After an episode cut by ``episode_length`` the stream goes on: the next question is the real one.
+    """
+    pos = state.counters[env, Counter.POS] + ahead
+    if pos >= state.counters[env, Counter.STREAM]:
+        return -1
     row = env if settings.per_copy_order else 0
     return state.order[row, state.counters[env, Counter.START] + pos]
 
@@ -93,8 +98,8 @@ def observe(env_ids: np.ndarray, tables: Tables, state: CopyState, settings: Set
     n_models, max_choices = probs.shape[1], probs.shape[2]
     scratch = np.empty((2, n_models), dtype=np.int64)  # row 0: the team's members; row 1: statistics' scratch
     for env in env_ids:
-        live = state.counters[env, Counter.POS] < settings.episode_length
-        q = _question(env, state, settings)
+        q = _question(env, 0, state, settings)  # what the fusion agent answers next (-1: the stream is over)
+        q_next = _question(env, 1, state, settings)  # what the decider's committed team answers after it
         count = state.counters[env, Counter.COUNT]
         size = 0
         team_code = 0
@@ -122,15 +127,15 @@ def observe(env_ids: np.ndarray, tables: Tables, state: CopyState, settings: Set
         if layout.decider_model_accuracy >= 0 and count > 0:
             for i in range(n_models):
                 decider[layout.decider_model_accuracy + i] = (count - state.fail[env, i]) / count
-        if layout.decider_task >= 0 and live:
-            decider[layout.decider_task + tasks[q]] = 1.0
-        if layout.decider_features >= 0 and live:
+        if layout.decider_task >= 0 and q_next >= 0:
+            decider[layout.decider_task + tasks[q_next]] = 1.0
+        if layout.decider_features >= 0 and q_next >= 0:
             for f in range(features.shape[1]):
-                decider[layout.decider_features + f] = features[q, f]
+                decider[layout.decider_features + f] = features[q_next, f]
 
         fusion = out.fusion[env]
         fusion[:] = 0.0
-        if live:
+        if q >= 0:
             for i in range(n_models):
                 if team[env, i]:
                     for c in range(n_choices[q]):
@@ -163,8 +168,10 @@ def step(
     carry = np.empty(state.plural.shape[2], dtype=np.uint64)
     borrow = np.empty(state.plural.shape[2], dtype=np.uint64)
     for env in range(n_envs):
-        # 1. fusion answers q_t with the team E_t committed one step earlier
-        q = _question(env, state, settings)
+        # 1. fusion answers q_t with the team E_t committed one step earlier (a copy stepped past its episode's
+        #    end without a reset answers the episode's last question again)
+        pos = min(counters[env, Counter.POS], settings.episode_length - 1)
+        q = state.order[env if settings.per_copy_order else 0, counters[env, Counter.START] + pos]
         size = 0
         for i in range(n_models):
             size += team[env, i]
@@ -225,6 +232,7 @@ def step(
         last[Info.STEP, env] = counters[env, Counter.POS]
         out.reward[env] = reward
         out.done[env] = counters[env, Counter.POS] >= settings.episode_length
+        out.terminated[env] = counters[env, Counter.POS] >= counters[env, Counter.STREAM]
     observe(np.arange(n_envs), tables, state, settings, out)
 
 

@@ -239,8 +239,8 @@ class EnsembleVectorEnv:
     def _build_state(self) -> CopyState:
         """Per-copy arrays (see :class:`ensemble_env.records.CopyState`)."""
         b, n, c, cfg = self.num_envs, self.n_models, self.max_choices, self.config
-        if cfg.order == "shuffled":
-            order = np.zeros((b, self.episode_length), dtype=np.int32)
+        if cfg.order == "shuffled":  # the episode's questions and, when the stream has them, the next two
+            order = np.zeros((b, self._shuffled_width()), dtype=np.int32)
         else:
             order = self.questions[None, :].astype(np.int32)  # one shared stream; copies differ by start
         agreement = self.settings.track_agreement
@@ -270,7 +270,12 @@ class EnsembleVectorEnv:
             fusion=np.empty((b, self.layout.fusion_size), dtype=np.float32),
             reward=np.empty(b, dtype=np.float64),
             done=np.empty(b, dtype=np.bool_),
+            terminated=np.empty(b, dtype=np.bool_),
         )
+
+    def _shuffled_width(self) -> int:
+        """Questions drawn per shuffled episode: its own, plus the real next ones its final observation shows."""
+        return min(self.episode_length + 2, self.questions.size)
 
     # -- layout and actions ---------------------------------------------------------------------------
     def _build_layout(self) -> ObservationLayout:
@@ -323,9 +328,10 @@ class EnsembleVectorEnv:
         """Begin a new episode in the given copies: draw their streams, empty their windows."""
         n_stream, length, s = self.questions.size, self.episode_length, self._state
         counters = s.counters
+        width = s.order.shape[1]
         for env in env_ids:
             if self.config.order == "shuffled":
-                s.order[env] = self.questions[self.np_random.permutation(n_stream)[:length]]
+                s.order[env] = self.questions[self.np_random.permutation(n_stream)[:width]]
                 counters[env, Counter.START] = 0
             elif length < n_stream:
                 counters[env, Counter.START] = int(self.np_random.integers(0, n_stream - length + 1))
@@ -334,6 +340,8 @@ class EnsembleVectorEnv:
         keep_start = counters[env_ids, Counter.START]
         counters[env_ids] = 0
         counters[env_ids, Counter.START] = keep_start
+        # the stream ends after the order row's last question (an episode reaching it terminates)
+        counters[env_ids, Counter.STREAM] = width - keep_start
         for counts in (s.fail, s.fail2, s.fail3, s.plural, s.agree, s.votes, s.rewards):
             counts[env_ids] = 0
         s.team[env_ids] = self.initial_team
@@ -360,10 +368,11 @@ class EnsembleVectorEnv:
         return self._statistics_kernel(self.tables, self._state, self.settings)
 
     def _questions_of(self, env_ids: np.ndarray) -> np.ndarray:
-        """Index of the question each given copy answers next (clamped at the end of an episode)."""
+        """Index of the question each given copy answers next (after an episode's end: the stream's next
+        question when ``episode_length`` cut it, else the episode's last)."""
         s = self._state
         counters = s.counters[env_ids]
-        pos = np.minimum(counters[:, Counter.POS], self.episode_length - 1)
+        pos = np.minimum(counters[:, Counter.POS], counters[:, Counter.STREAM] - 1)
         rows = env_ids if self.config.order == "shuffled" else np.zeros_like(env_ids)
         return s.order[rows, counters[:, Counter.START] + pos]
 
@@ -393,7 +402,8 @@ class EnsembleVectorEnv:
             missing = [agent for agent in AGENTS if agent not in actions]
             raise ValueError(f"actions lacks {', '.join(missing)}; expected a dict with keys {', '.join(AGENTS)}")
         obs, reward, done = self.advance(self.decode_decider(actions["decider"]), self.decode_fusion(actions["fusion"]))
-        b = self.num_envs
+        terminated = self.outputs.terminated.copy()
+        truncated = done & ~terminated
         infos: dict[str, Any] = self._infos()
         rewards = reward.astype(np.float32)
         if self.autoreset and done.any():
@@ -404,8 +414,8 @@ class EnsembleVectorEnv:
             self._start_episodes(finished)
             self._observe(finished)
             infos.update(self._infos())
-        truncations = {"decider": done, "fusion": done.copy()}
-        terminations = {"decider": np.zeros(b, dtype=bool), "fusion": np.zeros(b, dtype=bool)}
+        truncations = {"decider": truncated, "fusion": truncated.copy()}
+        terminations = {"decider": terminated, "fusion": terminated.copy()}
         return self.observations, {"decider": rewards, "fusion": rewards.copy()}, terminations, truncations, infos
 
     def advance(
@@ -485,6 +495,11 @@ class EnsembleVectorEnv:
         )
 
     # -- observations and infos -------------------------------------------------------------------------
+    @property
+    def outputs(self) -> Outputs:
+        """The last step's results as the kernels wrote them (observations, rewards, episode ends)."""
+        return self._out
+
     @property
     def observations(self) -> dict[str, np.ndarray]:
         """The current observations, ``{"decider": (B, D), "fusion": (B, F)}`` float32."""

@@ -1,4 +1,4 @@
-"""The PettingZoo view of the ensemble game (``ensemble_v0``) and the friendly factories.
+"""The PettingZoo view of the ensemble game (``ensemble_v1``) and the friendly factories.
 
 Env card
 --------
@@ -7,19 +7,28 @@ Agents             ``"decider"``, ``"fusion"`` (cooperative, both live for the w
 Decider action     ``MultiBinary(N)`` team mask (default); ``MultiDiscrete([2]*N)``; ``Discrete(2**N-1)``
 Fusion action      ``Discrete(C)``: the answer index (C = largest choice count)
 Decider obs        ``Box(float32)``: team mask (N), team size / N, K window statistics of the team
-                   [, per-model window accuracy (N), task one-hot, question features]
+                   [, per-model window accuracy (N), task one-hot and features of q_{t+1}, the question
+                   its committed team answers next (zeros when the stream has no next question)]
 Fusion obs         ``Box(float32)``: team-masked probabilities (N x C), team mask (N), last T' rewards,
                    valid-choice mask (C) (also ``infos["fusion"]["action_mask"]``) [, task one-hot]
 State              ``Box(float32)``: decider obs + fusion obs (no label), for centralized critics
 Reward (shared)    +1 if right, else -1 - alpha * |E_t| / N (``size_penalty_mode="on_error"``)
 Step order         fusion answers q_t with team E_t; the decider commits E_{t+1}; both get r_t
-Episode end        after the last question of the stream: both agents truncated, ``agents`` emptied
+Episode end        the stream exhausted: both agents terminated; ``episode_length`` cut a longer stream:
+                   both truncated, the final observation shows the stream's real next question;
+                   ``agents`` emptied either way
 =================  ===============================================================================
 
 Arguments: ``cache`` (path or :class:`~ensemble_env.cache.LogitCache`; default: the embedded cache),
 ``render_mode`` ("ansi" or "human") and the options of :class:`~ensemble_env.config.EnvConfig`.
 
-Version history: v0 — first release.
+Version history:
+
+- v1: the decider's question extras (``decider_extras`` ``"task"``, ``"features"``) describe q_{t+1}, the
+  question its committed team answers, instead of q_t; an exhausted stream terminates the episode (it was
+  reported as truncation), an ``episode_length`` cut truncates it with a real final observation (it was a
+  placeholder); the default cache is the built-in ``bbh5`` (5 open LLMs on 16 BIG-Bench-Hard tasks).
+- v0: first release.
 """
 
 from __future__ import annotations
@@ -32,8 +41,9 @@ from gymnasium import spaces
 from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.utils.conversions import parallel_to_aec
 
+from ensemble_env import datasets
 from ensemble_env.actions import decider_space, decode_decider, decode_fusion, fusion_space
-from ensemble_env.cache import LogitCache, load_cache, load_default_cache
+from ensemble_env.cache import LogitCache
 from ensemble_env.config import EnvConfig
 from ensemble_env.engine import AGENTS, EnsembleVectorEnv
 from ensemble_env.render import describe_reset, describe_step
@@ -44,14 +54,11 @@ RENDER_MODES = ("ansi", "human")
 
 
 def resolve_cache(cache: LogitCache | str | os.PathLike[str] | None) -> LogitCache:
-    """A loaded cache from a path, a LogitCache, or None (the embedded default cache)."""
-    if cache is None:
-        return load_default_cache()
-    if isinstance(cache, LogitCache):
-        return cache
-    if isinstance(cache, str | os.PathLike):
-        return load_cache(cache)
-    raise TypeError(f"cache must be a path, a LogitCache or None, got {type(cache).__name__}")
+    """A loaded cache from a path, a built-in name, a LogitCache, or None (the default built-in cache).
+
+    The same as :func:`ensemble_env.datasets.resolve`.
+    """
+    return datasets.resolve(cache)
 
 
 class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
@@ -61,7 +68,7 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
     """
 
     metadata: ClassVar[dict[str, Any]] = {
-        "name": "ensemble_v0",
+        "name": "ensemble_v1",
         "render_modes": list(RENDER_MODES),
         "is_parallelizable": True,
         "render_fps": 4,
@@ -125,11 +132,13 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         obs, reward, done = engine.advance(next_team, answers)
         self._used_team = used_team
         value, over = float(reward[0]), bool(done[0])
+        terminated = bool(engine.outputs.terminated[0])
+        truncated = over and not terminated
         result = (
             self._unbatch_obs(obs),
             {"decider": value, "fusion": value},
-            {"decider": False, "fusion": False},
-            {"decider": over, "fusion": over},
+            {"decider": terminated, "fusion": terminated},
+            {"decider": truncated, "fusion": truncated},
             self._infos(),
         )
         if over:

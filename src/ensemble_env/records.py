@@ -52,6 +52,7 @@ class Counter(IntEnum):
     COUNT = 3  # questions in the window (grows to T)
     ANSWERED = 4  # questions answered in this episode (for the running accuracy)
     N_CORRECT = 5  # of which right
+    STREAM = 6  # questions of the copy's stream from START on: POS reaching it exhausts the stream (terminates)
 
 
 class Info(IntEnum):
@@ -148,7 +149,8 @@ class Outputs(NamedTuple):
     decider: np.ndarray  # (B, decider size) float32 observations
     fusion: np.ndarray  # (B, fusion size) float32 observations
     reward: np.ndarray  # (B,) float64
-    done: np.ndarray  # (B,) bool: the copy's episode ended at this step
+    done: np.ndarray  # (B,) bool: the copy's episode ended at this step (terminated or truncated)
+    terminated: np.ndarray  # (B,) bool: ... because the stream is exhausted (else ``episode_length`` cut it)
 
 
 class FastKernel:

@@ -11,7 +11,7 @@ import numpy as np
 from ensemble_env.cache import LogitCache
 from ensemble_env.engine import EnsembleVectorEnv
 
-__all__ = ["describe_reset", "describe_step"]
+__all__ = ["TEXT_WIDTH", "describe_reset", "describe_step", "question_excerpt"]
 
 
 def _team_names(cache: LogitCache, team: np.ndarray) -> str:
@@ -30,6 +30,18 @@ def describe_reset(engine: EnsembleVectorEnv, env: int = 0) -> str:
     )
 
 
+#: characters of a question's text the rendering shows
+TEXT_WIDTH = 100
+
+
+def question_excerpt(cache: LogitCache, question: int, width: int = TEXT_WIDTH) -> str | None:
+    """The question's text on one line, shortened to ``width`` characters, or None if the cache has none."""
+    if cache.question_text is None:
+        return None
+    text = " ".join(cache.question_text[question].split())
+    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+
+
 def describe_step(engine: EnsembleVectorEnv, used_team: np.ndarray, env: int = 0) -> str:
     """Text of the step just taken by copy ``env``: the question, the team, the answer, the next team."""
     cache, info = engine.cache, engine.info_values(env)
@@ -42,9 +54,12 @@ def describe_step(engine: EnsembleVectorEnv, used_team: np.ndarray, env: int = 0
     members = np.flatnonzero(used_team)
     support = " ".join(f"{cache.models[i]}:{gold[i]:.2f}" for i in members) or "-"
     verdict = "right" if info["correct"] else "wrong"
+    excerpt = question_excerpt(cache, question)
+    text = "" if excerpt is None else f"  text       {excerpt}\n"
     return (
         f"t={step:<4d} task {cache.task_names[cache.tasks[question]]} | question {question} "
         f"({cache.n_choices[question]} choices, gold {label})\n"
+        f"{text}"
         f"  team E_t   {_team_names(cache, used_team)} ({len(members)}/{engine.n_models})  p(gold): {support}\n"
         f"  fusion  -> answer {answer}: {verdict}   reward {info['reward']:+.3f}   "
         f"running accuracy {info['accuracy']:.3f}\n"
