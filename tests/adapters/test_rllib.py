@@ -13,9 +13,21 @@ from gymnasium import spaces
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from ray.rllib.utils.pre_checks.env import check_multiagent_environments
 
+import ensemble_env
 from ensemble_env import LogitCache
-from ensemble_env.adapters.rllib import EnsembleMultiAgentEnv, policy_for_agent, ppo_config, rllib_env
+from ensemble_env.adapters.rllib import (
+    MODEL_DEFAULTS,
+    EnsembleMultiAgentEnv,
+    MaskedPPOTorchRLModule,
+    policy_for_agent,
+    ppo_config,
+    rllib_env,
+    seed_everything,
+)
 from ensemble_env.synthetic import make_cache
+
+POLICIES = ("decider", "fusion")
+HASH_SEED_ENV = {"env_vars": {"PYTHONHASHSEED": "0"}}
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +88,111 @@ def test_env_class_pickles_by_reference() -> None:
     assert pickle.loads(pickle.dumps(EnsembleMultiAgentEnv)) is EnsembleMultiAgentEnv
 
 
-def test_ppo_config_has_one_policy_per_role() -> None:
-    config = ppo_config({"episode_length": 16}, num_env_runners=2, seed=3, lr=1e-3)
-    assert config.policies.keys() == {"decider", "fusion"}
-    assert config.num_env_runners == 2 and config.lr == 1e-3 and config.seed == 3
+def test_ppo_config_has_one_policy_per_role_separate_value_layers_and_the_fusion_mask(cache: LogitCache) -> None:
+    config = ppo_config({"cache": cache, "episode_length": 16}, num_env_runners=2, seed=3, lr=5e-4)
+    assert list(config.policies) == ["decider", "fusion"]  # a fixed order, whatever the hash seed
+    assert config.num_env_runners == 2 and config.lr == 5e-4 and config.seed == 3
+    assert config.vf_clip_param == 1e4 and config.num_epochs == 8  # TRAINING_DEFAULTS under the override
     assert {policy_for_agent(agent) for agent in ("decider", "fusion")} == {"decider", "fusion"}
-    assert config.env is EnsembleMultiAgentEnv and config.env_config == {"episode_length": 16}
+    assert config.env is EnsembleMultiAgentEnv and config.env_config["episode_length"] == 16
+    specs = config.rl_module_spec.rl_module_specs
+    assert specs["fusion"].module_class is MaskedPPOTorchRLModule
+    mask = ensemble_env.parallel_env(cache).engine.layout.fusion["action_mask"]
+    assert specs["fusion"].model_config["action_mask_slice"] == [mask.start, mask.stop]
+    for name in ("decider", "fusion"):
+        model_config = specs[name].model_config
+        vf_share_layers = (
+            model_config["vf_share_layers"] if isinstance(model_config, dict) else model_config.vf_share_layers
+        )
+        assert vf_share_layers is MODEL_DEFAULTS["vf_share_layers"] is False
+
+
+def test_the_fusion_module_never_samples_an_invalid_answer(cache: LogitCache) -> None:
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    config = ppo_config({"cache": cache, "episode_length": 16}, num_env_runners=0)
+    env = rllib_env(cache=cache, episode_length=16)
+    spec = config.rl_module_spec.rl_module_specs["fusion"]
+    spec.observation_space, spec.action_space = env.observation_spaces["fusion"], env.action_spaces["fusion"]
+    module = spec.build()
+    obs, infos = env.reset(seed=0)
+    rows = [obs["fusion"]]
+    masks = [infos["fusion"]["action_mask"]]
+    for _ in range(15):
+        obs, _, _, _, infos = env.step({"decider": np.ones(3, dtype=np.int64), "fusion": 0})
+        rows.append(obs["fusion"])
+        masks.append(infos["fusion"]["action_mask"])
+    valid = torch.as_tensor(np.array(masks)) > 0
+    assert not valid.all()  # questions with 2 of 4 choices are there
+    batch = {Columns.OBS: torch.as_tensor(np.array(rows))}
+    for forward in (module.forward_exploration, module.forward_inference, module.forward_train):
+        logits = forward(batch)[Columns.ACTION_DIST_INPUTS]
+        distribution = module.get_exploration_action_dist_cls().from_logits(logits)
+        torch.manual_seed(0)
+        samples = torch.stack([distribution.sample() for _ in range(200)])
+        assert valid.gather(1, samples.T).all()  # every sampled answer is a valid choice
+        assert (logits[~valid] < -1e30).all()
+
+
+# RLlib registers its env with gymnasium under one name for every env runner it builds:
+@pytest.mark.filterwarnings("ignore:.*Overriding environment rllib-multi-agent-env-v0:UserWarning")
+@pytest.mark.parametrize(("options", "terminated"), [({"episode_length": 12}, False), ({"split": "test"}, True)])
+def test_env_runner_episodes_keep_termination_and_truncation_apart(
+    cache: LogitCache, options: dict, terminated: bool
+) -> None:
+    """RLlib's GAE bootstraps per agent from the last observation only after a truncation: each agent's episode
+    must say which end it was (an exhausted stream terminates, an ``episode_length`` cut truncates)."""
+    from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
+
+    config = ppo_config({"cache": cache, **options}, num_env_runners=0, seed=0)
+    runner = MultiAgentEnvRunner(config=config)
+    episodes = [episode for episode in runner.sample(num_episodes=1) if episode.is_done]
+    assert episodes
+    for agent in ("decider", "fusion"):
+        agent_episode = episodes[0].agent_episodes[agent]
+        assert agent_episode.is_terminated is terminated
+        assert agent_episode.is_truncated is not terminated
+    if not terminated:  # the last observation is the real next question (a valid-choice mask, not zeros)
+        last = episodes[0].agent_episodes["fusion"].get_observations(-1)
+        mask = runner.env.unwrapped.envs[0].unwrapped.env.engine.layout.fusion["action_mask"]
+        assert last[mask].sum() >= 2
+    runner.stop()
+
+
+def _one_iteration(seed: int) -> tuple[float, dict[str, np.ndarray]]:
+    seed_everything(seed)
+    config = ppo_config(
+        {"episode_length": 32, "cache": "toy8", "order": "shuffled"},
+        num_env_runners=1,
+        seed=seed,
+        train_batch_size_per_learner=128,
+        minibatch_size=64,
+        num_epochs=2,
+    )
+    algo = config.build_algo()
+    try:
+        result = algo.train()
+        weights = {name: next(iter(algo.get_module(name).parameters())).detach().numpy().copy() for name in POLICIES}
+        return result["env_runners"]["episode_return_mean"], weights
+    finally:
+        algo.stop()
+
+
+@pytest.mark.slow
+def test_one_seed_gives_identical_runs() -> None:
+    """Seeds and the workers' hash seed fixed: two runs sample the same episodes and learn the same weights."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=HASH_SEED_ENV)
+    try:
+        first, second, other = _one_iteration(0), _one_iteration(0), _one_iteration(1)
+    finally:
+        ray.shutdown()
+    assert first[0] == second[0]
+    for name in POLICIES:
+        np.testing.assert_array_equal(first[1][name], second[1][name])
+    assert first[0] != other[0]  # the seed matters
 
 
 @pytest.mark.slow

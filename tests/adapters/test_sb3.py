@@ -7,8 +7,10 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 pytest.importorskip("supersuit")
+pytest.importorskip("sb3_contrib")
 
 import torch
+from sb3_contrib import MaskablePPO
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import VecEnv
 
@@ -26,11 +28,13 @@ def cache() -> LogitCache:
 
 
 def play(venv: VecEnv, steps: int, seed: int) -> list[np.ndarray]:
-    """Observations, rewards and dones of ``steps`` steps of seeded random actions."""
-    venv.action_space.seed(seed)
+    """Observations, rewards and dones of ``steps`` steps of seeded random valid actions."""
+    space = venv.action_space
+    space.seed(seed)
     trace = [venv.reset()]
     for _ in range(steps):
-        obs, rewards, dones, _ = venv.step(np.array([venv.action_space.sample() for _ in range(venv.num_envs)]))
+        masks = venv.env_method("action_masks")  # the shared path refuses padded actions
+        obs, rewards, dones, _ = venv.step(np.array([space.sample(mask=m.astype(np.int8)) for m in masks]))
         trace += [obs, rewards, dones]
     return trace
 
@@ -73,10 +77,9 @@ def test_shared_path_pads_re_encodes_and_indicates_the_agent(cache: LogitCache) 
     obs = venv.reset()
     np.testing.assert_array_equal(obs[:, -2:], np.eye(2))
     np.testing.assert_array_equal(obs[0, decider_size:-2], 0.0)  # the decider's padding
-    # subset index 2 (binary 011 = models 0 and 1) for the decider; fusion answers 5, beyond every question's
-    # choices: SuperSuit maps padded actions to 0.
-    _, _, _, infos = venv.step(np.array([2, 5]))
-    assert infos[1]["answer"] == 0.0
+    # subset index 2 (binary 011 = models 0 and 1) for the decider, answer 1 for the fuser
+    _, _, _, infos = venv.step(np.array([2, 1]))
+    assert infos[1]["answer"] == 1.0
     obs, _, _, infos = venv.step(np.array([6, 0]))
     assert infos[1]["team_size"] == 2.0  # the team committed at the first step answered the second question
     np.testing.assert_array_equal(obs[0, :3], [1, 1, 1])  # and the decider now sees its new team: index 6 = 111
@@ -85,13 +88,59 @@ def test_shared_path_pads_re_encodes_and_indicates_the_agent(cache: LogitCache) 
     assert dones.all() and infos[1]["step"] == 10.0  # the last step's infos survive SuperSuit's auto-reset
 
 
+def test_shared_path_masks_each_row_to_its_roles_actions_and_refuses_padded_ones(cache: LogitCache) -> None:
+    venv = sb3_env("shared", num_envs=2, cache=cache, seed=0, episode_length=10)
+    obs = venv.reset()
+    assert venv.has_attr("action_masks")
+    masks = np.stack(venv.env_method("action_masks"))  # what MaskablePPO reads (sb3_contrib's get_action_masks)
+    assert masks.shape == (4, 7)
+    parallel = ensemble_env.parallel_env(cache)
+    valid = obs[:, parallel.engine.layout.fusion["action_mask"]] > 0.5
+    for row in (0, 2):  # deciders: every team index
+        assert masks[row].all()
+    for row in (1, 3):  # fusion agents: exactly the question's valid choices, never a padded action
+        np.testing.assert_array_equal(masks[row, :4], valid[row, :4])
+        assert not masks[row, 4:].any() and 2 <= masks[row].sum() <= 4
+    with pytest.raises(ValueError, match=r"row 1 \(fusion\) got action 5, a padded action.*MaskablePPO"):
+        venv.step(np.array([0, 5, 0, 0]))
+
+
+@pytest.mark.parametrize("train", ["fusion", "shared"])
+def test_truncation_and_termination_reach_sb3_apart(cache: LogitCache, train: str) -> None:
+    """An episode_length cut is a truncation SB3 bootstraps from; an exhausted stream is a termination."""
+    for options, truncated in (({"episode_length": 6}, True), ({"split": "test"}, False)):
+        venv = sb3_env(train, cache=cache, seed=0, **options)
+        venv.reset()
+        for _ in range(200):
+            _, _, dones, infos = venv.step(np.array([0] * venv.num_envs))
+            if dones.any():
+                break
+        assert dones.all()
+        for info in infos:
+            assert info["TimeLimit.truncated"] is truncated
+            assert venv.observation_space.contains(info["terminal_observation"])
+        if truncated:  # the final observation shows the real next question: its mask is a real valid-choice mask
+            final = infos[-1]["terminal_observation"]
+            mask = final[ensemble_env.parallel_env(cache).engine.layout.fusion["action_mask"]]
+            assert 2 <= mask.sum() <= 4
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("train", ["decider", "fusion", "shared"])
 def test_ppo_trains_on_each_path(cache: LogitCache, train: str) -> None:
-    model = PPO("MlpPolicy", sb3_env(train, num_envs=2, cache=cache, episode_length=32), n_steps=64, seed=0)
+    algorithm = MaskablePPO if train == "shared" else PPO  # the shared path needs the masks
+    model = algorithm("MlpPolicy", sb3_env(train, num_envs=2, cache=cache, episode_length=32), n_steps=64, seed=0)
     model.learn(128)
     action, _ = model.predict(model.get_env().reset(), deterministic=True)
     assert all(model.action_space.contains(a) for a in action)
+
+
+@pytest.mark.slow
+def test_plain_ppo_on_the_shared_path_is_refused(cache: LogitCache) -> None:
+    """Unmasked, the shared policy samples padded actions; they must not reach the game as answers."""
+    model = PPO("MlpPolicy", sb3_env("shared", num_envs=2, cache=cache, episode_length=32), n_steps=64, seed=0)
+    with pytest.raises(ValueError, match="padded action"):
+        model.learn(256)
 
 
 @pytest.mark.slow

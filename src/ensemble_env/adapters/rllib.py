@@ -9,16 +9,41 @@ this game: it orders agents arbitrarily, calls ``render(mode)``, hides ``state()
 - ``render()`` returns the text of the last step (``env_config={"render_mode": "ansi"}``);
 - ``state()`` and ``state_space`` give the centralized state, for a custom centralized-critic module.
 
-:func:`ppo_config` returns a ``PPOConfig`` with one policy (RLModule) per role. RLlib's PPO has no centralized
-critic: each role's value function sees its own observation. RLlib's default modules do not read the fusion
-valid-choice mask either; an answer outside the question's choices is simply a wrong answer.
+Episode ends keep their kind: an exhausted question stream is a termination (``terminateds``, every agent and
+``"__all__"``), an ``episode_length`` cut a truncation (``truncateds["__all__"]``, with the real next question as
+the last observation), so RLlib's GAE bootstraps from the value of that observation only after a truncation.
+The truncation is reported through ``"__all__"`` alone: RLlib 2.60's ``MultiAgentEpisode`` calls an episode in
+which every agent is done *terminated*, truncated agents included, and then terminates each agent's episode;
+with ``"__all__"`` alone it marks every agent's episode truncated (``tests/adapters/test_rllib.py`` checks the
+episodes an env runner returns).
+
+:func:`ppo_config` returns a ``PPOConfig`` with one policy (RLModule) per role and settings that learn:
+
+- **separate value layers** (``vf_share_layers=False``). Returns reach the hundreds (256-question episodes,
+  rewards in [-2, 1]); RLlib's default ``vf_share_layers=True`` lets that value loss flow through the policy's
+  layers, and the policy collapsed to one constant answer. ``vf_clip_param`` is raised for the same reason
+  (RLlib's 10 would stop the value loss from following returns that large).
+- **the fusion valid-choice mask**: the fusion policy is a :class:`MaskedPPOTorchRLModule`, which reads the
+  mask out of its own observation (the ``action_mask`` part of the layout) and gives invalid answers a
+  log-probability of about -3.4e38, so they are never sampled and carry no gradient. The decider's actions are
+  all valid.
+- **one policy per role, in a fixed order** (a list, not a set: the order of a set of strings changes with
+  Python's hash seed, and with it the order in which the modules draw their initial weights).
+
+RLlib's PPO has no centralized critic: each role's value function sees its own observation.
+
+Seeding: ``ppo_config(seed=s)`` seeds RLlib's env runners (env runner i: ``s + i``) and learners; call
+:func:`seed_everything` in the driver before ``build_algo()`` too (the driver-side module, when
+``num_learners=0``, and the minibatch shuffling draw from the driver's global generators). Two runs with
+one seed then print the same numbers (``tests/adapters/test_rllib.py`` checks it).
 
 The same config runs on a Ray cluster (``docs/adapters.md``): ``ray start --head`` on one machine, ``ray start
 --address=HEAD:6379`` on the others, ``ray.init(address="auto")``, then raise ``num_env_runners`` and
 ``num_learners``. Every node needs ``ensemble-env[rllib]`` installed and the cache file at the same path (the
-embedded default cache ships inside the package).
+built-in caches ship inside the package).
 
-``EnsembleMultiAgentEnv`` is built on first access, so importing this module does not import Ray.
+``EnsembleMultiAgentEnv`` and ``MaskedPPOTorchRLModule`` are built on first access, so importing this module
+does not import Ray.
 """
 
 from __future__ import annotations
@@ -29,13 +54,37 @@ from ensemble_env.actions import choose_encoding
 from ensemble_env.adapters import lazy_class, require
 from ensemble_env.env import parallel_env
 
-# EnsembleMultiAgentEnv comes from the module __getattr__ below
-__all__ = ["POLICIES", "EnsembleMultiAgentEnv", "policy_for_agent", "ppo_config", "rllib_env"]  # noqa: F822
+# EnsembleMultiAgentEnv and MaskedPPOTorchRLModule come from the module __getattr__ below
+__all__ = [  # noqa: F822
+    "MODEL_DEFAULTS",
+    "POLICIES",
+    "TRAINING_DEFAULTS",
+    "EnsembleMultiAgentEnv",
+    "MaskedPPOTorchRLModule",
+    "policy_for_agent",
+    "ppo_config",
+    "rllib_env",
+    "seed_everything",
+]
 
-#: one policy per role, named like the agents
+#: one policy per role, named like the agents, in this order
 POLICIES = ("decider", "fusion")
 #: decider encodings RLlib can sample (it has no MultiBinary)
 RLLIB_DECIDER_ACTIONS = ("multidiscrete", "subset")
+#: ``DefaultModelConfig`` fields changed from RLlib's defaults (``ppo_config(model=...)`` overrides them)
+MODEL_DEFAULTS: dict[str, Any] = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "vf_share_layers": False}
+#: ``PPOConfig.training`` settings changed from RLlib's defaults (``ppo_config(**training)`` overrides them)
+TRAINING_DEFAULTS: dict[str, Any] = {
+    "lr": 1e-3,
+    "lambda_": 0.95,
+    "use_kl_loss": False,
+    "vf_clip_param": 1e4,  # returns reach the hundreds: RLlib's 10 would stop the value loss following them
+    "train_batch_size_per_learner": 2048,
+    "minibatch_size": 128,
+    "num_epochs": 8,
+}
+#: key of the fusion module's ``model_config`` that holds the mask's [start, stop) in its observation
+MASK_SLICE_KEY = "action_mask_slice"
 
 
 def _build_env_class() -> type:
@@ -45,9 +94,9 @@ def _build_env_class() -> type:
     class EnsembleMultiAgentEnv(MultiAgentEnv):
         """The ensemble game as an RLlib ``MultiAgentEnv``.
 
-        ``config``: RLlib's ``env_config`` dict: ``cache`` (a path, default the embedded cache),
-        ``render_mode`` and any option of :func:`ensemble_env.parallel_env`; ``decider_action`` defaults to
-        ``"multidiscrete"``.
+        ``config``: RLlib's ``env_config`` dict: ``cache`` (a built-in name or a path, default the default
+        built-in cache), ``render_mode`` and any option of :func:`ensemble_env.parallel_env`;
+        ``decider_action`` defaults to ``"multidiscrete"``.
         """
 
         metadata = {"render_modes": ["ansi", "human"]}  # noqa: RUF012 (gymnasium's convention)
@@ -74,8 +123,13 @@ def _build_env_class() -> type:
         def step(self, action_dict: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
             obs, rewards, terminations, truncations, infos = self.env.step(action_dict)
             self.agents = list(self.env.agents)
-            terminations["__all__"] = all(terminations.values())
-            truncations["__all__"] = all(truncations.values())
+            terminated, truncated = all(terminations.values()), all(truncations.values())
+            if truncated and not terminated:
+                # RLlib 2.60's MultiAgentEpisode declares an episode terminated once every agent is done,
+                # truncated agents included, and then terminates each agent's episode: no bootstrap from the
+                # real next question. Reported through "__all__" only, the cut stays a truncation for every agent.
+                truncations = dict.fromkeys(truncations, False)
+            terminations["__all__"], truncations["__all__"] = terminated, truncated
             return obs, rewards, terminations, truncations, infos
 
         def state(self) -> Any:
@@ -91,9 +145,48 @@ def _build_env_class() -> type:
     return EnsembleMultiAgentEnv
 
 
-# Built on first access, so that importing this module does not import Ray; Ray pickles the class by reference
+def _build_module_class() -> type:
+    require("ray", "rllib")
+    import torch
+    from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+    from ray.rllib.core.columns import Columns
+    from ray.rllib.utils.torch_utils import FLOAT_MIN
+
+    class MaskedPPOTorchRLModule(DefaultPPOTorchRLModule):
+        """RLlib's default PPO module with a valid-action mask read from a slice of the flat observation.
+
+        ``model_config["action_mask_slice"]``: ``[start, stop)`` of the 0/1 mask in the observation (for the
+        fusion agent: ``env.engine.layout.fusion["action_mask"]``). Invalid actions get a logit of about
+        -3.4e38: never sampled, never the greedy action, no gradient. The network still reads the whole
+        observation, mask included.
+        """
+
+        def _mask(self, batch: dict[str, Any], output: dict[str, Any]) -> dict[str, Any]:
+            start, stop = self.model_config[MASK_SLICE_KEY]
+            valid = batch[Columns.OBS][..., start:stop] > 0.5
+            logits = output[Columns.ACTION_DIST_INPUTS]
+            output[Columns.ACTION_DIST_INPUTS] = torch.where(valid, logits, torch.full_like(logits, FLOAT_MIN))
+            return output
+
+        def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+            return self._mask(batch, super()._forward(batch, **kwargs))
+
+        def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+            return self._mask(batch, super()._forward_train(batch, **kwargs))
+
+    return MaskedPPOTorchRLModule
+
+
+# Built on first access, so that importing this module does not import Ray; Ray pickles the classes by reference
 # when it ships the config to its env runners.
-__getattr__ = lazy_class(__name__, "EnsembleMultiAgentEnv", _build_env_class)
+_env_class = lazy_class(__name__, "EnsembleMultiAgentEnv", _build_env_class)
+_module_class = lazy_class(__name__, "MaskedPPOTorchRLModule", _build_module_class)
+
+
+def __getattr__(attribute: str) -> Any:
+    if attribute == "MaskedPPOTorchRLModule":
+        return _module_class(attribute)
+    return _env_class(attribute)
 
 
 def rllib_env(**env_config: Any) -> Any:
@@ -110,6 +203,14 @@ def policy_for_agent(agent_id: str, episode: Any = None, **kwargs: Any) -> str:
     return agent_id
 
 
+def seed_everything(seed: int) -> None:
+    """Seed the driver's global generators (Python, numpy, torch) as RLlib seeds its workers'."""
+    require("ray", "rllib")
+    from ray.rllib.utils.debug import update_global_seed_if_necessary
+
+    update_global_seed_if_necessary("torch", seed)
+
+
 def ppo_config(
     env_config: dict[str, Any] | None = None,
     *,
@@ -117,36 +218,48 @@ def ppo_config(
     num_envs_per_env_runner: int = 1,
     num_learners: int = 0,
     seed: int | None = None,
+    model: dict[str, Any] | None = None,
+    mask_fusion: bool = True,
     **training: Any,
 ) -> Any:
     """A ``PPOConfig`` for the game: one PPO policy per role, ``num_env_runners`` rollout processes.
 
-    ``env_config``: passed to :class:`EnsembleMultiAgentEnv` on every env runner (``cache`` must be a path that
-    exists on each node, or None for the embedded cache). ``num_learners``: 0 trains in the driver; more spread
-    the updates over learner actors (on a cluster, one per GPU or node). ``training``: keyword arguments of
-    ``PPOConfig.training`` (``lr``, ``train_batch_size_per_learner``, ``minibatch_size``, ``num_epochs``, ...).
-    ``seed``: RLlib seeds each env runner's env from it.
+    ``env_config``: passed to :class:`EnsembleMultiAgentEnv` on every env runner (``cache`` must be a built-in
+    name, a path that exists on each node, or None). ``num_learners``: 0 trains in the driver; more spread the
+    updates over learner actors (on a cluster, one per GPU or node). ``seed``: RLlib seeds each env runner's
+    env and generators from it (see :func:`seed_everything` for the driver). ``model``: fields of RLlib's
+    ``DefaultModelConfig`` over :data:`MODEL_DEFAULTS` (separate value layers). ``mask_fusion``: the fusion
+    policy masks invalid answers (:class:`MaskedPPOTorchRLModule`). ``training``: keyword arguments of
+    ``PPOConfig.training`` over :data:`TRAINING_DEFAULTS` (``lr``, ``gamma``, ``num_epochs``, ...).
 
-    >>> config = ppo_config({"episode_length": 64}, num_env_runners=2)  # doctest: +SKIP
+    >>> config = ppo_config({"episode_length": 256}, num_env_runners=2, seed=0)  # doctest: +SKIP
     >>> algo = config.build_algo()  # doctest: +SKIP
     >>> algo.train()["env_runners"]["episode_return_mean"]  # doctest: +SKIP
     """
     require("ray", "rllib")
     from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     env_config = dict(env_config or {})
-    choose_encoding(env_config, "multidiscrete", "RLlib", RLLIB_DECIDER_ACTIONS)  # fail early, in the driver
-    config = (
+    # Built once in the driver: fails early on a bad option, and gives the fusion mask's place.
+    probe = __getattr__("EnsembleMultiAgentEnv")(env_config)
+    mask = probe.env.engine.layout.fusion["action_mask"]
+    model_config = DefaultModelConfig(**{**MODEL_DEFAULTS, **(model or {})})
+    specs = {"decider": RLModuleSpec(model_config=model_config)}
+    if mask_fusion:
+        fusion_config = {**vars(model_config), MASK_SLICE_KEY: [mask.start, mask.stop]}
+        specs["fusion"] = RLModuleSpec(module_class=__getattr__("MaskedPPOTorchRLModule"), model_config=fusion_config)
+    else:
+        specs["fusion"] = RLModuleSpec(model_config=model_config)
+    return (
         PPOConfig()
         .environment(__getattr__("EnsembleMultiAgentEnv"), env_config=env_config)
         .env_runners(num_env_runners=num_env_runners, num_envs_per_env_runner=num_envs_per_env_runner)
         .learners(num_learners=num_learners)
-        .multi_agent(policies=set(POLICIES), policy_mapping_fn=policy_for_agent)
-        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs={name: RLModuleSpec() for name in POLICIES}))
+        .multi_agent(policies=list(POLICIES), policy_mapping_fn=policy_for_agent)
+        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
+        .training(**{**TRAINING_DEFAULTS, **training})
         .debugging(seed=seed)
     )
-    if training:
-        config = config.training(**training)
-    return config

@@ -9,14 +9,21 @@ SB3 is single-agent, so there are two ways in (``docs/adapters.md`` says which t
   paper's two-stage recipe: train the decider with a scripted fuser, then the fuser with the decider frozen.
 - ``sb3_env(train="shared")``: the SuperSuit path. Both roles become copies of one vectorised agent driven by
   one parameter-shared policy: the decider re-encoded as ``Discrete(2**N - 1)`` (MultiBinary and Discrete cannot
-  be padded together), both action spaces padded to the larger ``Discrete`` (a fusion answer beyond its
-  choices becomes answer 0), observations zero-padded to the longer one, plus a one-hot agent indicator.
-  No centralized critic: SB3's value function sees one agent's padded observation.
+  be padded together), both action spaces padded to the larger ``Discrete``, observations zero-padded to the
+  longer one, plus a one-hot agent indicator. No centralized critic: SB3's value function sees one agent's
+  padded observation. **Train it with sb3-contrib's MaskablePPO**: the vector env's ``action_masks()`` allow
+  each row only its own role's actions (the fusion agent: the question's valid choices), and a padded action
+  that still reaches it raises ValueError instead of becoming an answer. (SuperSuit maps every padded action
+  to action 0; with plain PPO the shared policy settled on answering 0 to everything.)
 
-Both return an SB3 ``VecEnv`` wrapped in ``VecMonitor`` (episode return and length in the logs).
+Both return an SB3 ``VecEnv`` wrapped in ``VecMonitor`` (episode return and length in the logs). Episode ends
+pass through as SB3 expects them: ``dones`` is terminated or truncated, ``infos[i]["TimeLimit.truncated"]`` is
+True only for an ``episode_length`` cut (SB3 then bootstraps from ``infos[i]["terminal_observation"]``, the
+real next question), False when the question stream is exhausted. SuperSuit's own SB3 wrapper drops the
+difference; this adapter restores it.
 
 >>> from ensemble_env.adapters.sb3 import SingleRoleEnv
->>> env = SingleRoleEnv("fusion", episode_length=5)
+>>> env = SingleRoleEnv("fusion", cache="toy8", episode_length=5)
 >>> obs, info = env.reset(seed=0)
 >>> env.observation_space.contains(obs), env.action_space
 (True, Discrete(10))
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -166,12 +174,12 @@ def sb3_env(
 
         if other is not None:
             raise ValueError("train='shared' trains both roles with one policy: there is no other role to pass")
-        env: Any = _LastStepInfos(
-            parallel_env(loaded, **choose_encoding(options, "subset", "SuperSuit padding", ("subset",)))
-        )
-        env = ss.agent_indicator_v0(ss.pad_action_space_v0(ss.pad_observations_v0(env)))
-        vector = _seedable_sb3_wrapper(
-            ss.concat_vec_envs_v1(ss.pettingzoo_env_to_vec_env_v1(env), num_envs, num_cpus=0, base_class="gymnasium")
+        parallel = parallel_env(loaded, **choose_encoding(options, "subset", "SuperSuit padding", ("subset",)))
+        roles = _SharedRoles.from_env(parallel)
+        env: Any = ss.agent_indicator_v0(ss.pad_action_space_v0(ss.pad_observations_v0(_LastStepInfos(parallel))))
+        vector = _shared_sb3_wrapper(
+            ss.concat_vec_envs_v1(ss.pettingzoo_env_to_vec_env_v1(env), num_envs, num_cpus=0, base_class="gymnasium"),
+            roles,
         )
     venv = VecMonitor(vector)
     if seed is not None:
@@ -189,26 +197,107 @@ class _LastStepInfos(BaseParallelWrapper):
         return obs, {agent: {} for agent in obs}
 
 
-def _seedable_sb3_wrapper(vector: Any) -> Any:
-    """SuperSuit's ``SB3VecEnvWrapper``, fixed for SB3 2.x: its ``seed()`` raises AttributeError under
-    ``PPO(seed=...)`` (here the seed is kept for the next reset, which seeds the copies ``seed``, ``seed + 1``,
-    ...), and its ``get_attr("render_mode")`` fails under SB3 wrappers such as ``VecMonitor``."""
+@dataclass(frozen=True)
+class _SharedRoles:
+    """What the shared vector env needs to tell its rows apart and mask them: each role's own action count and
+    where the fusion agent's valid-choice mask lies in its observation (padding appends zeros after it)."""
+
+    decider_actions: int
+    fusion_actions: int
+    fusion_mask: slice
+
+    @classmethod
+    def from_env(cls, parallel: Any) -> _SharedRoles:
+        return cls(
+            int(parallel.action_space("decider").n),
+            int(parallel.action_space("fusion").n),
+            parallel.engine.layout.fusion["action_mask"],
+        )
+
+    def masks(self, observations: np.ndarray, n_actions: int) -> np.ndarray:
+        """(rows, n_actions) bool: a decider row allows its team indices, a fusion row its valid choices.
+
+        The rows' roles come from the agent indicator (the last two observation entries: decider, fusion).
+        """
+        fusion = observations[:, -1] > 0.5
+        masks = np.zeros((observations.shape[0], n_actions), dtype=bool)
+        masks[~fusion, : self.decider_actions] = True
+        masks[fusion, : self.fusion_actions] = observations[fusion, self.fusion_mask] > 0.5
+        return masks
+
+    def check(self, observations: np.ndarray, actions: np.ndarray) -> None:
+        """ValueError when a row's action is a padded one (beyond its own role's action count)."""
+        fusion = observations[:, -1] > 0.5
+        limits = np.where(fusion, self.fusion_actions, self.decider_actions)
+        bad = np.flatnonzero(np.asarray(actions).reshape(-1) >= limits)
+        if bad.size:
+            row = int(bad[0])
+            role = "fusion" if fusion[row] else "decider"
+            raise ValueError(
+                f"sb3_env('shared'): row {row} ({role}) got action {int(actions[row])}, a padded action (the {role} "
+                f"agent has {int(limits[row])}); train with sb3_contrib.MaskablePPO, which reads the vector env's "
+                "action_masks(), so that padded actions are never sampled"
+            )
+
+
+def _shared_sb3_wrapper(vector: Any, roles: _SharedRoles) -> Any:
+    """SuperSuit's ``SB3VecEnvWrapper``, made sound for SB3 2.x and a shared policy over two roles.
+
+    - ``seed()`` keeps the seed for the next reset, which seeds the copies ``seed``, ``seed + 1``, ... (SuperSuit's
+      raises AttributeError under ``PPO(seed=...)``); ``get_attr("render_mode")`` works under ``VecMonitor``;
+    - ``infos[i]["TimeLimit.truncated"]``: True only when the episode was truncated, not terminated (SuperSuit
+      reports ``terminated or truncated`` and nothing else, so SB3 would never bootstrap after a truncation);
+    - ``env_method("action_masks")`` / ``has_attr("action_masks")`` for MaskablePPO, and padded actions refused.
+    """
     from supersuit.vector.sb3_vector_wrapper import SB3VecEnvWrapper
 
-    class SeedableSB3VecEnvWrapper(SB3VecEnvWrapper):
+    class SharedSB3VecEnvWrapper(SB3VecEnvWrapper):
+        _pending_seed: int | None = None
+        _observations: np.ndarray | None = None
+
         def seed(self, seed: int | None = None) -> list[int | None]:
             self._pending_seed = seed
             return [None if seed is None else seed + index for index in range(self.num_envs)]
 
         def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
-            seed = seed if seed is not None else getattr(self, "_pending_seed", None)
+            seed = seed if seed is not None else self._pending_seed
             self._pending_seed = None
-            observations, self.reset_infos = self.venv.reset(seed=seed, options=options)
-            return observations
+            self._observations, self.reset_infos = self.venv.reset(seed=seed, options=options)
+            return self._observations
+
+        def step_async(self, actions: np.ndarray) -> None:
+            if self._observations is None:
+                raise RuntimeError("step() called before reset()")
+            roles.check(self._observations, actions)
+            self.venv.step_async(actions)
+
+        def step_wait(self) -> Any:
+            observations, rewards, terminations, truncations, infos = self.venv.step_wait()
+            for info, terminated, truncated in zip(infos, terminations, truncations, strict=True):
+                if terminated or truncated:
+                    info["TimeLimit.truncated"] = bool(truncated and not terminated)
+            self._observations = observations
+            dones = np.logical_or(terminations, truncations)
+            return observations, rewards, dones, infos
+
+        def action_masks(self) -> np.ndarray:
+            """(rows, n) bool: the actions each row (a decider or a fusion agent of a copy) may take."""
+            if self._observations is None:
+                raise RuntimeError("action_masks() called before reset()")
+            return roles.masks(self._observations, int(self.action_space.n))
+
+        def has_attr(self, attr_name: str) -> bool:
+            return attr_name in ("action_masks", "render_mode")
+
+        def env_method(self, method_name: str, *args: Any, indices: Any = None, **kwargs: Any) -> list[Any]:
+            if method_name != "action_masks":
+                return self.venv.env_method(method_name, *args, indices=indices, **kwargs)
+            masks = list(self.action_masks())
+            return masks if indices is None else [masks[index] for index in self._get_indices(indices)]
 
         def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
             if attr_name == "render_mode":
                 return [self.render_mode] * self.num_envs
             return super().get_attr(attr_name, indices)
 
-    return SeedableSB3VecEnvWrapper(vector)
+    return SharedSB3VecEnvWrapper(vector)
