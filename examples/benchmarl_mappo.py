@@ -1,47 +1,41 @@
 """BenchMARL's MAPPO (centralized critics on the state) or IPPO on the ensemble game.
 
     pip install -e ".[benchmarl]"                     # its own environment: BenchMARL needs torchrl<0.12
-    python examples/benchmarl_mappo.py --smoke        # MAPPO then IPPO, 4096 frames each, one process each
-    python examples/benchmarl_mappo.py --algorithm mappo --frames 300000
+    python examples/benchmarl_mappo.py --smoke        # MAPPO, 8192 frames (about a minute)
+    python examples/benchmarl_mappo.py                # MAPPO, 81920 frames on toy8
+    python examples/benchmarl_mappo.py --cache bbh5 --algorithm ippo
 
 The task is :func:`ensemble_env.adapters.benchmarl.benchmarl_task` (decider as a subset index). Both groups,
 "decider" and "fusion", train with their own policy; MAPPO's critic of each group reads the centralized state.
-It prints the greedy test-split accuracy and reward per question before and after training.
+BenchMARL collects from 4 copies of the game, copy i seeded ``seed + i``: the script first prints the questions
+each copy starts with, to show that their streams differ. Then a progress line per iteration, and at the end the
+greedy test-split accuracy, reward per question and team size before and after training next to the fixed
+baselines, and the teams the decider committed.
+
+The same experiment from BenchMARL's own command line (Hydra; docs/adapters.md):
+
+    python -m ensemble_env.adapters.benchmarl algorithm=mappo task=ensemble_env/ensemble
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import tempfile
 from typing import Any
 
 import torch
 from benchmarl.algorithms import IppoConfig, MappoConfig
 from benchmarl.experiment import Experiment, ExperimentConfig
+from benchmarl.experiment.callback import Callback
 from benchmarl.models.mlp import MlpConfig
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from ensemble_env.adapters.benchmarl import benchmarl_task
+from ensemble_env.adapters.scoring import EpisodeTally, Progress, baseline_figures, comparison, gain_line, team_mask_of
 from ensemble_env.adapters.torchrl import torchrl_env
+from ensemble_env.env import resolve_cache
 
 ALGORITHMS = {"mappo": MappoConfig, "ippo": IppoConfig}
-
-
-def evaluate(policy: Any, seed: int) -> dict[str, float]:
-    """Greedy play of the experiment's policy over the whole test stream."""
-    env = torchrl_env(split="test", decider_action="subset", decider_action_mask=True, seed=seed)
-    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
-        rollout = env.rollout(env._env.engine.episode_length, policy)
-    info = rollout[-1]["next", "fusion", "info"]
-    return {
-        "accuracy": float(info["accuracy"]),
-        "reward_per_question": float(info["episode_return"] / info["step"]),
-        "team_size": float(rollout["next", "fusion", "info", "team_size"].mean()),
-    }
-
-
 #: BenchMARL's experiment settings changed from its defaults (benchmarl/conf/experiment/base_experiment.yaml)
 SETTINGS = {
     "on_policy_collected_frames_per_batch": 2048,
@@ -55,13 +49,57 @@ SETTINGS = {
     "checkpoint_interval": 0,
     "checkpoint_at_end": False,
 }
-EPISODE_LENGTH = 256
+ENV_OPTIONS = {"split": "train", "order": "shuffled", "episode_length": 256}
 
 
-def run(algorithm: str, frames: int, seed: int) -> None:
-    task = benchmarl_task(split="train", order="shuffled", episode_length=EPISODE_LENGTH)
+class PrintProgress(Callback):
+    """A progress line per collected batch: its accuracy, reward and team size."""
+
+    def __init__(self, iterations: int) -> None:
+        super().__init__()
+        self.progress = Progress("iteration", iterations)
+        self.done = 0
+
+    def on_batch_collected(self, batch: Any) -> None:
+        self.done += 1
+        info = batch["next", "fusion", "info"]
+        self.progress.update(
+            self.done,
+            reward=info["reward"].mean().item(),
+            accuracy=info["correct"].mean().item(),
+            team_size=info["team_size"].mean().item(),
+        )
+
+
+def show_streams(task: Any, seed: int, steps: int = 6) -> None:
+    """The first questions each of the training copies plays (BenchMARL builds them with ``get_env_fun``)."""
+    copies = SETTINGS["on_policy_n_envs_per_worker"]
+    env = task.get_env_fun(num_envs=copies, continuous_actions=False, seed=seed, device="cpu")()
+    env.set_seed(seed)  # as BenchMARL's collector leaves them: each copy keeps its own seed
+    rollout = env.rollout(steps)
+    questions = rollout["next", "fusion", "info", "question"][..., 0].long()
+    for copy in range(copies):
+        print(f"copy {copy}: first questions {questions[copy].tolist()}")
+    env.close()
+
+
+def evaluate(policy: Any, cache: str, seed: int) -> EpisodeTally:
+    """Greedy play of the experiment's policy over the whole test stream."""
+    env = torchrl_env(cache, split="test", decider_action="subset", decider_action_mask=True, seed=seed)
+    engine = env._env.engine
+    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+        rollout = env.rollout(engine.episode_length, policy)
+    teams = team_mask_of(rollout["fusion", "observation"][:, 0].numpy(), engine.layout, "fusion")
+    info = rollout["next", "fusion", "info"][:, 0]
+    return EpisodeTally.from_steps(engine.cache.models, teams, info["correct"].numpy(), info["reward"].numpy())
+
+
+def run(algorithm: str, cache: str, frames: int, seed: int) -> None:
+    task = benchmarl_task(cache, **ENV_OPTIONS)
+    show_streams(task, seed)
     algorithm_config = ALGORITHMS[algorithm].get_from_yaml()
     algorithm_config.entropy_coef = 0.01
+    iterations = frames // SETTINGS["on_policy_collected_frames_per_batch"]
     with tempfile.TemporaryDirectory() as folder:
         config = ExperimentConfig.get_from_yaml()
         for name, value in {**SETTINGS, "max_n_frames": frames, "save_folder": folder}.items():
@@ -73,33 +111,30 @@ def run(algorithm: str, frames: int, seed: int) -> None:
             critic_model_config=MlpConfig.get_from_yaml(),
             seed=seed,
             config=config,
+            callbacks=[PrintProgress(iterations)],
         )
-        before = evaluate(experiment.policy, seed)
+        before = evaluate(experiment.policy, cache, seed)
         experiment.run()
-        after = evaluate(experiment.policy, seed)
+        after = evaluate(experiment.policy, cache, seed)
     critic = "centralized critics on the state" if algorithm == "mappo" else "critics on each group's observation"
-    print(f"[benchmarl {algorithm}] {frames} frames, {critic}")
-    for key in before:
-        print(f"  test {key:<20s} before {before[key]:7.3f}   after {after[key]:7.3f}")
+    title = f"[benchmarl {algorithm}] {cache}: {frames} frames, {critic}, seed {seed}"
+    reference = baseline_figures(resolve_cache(cache))
+    print(comparison(title, before.figures(), after.figures(), reference, questions=len(after)))
+    print(f"  decider's teams before: {before.describe_teams()}")
+    print(f"  decider's teams after:  {after.describe_teams()}")
+    print(gain_line(f"benchmarl {algorithm}", before.figures(), after.figures()), flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algorithm", choices=(*ALGORITHMS, "both"), default="both")
-    parser.add_argument("--frames", type=int, default=200_000, help="environment steps per algorithm")
+    parser.add_argument("--cache", default="toy8", help="a built-in cache (toy8, bbh5) or a cache file")
+    parser.add_argument("--algorithm", choices=tuple(ALGORITHMS), default="mappo")
+    parser.add_argument("--frames", type=int, default=81_920, help="environment steps (40 iterations of 2048)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--smoke", action="store_true", help="4096 frames of each algorithm (about a minute in all)")
+    parser.add_argument("--smoke", action="store_true", help="8192 frames (about a minute)")
     args = parser.parse_args(argv)
-    frames = 4096 if args.smoke else args.frames
-    if args.algorithm == "both":
-        # One process per algorithm: a second BenchMARL experiment in the same process ran its matrix products
-        # up to ten times slower here (IPPO after MAPPO: 60-120 s per iteration instead of 6-9 s).
-        for algorithm in ALGORITHMS:
-            command = [sys.executable, __file__, "--algorithm", algorithm, "--frames", str(frames)]
-            subprocess.run([*command, "--seed", str(args.seed)], check=True)
-        return
     torch.set_num_threads(1)  # small networks: more threads only contend for the cores
-    run(args.algorithm, frames, args.seed)
+    run(args.algorithm, args.cache, 8192 if args.smoke else args.frames, args.seed)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,19 @@
 """A short MAPPO on the ensemble game with TorchRL's own modules: one actor per role, centralized critics.
 
     pip install -e ".[torchrl]"
-    python examples/torchrl_mappo.py --smoke          # a short run, under a minute on 2 CPU cores
-    python examples/torchrl_mappo.py --iterations 60
+    python examples/torchrl_mappo.py --smoke          # a short run, about a minute on 2 CPU cores
+    python examples/torchrl_mappo.py                  # 60 iterations on toy8
+    python examples/torchrl_mappo.py --cache bbh5     # the 5 LLMs on BIG-Bench-Hard
 
 The env is :func:`ensemble_env.adapters.torchrl.torchrl_env`: groups "decider" (MultiBinary team mask, one
 Bernoulli per model) and "fusion" (Categorical answer, masked to the question's valid choices), and the root
 key "state". Each group has its own actor on its own observation and its own critic on the centralized state
 (MAPPO); both groups' ClipPPOLoss terms are summed and minimised by one optimizer. GAE is TorchRL's.
 
-It prints the greedy test-split accuracy and reward per question before and after training.
+GAE bootstraps from the final observation after an ``episode_length`` cut (``truncated``) and not after the end
+of the question stream (``terminated``). It prints a progress line per iteration, then the greedy test-split
+accuracy, reward per question and team size before and after training next to the fixed baselines, and the
+teams the decider committed.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.modules import MLP, MaskedCategorical, ProbabilisticActor
 from torchrl.objectives import ClipPPOLoss, ValueEstimators
 
+from ensemble_env.adapters.scoring import EpisodeTally, Progress, baseline_figures, comparison, gain_line, team_mask_of
 from ensemble_env.adapters.torchrl import GROUP_MAP, torchrl_env
+from ensemble_env.env import resolve_cache
 
 
 class IndependentBernoulli(torch.distributions.Independent):
@@ -92,19 +98,15 @@ def make_loss(actor: ProbabilisticActor, critic: TensorDictModule, group: str, g
     return loss
 
 
-def evaluate(actors: dict[str, ProbabilisticActor], seed: int) -> dict[str, float]:
+def evaluate(actors: dict[str, ProbabilisticActor], cache: str, seed: int) -> EpisodeTally:
     """Greedy play over the whole test stream."""
-    env = torchrl_env(split="test", seed=seed)
-    steps = env.base_env.engine.episode_length if hasattr(env, "base_env") else env._env.engine.episode_length
-    policy = _joint(actors)
+    env = torchrl_env(cache, split="test", seed=seed)
+    engine = env._env.engine
     with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
-        rollout = env.rollout(steps, policy)
-    info = rollout[-1]["next", "fusion", "info"]
-    return {
-        "accuracy": float(info["accuracy"]),
-        "reward_per_question": float(info["episode_return"] / info["step"]),
-        "team_size": float(rollout["next", "fusion", "info", "team_size"].mean()),
-    }
+        rollout = env.rollout(engine.episode_length, _joint(actors))
+    teams = team_mask_of(rollout["fusion", "observation"][:, 0].numpy(), engine.layout, "fusion")
+    info = rollout["next", "fusion", "info"][:, 0]
+    return EpisodeTally.from_steps(engine.cache.models, teams, info["correct"].numpy(), info["reward"].numpy())
 
 
 def _joint(actors: dict[str, ProbabilisticActor]) -> Any:
@@ -130,11 +132,15 @@ class Config:
     hidden: int = 256
     """Width of the two hidden layers of every actor and critic."""
     seed: int = 0
+    cache: str = "toy8"
+    """A built-in cache name or a cache file."""
 
 
 def train(config: Config) -> None:
     torch.manual_seed(config.seed)
-    env = torchrl_env(split="train", order="shuffled", episode_length=config.episode_length, seed=config.seed)
+    env = torchrl_env(
+        config.cache, split="train", order="shuffled", episode_length=config.episode_length, seed=config.seed
+    )
     actors = {group: make_actor(env, group, config.hidden) for group in GROUP_MAP}
     critics = {group: make_critic(env, group, config.hidden) for group in GROUP_MAP}
     losses = {group: make_loss(actors[group], critics[group], group, gamma=0.99) for group in GROUP_MAP}
@@ -142,8 +148,9 @@ def train(config: Config) -> None:
     optimizer = torch.optim.Adam(parameters, lr=config.lr)
     policy = _joint(actors)
 
-    before = evaluate(actors, config.seed)
-    for iteration in range(config.iterations):
+    before = evaluate(actors, config.cache, config.seed)
+    progress = Progress("iteration", config.iterations)
+    for iteration in range(1, config.iterations + 1):
         with torch.no_grad():
             batch = env.rollout(config.frames_per_batch, policy, break_when_any_done=False)
             for loss in losses.values():  # GAE per group, its critic reading the centralized state
@@ -164,21 +171,27 @@ def train(config: Config) -> None:
                 optimizer.step()
         reward = batch["next", "fusion", "reward"].mean().item()
         accuracy = batch["next", "fusion", "info", "correct"].mean().item()
-        print(f"iteration {iteration + 1:3d}  env/reward {reward:7.3f}  env/accuracy {accuracy:6.3f}", flush=True)
-    after = evaluate(actors, config.seed)
-    print(f"[torchrl mappo] {config.iterations} iterations x {config.frames_per_batch} frames")
-    for key in before:
-        print(f"  test {key:<20s} before {before[key]:7.3f}   after {after[key]:7.3f}")
+        team_size = batch["next", "fusion", "info", "team_size"].mean().item()
+        progress.update(iteration, reward=reward, accuracy=accuracy, team_size=team_size)
+    after = evaluate(actors, config.cache, config.seed)
+    frames = config.iterations * config.frames_per_batch
+    title = f"[torchrl mappo] {config.cache}: {config.iterations} iterations ({frames} steps), seed {config.seed}"
+    reference = baseline_figures(resolve_cache(config.cache))
+    print(comparison(title, before.figures(), after.figures(), reference, questions=len(after)))
+    print(f"  decider's teams before: {before.describe_teams()}")
+    print(f"  decider's teams after:  {after.describe_teams()}")
+    print(gain_line("torchrl", before.figures(), after.figures()), flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cache", default=Config.cache, help="a built-in cache (toy8, bbh5) or a cache file")
     parser.add_argument("--iterations", type=int, default=Config.iterations)
     parser.add_argument("--seed", type=int, default=Config.seed)
-    parser.add_argument("--smoke", action="store_true", help="12 iterations: under a minute on 2 CPU cores")
+    parser.add_argument("--smoke", action="store_true", help="12 iterations: about a minute on 2 CPU cores")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # small networks: more threads only contend for the cores
-    train(Config(iterations=12 if args.smoke else args.iterations, seed=args.seed))
+    train(Config(iterations=12 if args.smoke else args.iterations, seed=args.seed, cache=args.cache))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,8 +37,8 @@ def cache_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def make_env(task: object) -> object:
-    return task.get_env_fun(num_envs=1, continuous_actions=False, seed=0, device="cpu")()
+def make_env(task: object, num_envs: int = 1, seed: int = 0) -> object:
+    return task.get_env_fun(num_envs=num_envs, continuous_actions=False, seed=seed, device="cpu")()
 
 
 def test_task_specs_hold_both_groups_the_masks_and_the_state(cache_path: Path) -> None:
@@ -68,6 +70,50 @@ def test_log_info_reports_accuracy_and_team_size(cache_path: Path) -> None:
     assert set(logged) == {"env/accuracy", "env/team_size"} and 0.0 <= logged["env/accuracy"] <= 1.0
 
 
+def test_copies_play_distinct_streams_and_one_seed_repeats_them(cache_path: Path) -> None:
+    """BenchMARL hands get_env_fun one seed for all its copies: copy i must get its own stream."""
+    task = benchmarl_task(cache_path, order="shuffled", episode_length=16)
+
+    def questions(seed: int) -> torch.Tensor:
+        env = make_env(task, num_envs=4, seed=seed)
+        return env.rollout(16)["next", "fusion", "info", "question"][..., 0]
+
+    first = questions(0)
+    assert first.shape == (4, 16)
+    assert len({tuple(row.tolist()) for row in first}) == 4  # four different question streams
+    torch.testing.assert_close(first, questions(0))  # and the same ones again from the same seed
+    assert not torch.equal(first, questions(1))
+
+
+@pytest.mark.parametrize(("options", "terminated"), [({"episode_length": 6}, False), ({"split": "test"}, True)])
+def test_termination_and_truncation_reach_benchmarl_apart(cache_path: Path, options: dict, terminated: bool) -> None:
+    env = make_env(benchmarl_task(cache_path, **options), num_envs=2)
+    last = env.rollout(500)[:, -1]["next"]
+    for group in ("decider", "fusion"):
+        assert last[group, "done"].all()
+        assert (last[group, "terminated"] == terminated).all()
+        assert (last[group, "truncated"] != terminated).all()
+
+
+def test_the_task_is_registered_for_benchmarls_command_line(cache_path: Path) -> None:
+    from benchmarl.environments import task_config_registry
+    from benchmarl.hydra_config import load_task_config_from_hydra
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    from ensemble_env.adapters.benchmarl import HYDRA_DEFAULTS, register
+
+    register()
+    assert "ensemble_env/ensemble" in task_config_registry
+    node = ConfigStore.instance().load("task/ensemble_env/ensemble.yaml").node
+    assert OmegaConf.to_container(node) == HYDRA_DEFAULTS
+    config = OmegaConf.create({**HYDRA_DEFAULTS, "cache": str(cache_path), "alpha": 0.5, "episode_length": 20})
+    with pytest.warns(UserWarning, match="TaskConfig python dataclass not found"):
+        task = load_task_config_from_hydra(config, "ensemble_env/ensemble")
+    assert isinstance(task, EnsembleTask) and task.config["alpha"] == 0.5
+    assert task.max_steps(None) == 20
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings(*BENCHMARL_WARNINGS)
 @pytest.mark.parametrize("algorithm", [MappoConfig, IppoConfig])
@@ -97,3 +143,28 @@ def test_mappo_and_ippo_run_one_iteration(cache_path: Path, tmp_path: Path, algo
         assert "state" not in critic_inputs
     experiment.run()
     assert experiment.total_frames == 64
+
+
+@pytest.mark.slow
+def test_benchmarls_command_line_runs_the_task(tmp_path: Path) -> None:
+    """The Hydra command line as BenchMARL's users launch it, one tiny MAPPO iteration."""
+    overrides = [
+        "algorithm=mappo",
+        "task=ensemble_env/ensemble",
+        "task.episode_length=16",
+        "experiment.max_n_frames=64",
+        "experiment.on_policy_collected_frames_per_batch=64",
+        "experiment.on_policy_n_envs_per_worker=2",
+        "experiment.on_policy_minibatch_size=32",
+        "experiment.on_policy_n_minibatch_iters=1",
+        "experiment.evaluation=false",
+        "experiment.loggers=[]",
+        "experiment.create_json=false",
+        "experiment.checkpoint_at_end=false",
+        f"experiment.save_folder={tmp_path}",
+        f"hydra.run.dir={tmp_path}",
+    ]
+    command = [sys.executable, "-m", "ensemble_env.adapters.benchmarl", *overrides]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Task: ensemble_env/ensemble" in done.stdout

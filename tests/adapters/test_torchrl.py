@@ -82,3 +82,20 @@ def test_subset_actions_decode_to_their_teams(cache: LogitCache) -> None:
         td = env.step(td)["next"]
         team = td["decider", "observation"][0, :3]
         np.testing.assert_array_equal(team.numpy(), (code + 1) >> np.arange(3) & 1)
+
+
+@pytest.mark.parametrize(("options", "terminated"), [({"episode_length": 7}, False), ({"split": "test"}, True)])
+def test_termination_and_truncation_stay_apart(cache: LogitCache, options: dict, terminated: bool) -> None:
+    """GAE stops bootstrapping on ``terminated`` only: an exhausted stream terminates, an episode_length cut
+    truncates, and the final observation then shows the real next question."""
+    env = torchrl_env(cache, seed=0, **options)
+    rollout = env.rollout(500)
+    last = rollout[-1]["next"]
+    for group in GROUP_MAP:
+        assert last[group, "done"].item()
+        assert last[group, "terminated"].item() is terminated
+        assert last[group, "truncated"].item() is not terminated
+    assert not rollout["next", "fusion", "done"][:-1].any()
+    assert last["terminated"].item() is terminated and last["truncated"].item() is not terminated
+    if not terminated:  # a real question: its valid-choice mask marks 2 to 4 choices
+        assert 2 <= last["fusion", "action_mask"].sum().item() <= 4

@@ -28,23 +28,70 @@ from typing import Any
 
 from ensemble_env.actions import choose_encoding
 from ensemble_env.adapters import lazy_class, require
-from ensemble_env.env import resolve_cache
+from ensemble_env.env import parallel_env, resolve_cache
 
-__all__ = ["TASK_NAME", "EnsembleTask", "benchmarl_task"]  # noqa: F822 (EnsembleTask: module __getattr__)
+# EnsembleTask and EnsembleEnvTask come from the module __getattr__
+__all__ = [  # noqa: F822
+    "ENV_NAME",
+    "HYDRA_DEFAULTS",
+    "TASK_NAME",
+    "EnsembleEnvTask",
+    "EnsembleTask",
+    "benchmarl_task",
+    "main",
+    "register",
+]
 
-TASK_NAME = "ensemble_v0"
+#: the task's name, and BenchMARL's name of the environment (``task=ensemble_env/ensemble`` on its command line)
+TASK_NAME = "ensemble"
+ENV_NAME = "ensemble_env"
+#: the task config BenchMARL's command line starts from (``task.NAME=VALUE`` changes one, ``+task.NAME=VALUE``
+#: adds another option of ``parallel_env``)
+HYDRA_DEFAULTS: dict[str, Any] = {
+    "cache": "toy8",
+    "split": "train",
+    "order": "shuffled",
+    "episode_length": 256,
+    "decider_action": "subset",
+}
+
+
+def _copies(num_envs: int, seed: int | None, device: Any, options: dict[str, Any]) -> Any:
+    """A TorchRL ``SerialEnv`` of ``num_envs`` copies of the game, copy i seeded ``seed + i``.
+
+    BenchMARL gives ``get_env_fun`` one seed; a ``SerialEnv`` over one factory would build every copy with it,
+    and the copies would play the identical question stream.
+    """
+    from torchrl.envs import SerialEnv
+
+    from ensemble_env.adapters.torchrl import torchrl_env
+
+    def copy(index: int) -> Any:
+        return functools.partial(
+            torchrl_env,
+            seed=None if seed is None else seed + index,
+            device=device,
+            categorical_actions=True,
+            decider_action_mask=True,
+            **options,
+        )
+
+    env = SerialEnv(num_envs, [copy(index) for index in range(num_envs)], device=device)
+    env.start()  # BenchMARL closes its test env unconditionally, and a SerialEnv never started refuses to close
+    return env
 
 
 def _build_task_class() -> type:
     require("benchmarl", "benchmarl")
     from benchmarl.environments.common import TaskClass
+    from torchrl.data import Composite
 
-    from ensemble_env.adapters.torchrl import torchrl_env
+    from ensemble_env.adapters.torchrl import GROUP_MAP
 
-    def _keep(spec: Any, groups: Any, key: str) -> Any:
-        """The env's observation spec with only ``(group, key)`` entries (and no state)."""
+    def _keep(spec: Any, key: str) -> Any:
+        """The groups' ``(group, key)`` entries of an unbatched observation spec (nothing else, no state)."""
         spec = spec.clone()
-        for group in groups:
+        for group in GROUP_MAP:
             for name in list(spec[group].keys()):
                 if name != key:
                     del spec[group][name]
@@ -55,12 +102,14 @@ def _build_task_class() -> type:
         return None if spec.is_empty() else spec
 
     class EnsembleTask(TaskClass):
-        """The ensemble game as a BenchMARL task; ``config`` holds the options of ``parallel_env``."""
+        """The ensemble game as a BenchMARL task; ``config`` holds ``cache`` and the options of ``parallel_env``.
+
+        Its envs are already vectorised: ``get_env_fun(num_envs, ...)`` builds a ``SerialEnv`` whose copy i is
+        seeded ``seed + i`` (distinct question streams), and BenchMARL uses it as it is.
+        """
 
         def get_env_fun(self, num_envs: int, continuous_actions: bool, seed: int | None, device: Any) -> Any:
-            return functools.partial(
-                torchrl_env, seed=seed, device=device, categorical_actions=True, decider_action_mask=True, **self.config
-            )
+            return functools.partial(_copies, num_envs, seed, device, dict(self.config))
 
         def supports_continuous_actions(self) -> bool:
             return False
@@ -72,32 +121,29 @@ def _build_task_class() -> type:
             return False  # the game renders text; BenchMARL's render callback records video frames
 
         def max_steps(self, env: Any) -> int:
-            base = getattr(env, "base_env", env)  # BenchMARL passes the env under its transforms
-            return int(base._env.unwrapped.engine.episode_length)
+            return _episode_length(self.config)
 
         def group_map(self, env: Any) -> dict[str, list[str]]:
-            return env.group_map
+            return {group: list(agents) for group, agents in GROUP_MAP.items()}
 
         def observation_spec(self, env: Any) -> Any:
-            return _keep(env.observation_spec, self.group_map(env), "observation")
+            return _keep(env.full_observation_spec_unbatched, "observation")
 
         def info_spec(self, env: Any) -> Any:
-            return _keep(env.observation_spec, self.group_map(env), "info")
+            return _keep(env.full_observation_spec_unbatched, "info")
 
         def action_mask_spec(self, env: Any) -> Any:
-            return _keep(env.observation_spec, self.group_map(env), "action_mask")
+            return _keep(env.full_observation_spec_unbatched, "action_mask")
 
         def state_spec(self, env: Any) -> Any:
-            from torchrl.data import Composite
-
-            return Composite({"state": env.observation_spec["state"].clone()})
+            return Composite({"state": env.full_observation_spec_unbatched["state"].clone()})
 
         def action_spec(self, env: Any) -> Any:
-            return env.full_action_spec
+            return env.full_action_spec_unbatched
 
         @staticmethod
         def env_name() -> str:
-            return "ensemble_env"
+            return ENV_NAME
 
         @staticmethod
         def log_info(batch: Any) -> dict[str, float]:
@@ -110,16 +156,93 @@ def _build_task_class() -> type:
     return EnsembleTask
 
 
+@functools.cache
+def _episode_length_of(items: tuple[tuple[str, Any], ...]) -> int:
+    options = dict(items)
+    cache = options.pop("cache", None)
+    return int(parallel_env(cache, **options).engine.episode_length)
+
+
+def _episode_length(config: dict[str, Any]) -> int:
+    """Steps of one episode under a task config (BenchMARL's evaluation plays whole episodes)."""
+    return _episode_length_of(tuple(sorted((key, _hashable(value)) for key, value in config.items())))
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _build_task_enum() -> type:
+    require("benchmarl", "benchmarl")
+    from benchmarl.environments.common import Task
+
+    task_class = _task_class("EnsembleTask")
+
+    class EnsembleEnvTask(Task):
+        """BenchMARL's enum of this environment's tasks: one, ``ensemble`` (every option is in its config)."""
+
+        ENSEMBLE = None
+
+        @staticmethod
+        def associated_class() -> type:
+            return task_class
+
+    return EnsembleEnvTask
+
+
 # Built on first access, so that importing this module does not import BenchMARL; a pickled task (the experiment
 # saves one in its folder) finds the class by reference.
-__getattr__ = lazy_class(__name__, "EnsembleTask", _build_task_class)
+_task_class = lazy_class(__name__, "EnsembleTask", _build_task_class)
+_task_enum = lazy_class(__name__, "EnsembleEnvTask", _build_task_enum)
+
+
+def __getattr__(attribute: str) -> Any:
+    if attribute == "EnsembleEnvTask":
+        return _task_enum(attribute)
+    return _task_class(attribute)
+
+
+def register() -> Any:
+    """Make the task known to BenchMARL's command line, as ``task=ensemble_env/ensemble``.
+
+    Adds it to BenchMARL's task registry and its config, :data:`HYDRA_DEFAULTS`, to Hydra's config store
+    (group ``task/ensemble_env``). Returns the task enum; ``EnsembleEnvTask.ENSEMBLE.get_task(config)`` gives
+    the task for a config dict. :func:`main` calls it before BenchMARL's own ``run.py`` entry point.
+    """
+    require("benchmarl", "benchmarl")
+    from benchmarl.environments import task_config_registry
+    from hydra.core.config_store import ConfigStore
+
+    enum = __getattr__("EnsembleEnvTask")
+    task_config_registry[f"{ENV_NAME}/{TASK_NAME}"] = enum.ENSEMBLE
+    ConfigStore.instance().store(group=f"task/{ENV_NAME}", name=TASK_NAME, node=dict(HYDRA_DEFAULTS))
+    return enum
+
+
+def main() -> None:
+    """BenchMARL's command line (``benchmarl/run.py``) with this task registered::
+
+        python -m ensemble_env.adapters.benchmarl algorithm=mappo task=ensemble_env/ensemble
+        python -m ensemble_env.adapters.benchmarl algorithm=ippo task=ensemble_env/ensemble task.cache=bbh5 \
+            +task.alpha=0.5 experiment.max_n_frames=200000 seed=1
+        python -m ensemble_env.adapters.benchmarl -m algorithm=mappo,ippo task=ensemble_env/ensemble seed=0,1,2
+
+    Every override of BenchMARL's Hydra config works as with its own tasks (``experiment.*``, ``algorithm.*``,
+    ``model=...``, ``-m`` sweeps). Hydra runs in its own output folder: give ``task.cache`` a built-in name or an
+    absolute path.
+    """
+    register()
+    from benchmarl.run import hydra_experiment
+
+    hydra_experiment()
 
 
 def benchmarl_task(cache: str | os.PathLike[str] | None = None, **options: Any) -> Any:
     """A BenchMARL task (``TaskClass``) of the game, for ``Experiment(task=...)``.
 
-    ``cache``: a path (it is stored in the task's config, which BenchMARL logs and pickles) or None for the
-    embedded cache. ``options``: :func:`ensemble_env.parallel_env`'s; ``decider_action`` must be ``"subset"``
+    ``cache``: a built-in name (``"toy8"``, ``"bbh5"``) or a path (it is stored in the task's config, which
+    BenchMARL logs and pickles), or None for the default built-in cache. ``options``: the options of
+    :func:`ensemble_env.parallel_env`; ``decider_action`` must be ``"subset"``
     (the default here). Set ``episode_length``: BenchMARL's evaluation plays whole episodes.
     Needs ``pip install 'ensemble-env[benchmarl]'``.
     """
@@ -128,4 +251,10 @@ def benchmarl_task(cache: str | os.PathLike[str] | None = None, **options: Any) 
     if cache is not None:
         cache = os.fspath(cache)
         resolve_cache(cache)  # fail here, naming the file, rather than inside BenchMARL
-    return __getattr__("EnsembleTask")(name=TASK_NAME, config={"cache": cache, **options})
+    return __getattr__("EnsembleEnvTask").ENSEMBLE.get_task({"cache": cache, **options})
+
+
+if __name__ == "__main__":  # python -m ensemble_env.adapters.benchmarl: run as the importable module, for pickling
+    from ensemble_env.adapters import benchmarl as _module
+
+    _module.main()

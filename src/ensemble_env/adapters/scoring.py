@@ -72,6 +72,20 @@ class EpisodeTally:
         self.correct.append(float(info["correct"]))
         self.rewards.append(float(info["reward"]))
 
+    @classmethod
+    def from_steps(
+        cls, models: tuple[str, ...] | list[str], teams: np.ndarray, correct: np.ndarray, rewards: np.ndarray
+    ) -> EpisodeTally:
+        """A tally of a whole episode at once: (T, N) team masks, (T,) correct flags and rewards."""
+        tally = cls(models)
+        if not len(teams) == len(correct) == len(rewards):
+            raise ValueError(
+                f"teams, correct and rewards differ in length: {len(teams)}, {len(correct)}, {len(rewards)}"
+            )
+        for team, right, reward in zip(teams, np.asarray(correct).tolist(), np.asarray(rewards).tolist(), strict=True):
+            tally.add(team, {"correct": right, "reward": reward})
+        return tally
+
     def __len__(self) -> int:
         return len(self.correct)
 
