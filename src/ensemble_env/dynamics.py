@@ -16,14 +16,10 @@ from ensemble_env.jit import kernel
 from ensemble_env.records import CopyState, Counter, Info, Outputs, Settings, Tables
 from ensemble_env.reward import step_reward
 from ensemble_env.window import (
-    CORRELATION,
-    DISAGREEMENT,
     ENTROPY,
     FLEISS,
     GENERALIZED,
-    PAIR_KAPPA,
     PLURALITY,
-    Q_STAT,
     add_agreement,
     add_failures,
     binary_entropy,
@@ -39,68 +35,41 @@ from ensemble_env.window import (
     FOCAL as FOCAL_CODE,
 )
 
-__all__ = ["observe", "step", "team_statistics"]
+__all__ = ["observe", "step", "team_statistics", "write_statistics"]
 
 
 @kernel(inline="always")
-def _question(env: int, ahead: int, state: CopyState, settings: Settings) -> int:
+def _question(env: int, ahead: int, order: np.ndarray, counters: np.ndarray, per_copy_order: bool) -> int:
     """The question ``ahead`` steps after the one copy ``env`` answers next, or -1 past the end of its stream.
 
     After an episode cut by ``episode_length`` the stream goes on: the next question is the real one.
     """
-    pos = state.counters[env, Counter.POS] + ahead
-    if pos >= state.counters[env, Counter.STREAM]:
+    pos = counters[env, Counter.POS] + ahead
+    if pos >= counters[env, Counter.STREAM]:
         return -1
-    row = env if settings.per_copy_order else 0
-    return state.order[row, state.counters[env, Counter.START] + pos]
-
-
-@kernel(inline="always")
-def _team_statistic(
-    code: int,
-    env: int,
-    members: np.ndarray,
-    team_code: int,
-    tables: Tables,
-    state: CopyState,
-    settings: Settings,
-    shared: np.ndarray,
-) -> float:
-    """Statistic ``code`` of copy ``env``'s team ``members`` (bit mask ``team_code``); ``shared``: (N,) scratch.
-
-    Inlined, like every kernel helper that takes records: numba passes a record to a function it does not
-    inline field by field, which costs more than the work of a small helper.
-    """
-    count = state.counters[env, Counter.COUNT]
-    fail, fail2, window = state.fail, state.fail2, state.window
-    if code == GENERALIZED:
-        return generalized_diversity(env, members, count, fail, fail2)
-    if code == PLURALITY:
-        if count == 0 or members.shape[0] == 0:
-            return 0.0
-        if settings.use_table:
-            return plurality_count(state.plural[env], team_code) / count
-        return plurality_from_rows(env, members, count, window, tables.preds, tables.labels, tables.probs.shape[2])
-    if code == FLEISS:
-        return fleiss_kappa(env, members, count, state.agree, state.votes)
-    if code == Q_STAT or code == CORRELATION or code == DISAGREEMENT or code == PAIR_KAPPA:
-        return pairwise(env, members, count, fail, fail2, code)
-    if code == ENTROPY:
-        return binary_entropy(env, members, count, window, tables.correct)
-    return focal_diversity(env, members, fail, fail2, state.fail3, shared)
+    return order[env if per_copy_order else 0, counters[env, Counter.START] + pos]
 
 
 @kernel()
-def observe(env_ids: np.ndarray, tables: Tables, state: CopyState, settings: Settings, out: Outputs) -> None:
-    """Write the observations of copies ``env_ids``: their current team and next question; note its focal value."""
-    probs, n_choices, tasks, features = tables.probs, tables.n_choices, tables.tasks, tables.features
-    team, last, layout, statistics = state.team, state.last, settings.layout, settings.statistics
-    n_models, max_choices = probs.shape[1], probs.shape[2]
+def write_statistics(
+    env_ids: np.ndarray, tables: Tables, state: CopyState, settings: Settings, values: np.ndarray, column: int
+) -> None:
+    """Write the statistics ``tables.statistics`` of copies ``env_ids``' current teams over their windows to
+    ``values[env, column + k]``; note each team's focal diversity in ``state.last`` (it rewards a bonus)."""
+    codes, preds, labels, correct = tables.statistics, tables.preds, tables.labels, tables.correct
+    team, counters, window, last = state.team, state.counters, state.window, state.last
+    fail, fail2, fail3, plural, agree, votes = (
+        state.fail,
+        state.fail2,
+        state.fail3,
+        state.plural,
+        state.agree,
+        state.votes,
+    )
+    use_table, n_models, n_classes = settings.use_table, team.shape[1], tables.probs.shape[2]
     scratch = np.empty((2, n_models), dtype=np.int64)  # row 0: the team's members; row 1: statistics' scratch
     for env in env_ids:
-        q = _question(env, 0, state, settings)  # what the fusion agent answers next (-1: the stream is over)
-        q_next = _question(env, 1, state, settings)  # what the decider's committed team answers after it
-        count = state.counters[env, Counter.COUNT]
+        count = counters[env, Counter.COUNT]
         size = 0
         team_code = 0
         for i in range(n_models):
@@ -109,31 +78,64 @@ def observe(env_ids: np.ndarray, tables: Tables, state: CopyState, settings: Set
                 size += 1
                 team_code |= 1 << i
         members = scratch[0, :size]
+        focal = focal_diversity(env, members, fail, fail2, fail3, scratch[1])
+        last[Info.FOCAL_DIVERSITY, env] = focal
+        for k in range(codes.shape[0]):
+            code = codes[k]
+            if code == FOCAL_CODE:
+                value = focal
+            elif code == GENERALIZED:
+                value = generalized_diversity(env, members, count, fail, fail2)
+            elif code == PLURALITY:
+                if count == 0 or size == 0:
+                    value = 0.0
+                elif use_table:
+                    value = plurality_count(plural[env], team_code) / count
+                else:
+                    value = plurality_from_rows(env, members, count, window, preds, labels, n_classes)
+            elif code == FLEISS:
+                value = fleiss_kappa(env, members, count, agree, votes)
+            elif code == ENTROPY:
+                value = binary_entropy(env, members, count, window, correct)
+            else:  # Q_STAT, CORRELATION, DISAGREEMENT, PAIR_KAPPA
+                value = pairwise(env, members, count, fail, fail2, code)
+            values[env, column + k] = value
 
-        decider = out.decider[env]
+
+@kernel()
+def observe(env_ids: np.ndarray, tables: Tables, state: CopyState, settings: Settings, out: Outputs) -> None:
+    """Write the observations of copies ``env_ids``: their current team and next question; note its focal value.
+
+    Per copy, the decider sees its team, the team's window statistics (:func:`write_statistics`) and, with the
+    extras, what describes q_{t+1} (the question the committed team answers after the fusion agent's next one);
+    the fusion agent sees the next question through the team.
+    """
+    probs, n_choices, tasks, features = tables.probs, tables.n_choices, tables.tasks, tables.features
+    team, counters, order, fail, rewards = state.team, state.counters, state.order, state.fail, state.rewards
+    layout, per_copy_order = settings.layout, settings.per_copy_order
+    out_decider, out_fusion = out.decider, out.fusion
+    n_models, max_choices = probs.shape[1], probs.shape[2]
+    for env in env_ids:
+        q = _question(env, 0, order, counters, per_copy_order)  # the fusion agent's next question (-1: none)
+        q_next = _question(env, 1, order, counters, per_copy_order)  # what the decider's team answers after it
+        count = counters[env, Counter.COUNT]
+        decider = out_decider[env]
         decider[:] = 0.0
+        size = 0
         for i in range(n_models):
             decider[i] = team[env, i]
+            size += team[env, i]
         decider[n_models] = size / n_models
-        focal = focal_diversity(env, members, state.fail, state.fail2, state.fail3, scratch[1])
-        last[Info.FOCAL_DIVERSITY, env] = focal
-        for k in range(statistics.shape[0]):
-            if statistics[k] == FOCAL_CODE:
-                decider[layout.decider_statistics + k] = focal
-            else:
-                decider[layout.decider_statistics + k] = _team_statistic(
-                    statistics[k], env, members, team_code, tables, state, settings, scratch[1]
-                )
         if layout.decider_model_accuracy >= 0 and count > 0:
             for i in range(n_models):
-                decider[layout.decider_model_accuracy + i] = (count - state.fail[env, i]) / count
+                decider[layout.decider_model_accuracy + i] = (count - fail[env, i]) / count
         if layout.decider_task >= 0 and q_next >= 0:
             decider[layout.decider_task + tasks[q_next]] = 1.0
         if layout.decider_features >= 0 and q_next >= 0:
             for f in range(features.shape[1]):
                 decider[layout.decider_features + f] = features[q_next, f]
 
-        fusion = out.fusion[env]
+        fusion = out_fusion[env]
         fusion[:] = 0.0
         if q >= 0:
             for i in range(n_models):
@@ -149,8 +151,9 @@ def observe(env_ids: np.ndarray, tables: Tables, state: CopyState, settings: Set
                 fusion[layout.fusion_mask + c] = 1.0
         for i in range(n_models):
             fusion[layout.fusion_team + i] = team[env, i]
-        for k in range(state.rewards.shape[1]):
-            fusion[layout.fusion_rewards + k] = state.rewards[env, k]
+        for k in range(rewards.shape[1]):
+            fusion[layout.fusion_rewards + k] = rewards[env, k]
+    write_statistics(env_ids, tables, state, settings, out_decider, layout.decider_statistics)
 
 
 @kernel()
@@ -238,16 +241,8 @@ def step(
 
 @kernel()
 def team_statistics(tables: Tables, state: CopyState, settings: Settings) -> np.ndarray:
-    """(B, K) float64 statistics ``settings.statistics`` of every copy's current team over its window."""
-    codes, team = settings.statistics, state.team
-    n_envs = team.shape[0]
-    out = np.zeros((n_envs, codes.shape[0]))
-    shared = np.empty(team.shape[1], dtype=np.int64)
-    for env in range(n_envs):
-        members = np.flatnonzero(team[env])
-        team_code = 0
-        for a in range(members.shape[0]):
-            team_code |= 1 << members[a]
-        for k in range(codes.shape[0]):
-            out[env, k] = _team_statistic(codes[k], env, members, team_code, tables, state, settings, shared)
-    return out
+    """(B, K) float64 statistics ``tables.statistics`` of every copy's current team over its window."""
+    n_envs = state.team.shape[0]
+    values = np.zeros((n_envs, tables.statistics.shape[0]))
+    write_statistics(np.arange(n_envs), tables, state, settings, values, 0)
+    return values

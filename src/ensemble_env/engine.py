@@ -179,7 +179,6 @@ class EnsembleVectorEnv:
             per_copy_order=cfg.order == "shuffled",
             use_table=bool(self.uses_plurality_table),
             track_agreement="fleiss_kappa" in self.statistic_names,
-            statistics=np.array([STATISTIC_CODES[name] for name in self.statistic_names], dtype=np.int64),
             layout=Layout(*([-1] * len(Layout._fields))),
         )
 
@@ -214,17 +213,17 @@ class EnsembleVectorEnv:
             )
         else:
             plural_table = np.zeros((1, 1), dtype=np.uint64)
-        # What a step reads of a question, side by side: one cache line per question for a random stream
-        per_question = np.stack(
-            [cache.n_choices, cache.labels, cache.tasks, (~cache.correct).sum(axis=1), table_row], axis=1
-        ).astype(np.int32)
+
+        def column(values: np.ndarray) -> np.ndarray:  # contiguous int32 ('A'-layout arrays index slower)
+            return np.ascontiguousarray(values, dtype=np.int32)
+
         return Tables(
             probs=np.ascontiguousarray(cache.probs),
-            n_choices=per_question[:, 0],
-            labels=per_question[:, 1],
-            tasks=per_question[:, 2],
-            n_failing=per_question[:, 3],
-            table_row=per_question[:, 4],
+            n_choices=column(cache.n_choices),
+            labels=column(cache.labels),
+            tasks=column(cache.tasks),
+            n_failing=column((~cache.correct).sum(axis=1)),
+            table_row=column(table_row),
             preds=cache.preds,
             correct=cache.correct.view(np.uint8),
             failing=np.ascontiguousarray(failing),
@@ -234,6 +233,7 @@ class EnsembleVectorEnv:
             features=np.zeros((1, 1), np.float32) if cache.features is None
             else np.ascontiguousarray(cache.features, dtype=np.float32),
             plural_table=plural_table,
+            statistics=np.array([STATISTIC_CODES[name] for name in self.statistic_names], dtype=np.int64),
         )  # fmt: skip
 
     def _build_state(self) -> CopyState:

@@ -95,6 +95,7 @@ class Tables(NamedTuple):
     costs: np.ndarray  # (Q, N) float64 cost of asking each model ((1, N) ones without the cache's costs)
     features: np.ndarray  # (Q, F) float32 per-question features ((1, 1) zeros without)
     plural_table: np.ndarray  # (rows, 2^N / 64) uint64: bit e set where team e's plurality vote is right
+    statistics: np.ndarray  # (K,) int64 codes (``window.STATISTIC_CODES``) of the decider's statistics
 
 
 class CopyState(NamedTuple):
@@ -128,7 +129,12 @@ class Layout(NamedTuple):
 
 
 class Settings(NamedTuple):
-    """The configuration the kernels read, as named scalars (built with exact types: see ``EnsembleVectorEnv``)."""
+    """The configuration the kernels read, as named scalars (built with exact types: see ``EnsembleVectorEnv``).
+
+    Scalars only, so that the inlined helpers may take it for free: numba updates the reference count of every
+    array in a record each time an inlined helper receives it, which costs more than a small helper's work.
+    Helpers that run per copy therefore take arrays, never ``Tables`` or ``CopyState``.
+    """
 
     alpha: float  # size penalty
     diversity_bonus: float  # reward += bonus x focal diversity of the team that answered
@@ -139,7 +145,6 @@ class Settings(NamedTuple):
     per_copy_order: bool  # each copy has its own stream (shuffled order)
     use_table: bool  # plurality accuracy from the per-team counts (N <= 12)
     track_agreement: bool  # keep ``agree``/``votes`` (Fleiss' kappa observed)
-    statistics: np.ndarray  # (K,) int64 codes (``window.STATISTIC_CODES``) of the decider's statistics
     layout: Layout
 
 
