@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import doctest
-import time
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from ensemble_env import baselines
 from ensemble_env.baselines import (
     BaselineResult,
+    RewardSettings,
     best_single,
     format_table,
     greedy_focal_team,
@@ -23,6 +23,7 @@ from ensemble_env.baselines import (
 )
 from ensemble_env.cache import LogitCache
 from ensemble_env.metrics import focal_diversity
+from ensemble_env.reward import question_rewards
 
 TRAIN, TEST = 0, 1
 
@@ -497,28 +498,97 @@ def test_run_all_runs_every_baseline_on_the_named_splits() -> None:
         run_all(cache, k=cache.n_models + 1)
 
 
-def test_format_table_lists_every_baseline_and_task_aligned() -> None:
+def test_format_table_lists_every_baseline_and_full_task_names_aligned() -> None:
     cache = random_cache()
     results = run_all(cache)
-    table = format_table(cache, results)
-    lines = table.splitlines()
-    assert lines[0].split()[:4] == ["baseline", "macro", "overall", "team"]
+    table = format_table(cache, results, RewardSettings(0.5))
+    summary, per_task = table.split("\n\n")
+    lines = summary.splitlines()
+    assert lines[0].split() == ["baseline", "accuracy", "overall", "reward(alpha=0.5)", "team", "cost"]
     assert len(lines) == 2 + len(results)
-    assert len({len(line) for line in lines}) == 1  # every column aligned
-    for result in results:
-        assert result.name in table
-    for name in cache.task_names:
-        assert name[:12] in lines[0]
-        assert name not in table  # truncated to 12 characters
+    assert len({len(line) for line in lines[:2]}) == 1  # the rule spans the header
+    for number, (result, line) in enumerate(zip(results, lines[2:], strict=True), start=1):
+        cells = line.split()
+        assert cells[:2] == [f"b{number}", result.name]
+        scores = result.scores(cache, RewardSettings(0.5))
+        assert cells[2:] == [
+            f"{scores['accuracy']:.4f}",
+            f"{result.accuracy:.4f}",
+            f"{scores['reward']:.4f}",
+            f"{result.mean_team_size:.2f}",
+            f"{scores['cost']:.2f}",
+        ]
+    task_lines = per_task.splitlines()[1:]
+    assert task_lines[0].split() == ["task", *(f"b{n}" for n in range(1, len(results) + 1))]
+    for name, line in zip(cache.task_names, task_lines[2:], strict=True):
+        assert line.startswith(name + " ")  # full names, never cut
     # A result without questions of a task shows "-" there.
     train, test = split_indices(cache)
     only_first = test[cache.tasks[test] == 0]
     partial = plurality_vote(cache, train, only_first)
-    row = format_table(cache, [results[0], partial]).splitlines()[-1]
-    assert row.split()[-2:] == ["-", "-"]
-    assert f"{partial.accuracy:.4f}" in row
+    rows = format_table(cache, [results[0], partial]).splitlines()
+    assert rows[-1].split()[-1] == "-" and rows[-2].split()[-1] == "-"
     with pytest.raises(ValueError, match="results"):
         format_table(cache, [])
+
+
+def test_every_baseline_records_its_teams() -> None:
+    cache = random_cache()
+    train, test = split_indices(cache)
+    for result in [*run_all(cache, k=2), best_single(cache, train, test, per_task=True)]:
+        assert result.teams.shape == (test.size, cache.n_models), result.name
+        np.testing.assert_array_equal(result.teams.sum(axis=1), result.team_size)
+    chosen = best_single(cache, train, test, per_task=True)
+    np.testing.assert_array_equal(chosen.predictions, cache.preds[test][chosen.teams])  # its one member answers
+    greedy = greedy_focal_team(cache, train, test, k=2)
+    members = tuple(cache.models[m] for m in np.flatnonzero(greedy.teams[0]))
+    assert set(members) == set(greedy.info["team"]) and (greedy.teams == greedy.teams[0]).all()
+    with pytest.raises(ValueError, match="team_size"):
+        BaselineResult.from_cache("x", cache, test[:2], [0, 0], 2, teams=np.ones((2, cache.n_models), dtype=bool))
+
+
+def test_scores_use_the_environments_reward_and_costs() -> None:
+    cache = random_cache(n_models=4)
+    train, test = split_indices(cache)
+    result = best_single(cache, train, test, per_task=True)
+    for alpha, mode in ((1.0, "on_error"), (2.5, "always")):
+        expected = question_rewards(result.correct, np.full(test.size, 0.25), alpha=alpha, size_penalty_mode=mode)
+        np.testing.assert_allclose(result.rewards(cache, RewardSettings(alpha, mode)), expected)
+        scores = result.scores(cache, RewardSettings(alpha, mode))
+        assert scores["reward"] == pytest.approx(expected.mean())
+        assert scores["accuracy"] == pytest.approx(result.macro_accuracy(cache))
+        assert scores["team_size"] == 1.0 and scores["cost"] == 1.0
+        for task, entry in scores["tasks"].items():
+            rows = cache.tasks[test] == cache.task_index(task)
+            assert entry == pytest.approx(
+                {
+                    "accuracy": result.correct[rows].mean(),
+                    "reward": expected[rows].mean(),
+                    "team_size": 1.0,
+                    "cost": 1.0,
+                }
+            )
+    # with per-question costs: a question costs its team's costs; the share is of the whole pool's
+    costs = np.random.default_rng(1).uniform(0.5, 2.0, (cache.n_questions, 4))
+    priced = LogitCache(scores=cache.scores, labels=cache.labels, models=cache.models, score_kind=cache.score_kind,
+                        n_choices=cache.n_choices, tasks=cache.tasks, task_names=cache.task_names, split=cache.split,
+                        costs=costs)  # fmt: skip
+    result = best_single(priced, train, test, per_task=True)
+    spent = costs[test][result.teams]
+    np.testing.assert_allclose(result.costs(priced), spent)
+    expected = question_rewards(result.correct, spent / costs[test].sum(axis=1), alpha=3.0)
+    np.testing.assert_allclose(result.rewards(priced, RewardSettings(3.0, use_costs=True)), expected)
+    assert result.scores(priced)["cost"] == pytest.approx(spent.mean())
+    # a result built without teams has no cost on a priced cache, and no cost share
+    bare = BaselineResult.from_cache("policy", priced, test, result.predictions, 1.0)
+    assert bare.scores(priced)["cost"] is None
+    with pytest.raises(ValueError, match="teams"):
+        bare.rewards(priced, RewardSettings(use_costs=True))
+    with pytest.raises(ValueError, match="costs"):
+        best_single(cache, train, test).rewards(cache, RewardSettings(use_costs=True))
+    for alpha in (-0.1, float("nan"), "x"):
+        with pytest.raises(ValueError, match="alpha"):
+            RewardSettings(alpha)
 
 
 # -- validation ----------------------------------------------------------------------------------
@@ -579,7 +649,7 @@ def test_unknown_fuse_and_bad_stacking_options_are_rejected() -> None:
         stacking(cache, train, test, max_iter=0)
 
 
-# -- module hygiene and speed --------------------------------------------------------------------
+# -- module hygiene --------------------------------------------------------------------
 
 
 def test_module_doctest_passes() -> None:
@@ -595,12 +665,3 @@ def test_logit_and_prob_caches_give_the_same_answers() -> None:
     for function in (plurality_vote, mean_probability_vote, oracle, stacking):
         expected = function(cache, *split_indices(cache)).predictions
         np.testing.assert_array_equal(function(as_logits, *split_indices(as_logits)).predictions, expected)
-
-
-def test_run_all_is_fast_on_a_benchmark_sized_cache() -> None:
-    cache = random_cache(n_questions=3000, n_models=8, max_choices=6, n_tasks=4, seed=3)
-    start = time.perf_counter()
-    results = run_all(cache)
-    elapsed = time.perf_counter() - start
-    assert len(results) == 7
-    assert elapsed < 2.0

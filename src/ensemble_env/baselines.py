@@ -3,7 +3,10 @@
 Each baseline is fitted on the *train* questions of a :class:`~ensemble_env.cache.LogitCache`
 and evaluated on the *eval* questions (both given as index arrays into the cache). Every
 public function has the signature ``(cache, train, test, **options) -> BaselineResult`` and
-returns per-question predictions and team sizes, so results can be broken down by task.
+returns per-question predictions and teams, so results can be broken down by task and scored on
+the environment's own axes (:meth:`BaselineResult.scores`: accuracy, reward under
+:class:`RewardSettings`, team size, cost). The routing baselines (a fixed team per task, a
+per-question router) are in :mod:`ensemble_env.routing`; :mod:`ensemble_env.comparison` runs them all.
 
 ============================  ====  =========================================================
 baseline                      team  how it answers a question
@@ -20,7 +23,7 @@ baseline                      team  how it answers a question
 Only numpy is used (no torch, scikit-learn or scipy); every computation is vectorised over
 questions and deterministic (the random team draws from a seeded ``np.random.default_rng``).
 :func:`run_all` runs every baseline on a cache's splits and :func:`format_table` renders the
-results as an aligned plain-text table.
+results as aligned plain-text tables.
 
 >>> import numpy as np
 >>> from ensemble_env.cache import LogitCache
@@ -56,15 +59,21 @@ from numpy.typing import ArrayLike
 
 from ensemble_env.cache import LogitCache
 from ensemble_env.metrics import focal_diversity
+from ensemble_env.reward import SIZE_PENALTY_MODES, question_rewards
 
 __all__ = [
+    "DEFAULT_REWARD",
     "FUSIONS",
     "STACKING_EPS",
     "BaselineResult",
+    "RewardSettings",
     "best_single",
+    "check_alpha",
+    "cost_format",
     "format_table",
     "greedy_focal_team",
     "mean_probability_vote",
+    "model_costs",
     "oracle",
     "plurality_vote",
     "random_team",
@@ -78,6 +87,78 @@ FUSIONS = ("plurality", "mean")
 STACKING_EPS = 1e-6
 _TIE_TOLERANCE = 1e-12  # focal diversities closer than this count as equal
 _NEWTON_TOLERANCE = 1e-10  # stop when half the squared Newton decrement falls below this
+
+
+# -- costs and rewards ------------------------------------------------------------------------
+
+
+def check_alpha(alpha: float) -> float:
+    """``alpha`` as a float, or ValueError unless it is a finite number >= 0 (the size penalty)."""
+    try:
+        value = float(alpha)
+    except (TypeError, ValueError):
+        raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}") from None
+    if not (np.isfinite(value) and value >= 0):
+        raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
+    return value
+
+
+def model_costs(cache: LogitCache, questions: np.ndarray) -> np.ndarray:
+    """(Q, N) float64: the cost of asking each model each of ``questions`` (1 each when the cache has none)."""
+    if cache.costs is None:
+        return np.ones((questions.size, cache.n_models))
+    costs = np.asarray(cache.costs, dtype=np.float64)
+    return np.array(np.broadcast_to(costs if costs.ndim == 1 else costs[questions], (questions.size, cache.n_models)))
+
+
+@dataclass(frozen=True)
+class RewardSettings:
+    """How answers are scored: the environment's reward (:mod:`ensemble_env.reward`), without diversity bonus.
+
+    A right answer earns +1, a wrong one -1 - ``alpha`` * share (``size_penalty_mode="always"``: the
+    penalty on every answer), the share being the team's size over N or, with ``use_costs``, its share of
+    the cache's costs of the question, as the environment's options of the same names.
+    """
+
+    alpha: float = 1.0
+    """Size penalty, a finite number >= 0."""
+    size_penalty_mode: str = "on_error"
+    """``"on_error"`` (the paper) or ``"always"``."""
+    use_costs: bool = False
+    """Penalise the team's share of the cache's ``costs`` instead of its share of the model count."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "alpha", check_alpha(self.alpha))
+        if self.size_penalty_mode not in SIZE_PENALTY_MODES:
+            modes = ", ".join(SIZE_PENALTY_MODES)
+            raise ValueError(f"size_penalty_mode={self.size_penalty_mode!r} is not one of {modes}")
+        if not isinstance(self.use_costs, bool):
+            raise ValueError(f"use_costs must be True or False, got {self.use_costs!r}")
+
+    def share(self, cache: LogitCache, team_size: ArrayLike, team_cost: ArrayLike, total_cost: ArrayLike) -> np.ndarray:
+        """The team's share of the pool, as the environment's step computes it: ``team_size / N``, or with
+        ``use_costs`` ``team_cost / total_cost`` (0 where the total is 0; ValueError when the cache has no
+        costs). The arguments broadcast together, and so does the share."""
+        size, cost, total = np.broadcast_arrays(
+            *(np.asarray(a, dtype=np.float64) for a in (team_size, team_cost, total_cost))
+        )
+        if not self.use_costs:
+            return size / cache.n_models
+        if cache.costs is None:
+            raise ValueError(f"use_costs=True but the cache {cache.path} has no 'costs' dataset")
+        return np.divide(cost, total, out=np.zeros(cost.shape), where=total > 0)
+
+    def rewards(self, right: ArrayLike, share: ArrayLike) -> np.ndarray:
+        """The rewards of answers (``right``, bool) by teams taking ``share`` of the pool, of any equal shapes."""
+        answers, shares = np.broadcast_arrays(np.asarray(right), np.asarray(share, dtype=np.float64))
+        mode = self.size_penalty_mode
+        return question_rewards(answers.ravel(), shares.ravel(), alpha=self.alpha, size_penalty_mode=mode).reshape(
+            answers.shape
+        )
+
+
+#: the default scoring: the environment's defaults (alpha 1, penalty on errors, shares by model count)
+DEFAULT_REWARD = RewardSettings()
 
 
 # -- results -----------------------------------------------------------------------------------
@@ -107,9 +188,13 @@ class BaselineResult:
         (Q_eval,) int: gold answers of those questions (so :attr:`accuracy` needs no cache).
     info
         Extra facts about the fit, e.g. the chosen model(s) or team, for reports.
+    teams
+        (Q_eval, N) bool, optional: the models consulted for each question (its row sums must equal
+        ``team_size``). Needed for the cost of a cache with ``costs`` and for a reward by cost share.
 
     All arrays are stored as read-only copies. Use :meth:`from_cache` to build a result for
     predictions made elsewhere (e.g. a learned policy) so it can join :func:`format_table`.
+    :meth:`scores` gives accuracy, the environment's reward, team size and cost, overall and per task.
     """
 
     name: str
@@ -118,6 +203,7 @@ class BaselineResult:
     questions: np.ndarray
     labels: np.ndarray
     info: Mapping[str, Any] = field(default_factory=dict)
+    teams: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -135,6 +221,15 @@ class BaselineResult:
             put(self, name, _frozen(array.astype(dtype)))
         put(self, "name", str(self.name))
         put(self, "info", dict(self.info))
+        if self.teams is not None:
+            teams = np.asarray(self.teams)
+            if teams.dtype != np.bool_ or teams.ndim != 2 or teams.shape[0] != shape[0]:
+                raise ValueError(
+                    f"teams must be a (Q_eval, N) bool array with Q_eval={shape[0]}, got {teams.dtype} {teams.shape}"
+                )
+            if not np.array_equal(teams.sum(axis=1), self.team_size):
+                raise ValueError("teams: the row sums differ from team_size")
+            put(self, "teams", _frozen(teams))
 
     @classmethod
     def from_cache(
@@ -145,11 +240,13 @@ class BaselineResult:
         predictions: ArrayLike,
         team_size: ArrayLike | float,
         info: Mapping[str, Any] | None = None,
+        teams: ArrayLike | None = None,
     ) -> BaselineResult:
         """Build a result taking the gold labels from ``cache``; a scalar ``team_size`` is broadcast."""
         index = _indices(cache, questions, "questions")
         sizes = np.broadcast_to(np.asarray(team_size, dtype=np.float64), index.shape)
-        return cls(name, np.asarray(predictions), sizes, index, cache.labels[index], info or {})
+        members = None if teams is None else np.asarray(teams)
+        return cls(name, np.asarray(predictions), sizes, index, cache.labels[index], info or {}, members)
 
     @property
     def n_questions(self) -> int:
@@ -194,6 +291,52 @@ class BaselineResult:
     def macro_accuracy(self, cache: LogitCache) -> float:
         """Unweighted mean of :meth:`task_accuracy` over the tasks with eval questions."""
         return float(np.mean(list(self.task_accuracy(cache).values())))
+
+    def costs(self, cache: LogitCache) -> np.ndarray:
+        """(Q_eval,) what each question cost: the summed ``cache.costs`` of its team (the team size when the
+        cache has no costs, as the environment's ``cost`` info). NaN when the cache has costs and the result
+        has no :attr:`teams`."""
+        self._check_cache(cache)
+        if cache.costs is None:
+            return self.team_size.copy()
+        if self.teams is None:
+            return np.full(self.n_questions, np.nan)
+        return (model_costs(cache, self.questions) * self.teams).sum(axis=1)
+
+    def rewards(self, cache: LogitCache, reward: RewardSettings = DEFAULT_REWARD) -> np.ndarray:
+        """(Q_eval,) the environment's reward of each answer (:class:`RewardSettings`); a share of the costs
+        (``use_costs``) needs :attr:`teams`."""
+        self._check_cache(cache)
+        if reward.use_costs and self.teams is None:
+            raise ValueError(f"result {self.name!r} has no teams: its share of the costs is unknown (use_costs)")
+        total = model_costs(cache, self.questions).sum(axis=1)
+        return reward.rewards(self.correct, reward.share(cache, self.team_size, self.costs(cache), total))
+
+    def scores(self, cache: LogitCache, reward: RewardSettings = DEFAULT_REWARD) -> dict[str, Any]:
+        """JSON-ready ``{"accuracy", "reward", "team_size", "cost", "tasks": {task: {the same four}}}``.
+
+        ``accuracy`` is the macro accuracy (mean over tasks); ``reward`` (see :meth:`rewards`), ``team_size``
+        and ``cost`` (see :meth:`costs`; None when unknown) are means over the eval questions, as an episode
+        over them averages them; per task, everything is a mean over that task's questions.
+        """
+        columns = {
+            "correct": self.correct.astype(np.float64),
+            "reward": self.rewards(cache, reward),
+            "team_size": self.team_size,
+            "cost": self.costs(cache),
+        }
+
+        def means(rows: np.ndarray | slice) -> dict[str, Any]:
+            values: dict[str, Any] = {name: float(column[rows].mean()) for name, column in columns.items()}
+            values["accuracy"] = values.pop("correct")
+            values["cost"] = None if np.isnan(values["cost"]) else values["cost"]
+            return {key: values[key] for key in ("accuracy", "reward", "team_size", "cost")}
+
+        tasks = _tasks(cache)[self.questions]
+        per_task = {_task_names(cache)[t]: means(tasks == t) for t in range(cache.n_tasks) if np.any(tasks == t)}
+        overall = means(slice(None))
+        overall["accuracy"] = float(np.mean([entry["accuracy"] for entry in per_task.values()]))
+        return {**overall, "tasks": per_task}
 
 
 # -- validation --------------------------------------------------------------------------------
@@ -277,6 +420,13 @@ def _full_team(n_rows: int, n_models: int) -> np.ndarray:
     return np.ones((n_rows, n_models), dtype=bool)
 
 
+def _fixed_team(n_rows: int, n_models: int, members: ArrayLike) -> np.ndarray:
+    """(n_rows, n_models) bool: the same team (model indices) on every row."""
+    teams = np.zeros((n_rows, n_models), dtype=bool)
+    teams[:, np.asarray(members, dtype=np.int64)] = True
+    return teams
+
+
 # -- baselines ---------------------------------------------------------------------------------
 
 
@@ -319,7 +469,8 @@ def best_single(cache: LogitCache, train: ArrayLike, test: ArrayLike, *, per_tas
     model = chosen[_tasks(cache)[test]]
     predictions = cache.preds[test, model]
     name = "best_single(per_task)" if per_task else "best_single"
-    return BaselineResult(name, predictions, np.ones(test.size), test, cache.labels[test], info)
+    teams = np.eye(cache.n_models, dtype=bool)[model]
+    return BaselineResult(name, predictions, np.ones(test.size), test, cache.labels[test], info, teams)
 
 
 def plurality_vote(cache: LogitCache, train: ArrayLike, test: ArrayLike) -> BaselineResult:
@@ -329,12 +480,8 @@ def plurality_vote(cache: LogitCache, train: ArrayLike, test: ArrayLike) -> Base
     """
     _, test = _split(cache, train, test)
     predictions = _plurality(cache.preds[test], cache.max_choices)
-    return BaselineResult(
-        "plurality_vote",
-        predictions,
-        np.full(test.size, float(cache.n_models)),
-        test,
-        cache.labels[test],
+    return BaselineResult.from_cache(
+        "plurality_vote", cache, test, predictions, cache.n_models, teams=_full_team(test.size, cache.n_models)
     )
 
 
@@ -344,14 +491,9 @@ def mean_probability_vote(cache: LogitCache, train: ArrayLike, test: ArrayLike) 
     ``train`` is validated but unused (nothing is fitted). Team size N.
     """
     _, test = _split(cache, train, test)
-    predictions = _mean_vote(cache.probs[test], _full_team(test.size, cache.n_models), _valid(cache, test))
-    return BaselineResult(
-        "mean_probability_vote",
-        predictions,
-        np.full(test.size, float(cache.n_models)),
-        test,
-        cache.labels[test],
-    )
+    teams = _full_team(test.size, cache.n_models)
+    predictions = _mean_vote(cache.probs[test], teams, _valid(cache, test))
+    return BaselineResult.from_cache("mean_probability_vote", cache, test, predictions, cache.n_models, teams=teams)
 
 
 def random_team(
@@ -389,6 +531,7 @@ def random_team(
         test,
         cache.labels[test],
         {"k": size, "seed": seed},
+        members,
     )
 
 
@@ -440,19 +583,18 @@ def greedy_focal_team(
         tied = [m for m, s in zip(candidates, scores, strict=True) if s >= scores.max() - _TIE_TOLERANCE]
         team.append(min(tied, key=lambda m: (-accuracy[m], m)))
     members = np.array(team)
+    teams = _fixed_team(test.size, cache.n_models, members)
     if fuse == "plurality":
         predictions = _plurality(cache.preds[test][:, members], cache.max_choices)
     else:
-        chosen = np.zeros((test.size, cache.n_models), dtype=bool)
-        chosen[:, members] = True
-        predictions = _mean_vote(cache.probs[test], chosen, _valid(cache, test))
+        predictions = _mean_vote(cache.probs[test], teams, _valid(cache, test))
     name = f"greedy_focal_team(k={size})" if fuse == "plurality" else f"greedy_focal_team(k={size},mean)"
     info = {
         "team": tuple(cache.models[m] for m in team),
         "focal_diversity": focal_diversity(correct[:, members]),
         "fuse": fuse,
     }
-    return BaselineResult(name, predictions, np.full(test.size, float(size)), test, cache.labels[test], info)
+    return BaselineResult(name, predictions, np.full(test.size, float(size)), test, cache.labels[test], info, teams)
 
 
 def oracle(cache: LogitCache, train: ArrayLike, test: ArrayLike) -> BaselineResult:
@@ -467,7 +609,8 @@ def oracle(cache: LogitCache, train: ArrayLike, test: ArrayLike) -> BaselineResu
     _, test = _split(cache, train, test)
     fallback = _plurality(cache.preds[test], cache.max_choices)
     predictions = np.where(cache.correct[test].any(axis=1), cache.labels[test], fallback)
-    return BaselineResult("oracle", predictions, np.full(test.size, float(cache.n_models)), test, cache.labels[test])
+    teams = _full_team(test.size, cache.n_models)
+    return BaselineResult.from_cache("oracle", cache, test, predictions, cache.n_models, teams=teams)
 
 
 # -- stacking ----------------------------------------------------------------------------------
@@ -631,6 +774,7 @@ def stacking(
         test,
         cache.labels[test],
         {"weights": weights, "iterations": iterations, "l2": penalty},
+        _full_team(test.size, cache.n_models),
     )
 
 
@@ -664,34 +808,53 @@ def run_all(
     ]
 
 
-def format_table(cache: LogitCache, results: Sequence[BaselineResult]) -> str:
-    """A plain-text table of results, one row per baseline, columns aligned.
+def cost_format(cache: LogitCache) -> str:
+    """How tables print a mean cost: 2 decimals when it counts models (no ``costs``), else 3 in scientific form."""
+    return "{:.2f}" if cache.costs is None else "{:.3e}"
 
-    Columns: baseline name, macro accuracy (mean over tasks), overall accuracy, mean team size,
-    then the accuracy on each task that any result was evaluated on (task names truncated to
-    12 characters; ``-`` where a result has no question of that task). Accuracies are fractions
-    with 4 decimals.
+
+def format_table(
+    cache: LogitCache,
+    results: Sequence[BaselineResult],
+    reward: RewardSettings = DEFAULT_REWARD,
+) -> str:
+    """Two plain-text tables of results (:meth:`BaselineResult.scores`), columns aligned.
+
+    The first has one row per result, numbered ``b1``, ``b2``, ...: macro accuracy (mean over tasks),
+    accuracy over all questions, the environment's mean reward (``reward``), mean team size and mean cost
+    (``-`` when unknown). The second has one row per task that any result was evaluated on (full task
+    names) and each result's accuracy under its number (``-`` where it has no question of the task).
+    Accuracies and rewards have 4 decimals, team sizes 2, costs :func:`cost_format`.
     """
+    from ensemble_env.report import _align  # report imports this module
+
     if not results:
         raise ValueError("results is empty: nothing to tabulate")
-    per_task = [result.task_accuracy(cache) for result in results]
-    tasks = [name for name in _task_names(cache) if any(name in scores for scores in per_task)]
-    header = ["baseline", "macro", "overall", "team", *(name[:12] for name in tasks)]
+    scores = [result.scores(cache, reward) for result in results]
+    costs = cost_format(cache)
     rows = [
         [
-            result.name,
-            f"{float(np.mean(list(scores.values()))):.4f}",
+            f"b{number:<{len(str(len(results)))}} {result.name}",
+            f"{score['accuracy']:.4f}",
             f"{result.accuracy:.4f}",
-            f"{result.mean_team_size:.2f}",
-            *(f"{scores[name]:.4f}" if name in scores else "-" for name in tasks),
+            f"{score['reward']:.4f}",
+            f"{score['team_size']:.2f}",
+            "-" if score["cost"] is None else costs.format(score["cost"]),
         ]
-        for result, scores in zip(results, per_task, strict=True)
+        for number, (result, score) in enumerate(zip(results, scores, strict=True), start=1)
     ]
-    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        first = cells[0].ljust(widths[0])
-        rest = (cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True))
-        return "  ".join([first, *rest])
-
-    return "\n".join([line(header), "-" * (sum(widths) + 2 * (len(widths) - 1))] + [line(r) for r in rows])
+    header = ["baseline", "accuracy", "overall", f"reward(alpha={reward.alpha:g})", "team", "cost"]
+    tasks = [name for name in _task_names(cache) if any(name in score["tasks"] for score in scores)]
+    task_rows = [
+        [name, *(f"{score['tasks'][name]['accuracy']:.4f}" if name in score["tasks"] else "-" for score in scores)]
+        for name in tasks
+    ]
+    numbers = [f"b{number}" for number in range(1, len(results) + 1)]
+    return "\n".join(
+        [
+            *_align(header, rows),
+            "",
+            "accuracy per task (accuracy: mean over tasks; overall: over all questions)",
+            *_align(["task", *numbers], task_rows),
+        ]
+    )

@@ -99,10 +99,54 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _baselines(args: argparse.Namespace) -> int:
-    cache = resolve_cache(args.cache)
-    print(_describe_cache(cache, args.cache))
-    results = baselines.run_all(cache, split=args.split, train_split=args.train_split, k=args.k, seed=args.seed)
-    print(baselines.format_table(cache, results))
+    import json
+    import os
+
+    from ensemble_env import comparison, datasets, routing
+    from ensemble_env.cache import SPLITS
+
+    alphas: tuple[float, ...] = comparison.DEFAULT_ALPHAS
+    if args.alphas is not None:
+        try:
+            alphas = tuple(baselines.check_alpha(float(value)) for value in args.alphas.split(","))
+        except ValueError:
+            raise ValueError(f"--alphas {args.alphas!r}: give comma-separated numbers >= 0, e.g. 0,0.5,1") from None
+    cache = datasets.resolve(args.cache)
+    names = None if args.only is None else [name.strip() for name in args.only.split(",") if name.strip()]
+    reward = baselines.RewardSettings(args.alpha, args.size_penalty_mode, args.use_costs)
+    common = {"split": args.split, "train_split": args.train_split, "k": args.k, "seed": args.seed, "names": names}
+    routers = comparison.fit_routers(cache, split=args.split, train_split=args.train_split, names=names)
+    results = comparison.compare(cache, reward=reward, **common, routers=routers)
+    notes = sys.stderr if args.json else sys.stdout
+    label = args.cache if args.cache is not None else f"{datasets.DEFAULT} (the default cache)"
+    if args.json:
+        print(json.dumps(comparison.scores(cache, results, reward), indent=2))
+    else:
+        counts = {name: int((cache.split == code).sum()) for name, code in SPLITS.items()}
+        splits = ", ".join(f"{count} {name}" for name, count in counts.items() if count)
+        print(
+            f"{label}: {cache.n_questions} questions ({splits}), {cache.n_models} models, {cache.n_tasks} tasks\n"
+            f"models: {', '.join(cache.models)}"
+        )
+        print(
+            f"Baselines fitted on {args.train_split}, scored on {args.split}; reward: the environment's at "
+            f"alpha={args.alpha:g} ({args.size_penalty_mode}{', cost shares' if args.use_costs else ''})\n"
+        )
+        print(baselines.format_table(cache, results, reward))
+    if names is None and cache.n_models > routing.MAX_TEAM_MODELS:
+        print(
+            f"not run: static_team, static_team_acc and router enumerate every team, at most "
+            f"{routing.MAX_TEAM_MODELS} models (this cache has {cache.n_models})",
+            file=notes,
+        )
+    if args.frontier is not None:
+        points = comparison.frontier(cache, alphas, reward=reward, **common, routers=routers)
+        title = f"{os.path.basename(label)}: accuracy on {args.split} against team size (numbers: alpha)"
+        path = comparison.plot_frontier(points, args.frontier, x="cost" if args.use_costs else "team_size", title=title)
+        if not args.json:
+            print(f"\nCost-accuracy frontier (alpha swept over {', '.join(f'{a:g}' for a in alphas)}):")
+            print(comparison.format_frontier(points, baselines.cost_format(cache)))
+        print(f"frontier plot written to {path}", file=notes)
     return 0
 
 
@@ -148,13 +192,48 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--show-from", type=int, default=200, help="render the steps after this many (and step 0)")
     demo.set_defaults(run=_demo)
 
-    table = commands.add_parser("baselines", help="baselines of a cache: fitted on train, scored on test")
-    table.add_argument("cache", nargs="?", default=None, help="logit cache file (default: the embedded cache)")
+    table = commands.add_parser(
+        "baselines",
+        help="baselines of a cache: fitted on train, scored on test on accuracy, reward, team size and cost",
+        description="Every baseline (best single, static team per task, per-question router, stacking, votes, "
+        "oracle, ...) fitted on train and scored on test: macro accuracy, the environment's mean reward at "
+        "--alpha, mean team size and mean cost. See docs/baselines.md.",
+    )
+    from ensemble_env import datasets
+
+    table.add_argument(
+        "cache",
+        nargs="?",
+        default=None,
+        help=f"logit cache file or built-in name ({', '.join(datasets.available())}; default: {datasets.DEFAULT})",
+    )
     table.add_argument("--split", default="test", choices=("train", "test", "validation", "all"))
     table.add_argument("--train-split", default="train", choices=("train", "test", "validation", "all"))
+    table.add_argument("--alpha", type=float, default=1.0, help="size penalty of the reward (default 1.0)")
+    table.add_argument("--size-penalty-mode", default="on_error", choices=("on_error", "always"))
+    table.add_argument("--use-costs", action="store_true", help="penalise the team's share of the cache's costs")
     table.add_argument("-k", type=int, default=3, help="team size of the random and greedy-focal teams")
     table.add_argument("--seed", type=int, default=0)
+    table.add_argument("--only", metavar="NAME,...", help="run only these baselines (comma-separated names)")
+    table.add_argument("--json", action="store_true", help="print {name: {accuracy, reward, team_size, cost, tasks}}")
+    table.add_argument(
+        "--frontier",
+        metavar="OUT",
+        help="also sweep alpha and plot accuracy against mean team size: OUT.png, or a folder for frontier.png",
+    )
+    table.add_argument("--alphas", metavar="A,...", help="the alphas --frontier sweeps (default 0,0.25,...,16)")
     table.set_defaults(run=_baselines)
+
+    from ensemble_env import play
+
+    play.configure(
+        commands.add_parser(
+            "play",
+            help="play the game by hand in the terminal: you are the fusion agent or the decider",
+            description="Play a few questions of the game as the fusion agent (--role fusion) or the decider "
+            "(--role decider), seeing what that agent observes; a scripted partner plays the other role.",
+        )
+    )
 
     _add_plugin_commands(commands)
     return parser
