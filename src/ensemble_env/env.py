@@ -20,7 +20,7 @@ Episode end        the stream exhausted: both agents terminated; ``episode_lengt
 =================  ===============================================================================
 
 Arguments: ``cache`` (path or :class:`~ensemble_env.cache.LogitCache`; default: the embedded cache),
-``render_mode`` ("ansi" or "human") and the options of :class:`~ensemble_env.config.EnvConfig`.
+``render_mode`` ("ansi", "human" or "rgb_array") and the options of :class:`~ensemble_env.config.EnvConfig`.
 
 Version history:
 
@@ -46,11 +46,13 @@ from ensemble_env.actions import decider_space, decode_decider, decode_fusion, f
 from ensemble_env.cache import LogitCache
 from ensemble_env.config import EnvConfig
 from ensemble_env.engine import AGENTS, EnsembleVectorEnv
-from ensemble_env.render import describe_reset, describe_step
+from ensemble_env.render import EpisodeTrace, describe_reset, describe_step, draw_frame
 
 __all__ = ["EnsembleParallelEnv", "env", "parallel_env", "resolve_cache", "vector_env"]
 
-RENDER_MODES = ("ansi", "human")
+#: "ansi": the last step as text (returned); "human": the same text printed; "rgb_array": a picture of the
+#: episode so far as an (H, W, 3) uint8 array (:func:`ensemble_env.render.draw_frame`)
+RENDER_MODES = ("ansi", "human", "rgb_array")
 
 
 def resolve_cache(cache: LogitCache | str | os.PathLike[str] | None) -> LogitCache:
@@ -97,6 +99,7 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
             dtype=np.float32,
         )
         self._used_team: np.ndarray | None = None  # the team that answered the last step, for render()
+        self._trace: EpisodeTrace | None = None  # the recent steps, for render_mode="rgb_array"
 
     def observation_space(self, agent: str) -> spaces.Space[Any]:
         return self.observation_spaces[agent]
@@ -110,6 +113,7 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         obs, _ = self.engine.reset(seed=seed)
         self.agents = list(self.possible_agents)
         self._used_team = None
+        self._trace = EpisodeTrace() if self.render_mode == "rgb_array" else None
         if self.render_mode == "human":
             self.render()
         return self._unbatch_obs(obs), self._infos()
@@ -131,6 +135,8 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         answers = decode_fusion(actions["fusion"], max_choices=engine.max_choices)
         obs, reward, done = engine.advance(next_team, answers)
         self._used_team = used_team
+        if self._trace is not None and used_team is not None:
+            self._trace.record(engine, used_team)
         value, over = float(reward[0]), bool(done[0])
         terminated = bool(engine.outputs.terminated[0])
         truncated = over and not terminated
@@ -150,9 +156,15 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
     def state(self) -> np.ndarray:
         return self.engine.state()[0]
 
-    def render(self) -> str | None:
+    def render(self) -> str | np.ndarray | None:
+        """The last step (or the reset) as text ("ansi"; "human" prints it), or the episode so far as an RGB
+        image ("rgb_array"); None without a render mode."""
         if self.render_mode is None:
             return None
+        if self.render_mode == "rgb_array":
+            if self._trace is None:
+                raise RuntimeError("render() before reset(): there is no episode to draw yet")
+            return draw_frame(self.engine, self._trace, self._used_team)
         if self._used_team is None:
             text = describe_reset(self.engine)
         else:
