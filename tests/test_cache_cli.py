@@ -169,12 +169,22 @@ def test_validate(
     tmp_path: Path,
 ) -> None:
     code, out, _ = run(capsys, "cache", "validate", converted)
-    assert code == 0 and out.startswith(f"ok {converted}: 9 questions x 2 models")
+    assert code == 0 and out.startswith(f"ok {converted}: 9 questions x 2 models") and "checksums" not in out
     broken = write_cache("broken.h5", labels=np.array([0, 1, 2, 2, 0, 2]))  # question 3 has 2 choices
-    code, out, err = run(capsys, "cache", "validate", converted, broken, tmp_path / "absent.h5")
-    assert code == 2 and out.startswith("ok ")
-    assert f"INVALID {broken}: field 'labels': question 3 has label 2, outside 0..1" in err
-    assert "absent.h5: no such cache file" in err
+    corrupted = tmp_path / "corrupted.h5"
+    corrupted.write_bytes(converted.read_bytes()[:-100])  # truncated
+    plain = write_cache("plain.h5")  # h5py's defaults: valid, without checksums
+    caches = [broken, corrupted, tmp_path, tmp_path / "absent.h5", converted, plain]
+    code, out, err = run(capsys, "cache", "validate", *caches)
+    assert code == 2
+    assert out.splitlines()[0].startswith(f"ok {converted}: 9 questions")  # checked after four bad ones
+    assert out.splitlines()[1].startswith(f"ok {plain}: 6 questions") and "(no HDF5 checksums" in out
+    lines = err.splitlines()
+    assert lines[0] == f"INVALID {broken}: field 'labels': question 3 has label 2, outside 0..1"
+    assert lines[1].startswith(f"INVALID {corrupted}: ") and len(lines[1]) < 400
+    assert lines[2] == f"INVALID {tmp_path}: is a folder, not a cache file"
+    assert "absent.h5: no such cache file" in lines[3]
+    assert lines[4:] == ["4 of 6 caches are invalid"]
 
 
 def test_split_writes_a_copy(converted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

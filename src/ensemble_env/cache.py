@@ -5,14 +5,17 @@ choice (``scores``, shape (Q, N, C)), the gold ``labels`` and the model names, p
 cost and feature arrays and the question texts. The format is documented in ``docs/cache-format.md``; this
 module is the only place in the package that touches HDF5.
 
-- :func:`load_cache` reads and validates a file and returns a :class:`LogitCache`.
-- :func:`save_cache` writes one atomically (temporary file in the same folder, then rename).
+- :func:`load_cache` reads and validates a file and returns a :class:`LogitCache`; it is safe on any file
+  (no link or storage outside the file is followed, every size is checked before data are read, files without
+  checksums are read under a time limit: :mod:`ensemble_env.cache_hdf5`, :mod:`ensemble_env.cache_guard`).
+- :func:`save_cache` writes one atomically (:func:`atomic_path`) with checksums on its data and metadata.
 - :class:`LogitCache` validates its arrays at construction (whether they come from a file or from code),
   computes per-choice probabilities once from ``score_kind`` over each question's valid choices, and holds
   read-only arrays.
 
-Every rule violation raises :class:`CacheError` (a :class:`ValueError`) whose message names the file (or
-``<memory>``), the field and the offending value. Nothing is loaded through pickle.
+Every rule violation, and every failure to read a file, raises :class:`CacheError` (a :class:`ValueError`)
+whose message names the file (or ``<memory>``), the field and the offending value, in a few hundred
+characters at most. Nothing is loaded through pickle.
 
 >>> import numpy as np
 >>> cache = LogitCache(
@@ -29,6 +32,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
+import reprlib
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -64,7 +69,8 @@ _PROB_TOLERANCE = 1e-3
 _CHUNK = 65536  # questions per chunk when computing probabilities (bounds temporary memory)
 #: compressed question texts are stored as fixed-length UTF-8 strings (HDF5 cannot compress variable-length
 #: ones) when the padded array (questions x longest text in bytes) stays under this size
-_FIXED_TEXT_BYTES = 64 * 2**20
+#: longest problem description in a CacheError (values in it are cut by ``_show`` first)
+_PROBLEM_LIMIT = 400
 
 
 class CacheError(ValueError):
@@ -72,6 +78,8 @@ class CacheError(ValueError):
 
 
 def _fail(path: str, field_name: str, problem: str) -> CacheError:
+    if len(problem) > _PROBLEM_LIMIT:
+        problem = problem[: _PROBLEM_LIMIT - 3] + "..."
     return CacheError(f"{path}: field '{field_name}': {problem}")
 
 
@@ -113,7 +121,7 @@ def _as_names(path: str, name: str, value: Any, length: int | None, entry: str =
     try:
         items = value.reshape(-1).tolist() if isinstance(value, np.ndarray) else list(value)
     except TypeError as error:
-        raise _fail(path, name, f"must be a sequence of strings, got {type(value).__name__} {value!r}") from error
+        raise _fail(path, name, f"must be a sequence of strings, got {type(value).__name__} {_show(value)}") from error
     names = []
     for index, item in enumerate(items):
         if isinstance(item, bytes):
@@ -122,28 +130,46 @@ def _as_names(path: str, name: str, value: Any, length: int | None, entry: str =
             except UnicodeDecodeError as error:
                 raise _fail(path, name, f"{entry} {index}: {_show(item)} is not valid UTF-8") from error
         if not isinstance(item, str | np.str_):
-            raise _fail(path, name, f"entries must be strings, {entry} {index} is {type(item).__name__} {item!r}")
+            raise _fail(path, name, f"entries must be strings, {entry} {index} is {type(item).__name__} {_show(item)}")
+        _check_text(path, name, item, f"{entry} {index}: ")
         names.append(str(item))
     if length is not None and len(names) != length:
         raise _fail(path, name, f"has {len(names)} entries, expected {length}")
     return tuple(names)
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 80, 80, 40
+
+
+def _check_text(path: str, name: str, text: str, where: str = "") -> None:
+    """Refuse a string HDF5 cannot store as UTF-8: a NUL character, or a lone surrogate (not encodable)."""
+    if "\x00" in text:
+        raise _fail(path, name, f"{where}{_show(text)} holds a NUL character (HDF5 cannot store it)")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise _fail(path, name, f"{where}{_show(text)} cannot be written as UTF-8 ({error.reason})") from None
+
+
 def _show(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters (for messages; the converters use it too)."""
-    text = repr(value)
+    """``repr(value)``, cut to ``limit`` characters (for messages; the converters use it too).
+
+    Only a bounded part of ``value`` is looked at: a prefix of a long string, three levels of nested
+    containers, a few items of each (:mod:`reprlib`), so a huge or deeply nested value is shown quickly.
+    """
+    if isinstance(value, str | bytes):
+        text = repr(value[:limit])
+    elif isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        text = f"<an integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+    else:
+        text = _REPR.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _as_texts(path: str, value: Any, n_questions: int) -> tuple[str, ...]:
     """The question texts: one string per question, without NUL characters (HDF5 strings cannot hold them)."""
-    texts = _as_names(path, "question_text", value, n_questions, entry="question")
-    for index, text in enumerate(texts):
-        if "\x00" in text:
-            raise _fail(
-                path, "question_text", f"question {index}: {_show(text)} holds a NUL character (HDF5 cannot store it)"
-            )
-    return texts
+    return _as_names(path, "question_text", value, n_questions, entry="question")
 
 
 def _unique_names(path: str, name: str, names: tuple[str, ...]) -> None:
@@ -152,7 +178,7 @@ def _unique_names(path: str, name: str, names: tuple[str, ...]) -> None:
         if item == "":
             raise _fail(path, name, "holds an empty name")
         if item in seen:
-            raise _fail(path, name, f"names must be unique, {item!r} appears more than once")
+            raise _fail(path, name, f"names must be unique, {_show(item)} appears more than once")
         seen.add(item)
 
 
@@ -226,7 +252,12 @@ class LogitCache:
         put = functools.partial(object.__setattr__, self)
         put("path", path)
         if self.score_kind not in SCORE_KINDS:
-            raise _fail(path, "score_kind", f"{self.score_kind!r} is not one of {', '.join(SCORE_KINDS)}")
+            raise _fail(path, "score_kind", f"{_show(self.score_kind)} is not one of {', '.join(SCORE_KINDS)}")
+        for name in ("source", "feature_kind"):
+            text = getattr(self, name)
+            if not isinstance(text, str):
+                raise _fail(path, name, f"must be a string, got {type(text).__name__} {_show(text)}")
+            _check_text(path, name, text)
 
         scores = _as_float_array(path, "scores", self.scores)
         if scores.ndim != 3:
@@ -316,8 +347,6 @@ class LogitCache:
 
     def _check_features(self, put: Callable[[str, Any], None], n_questions: int) -> None:
         path = self.path
-        if not isinstance(self.feature_kind, str):
-            raise _fail(path, "feature_kind", f"must be a string, got {type(self.feature_kind).__name__}")
         if self.features is None:
             for name in ("feature_names", "feature_kind"):
                 if getattr(self, name):
@@ -346,7 +375,7 @@ class LogitCache:
             raise _fail(
                 path,
                 "scores",
-                f"question {q}, model {self.models[m]!r}, choice {c}: non-finite value {scores[q, m, c]}",
+                f"question {q}, model {_show(self.models[m])}, choice {c}: non-finite value {scores[q, m, c]}",
             )
         if self.score_kind == "prob":
             bad = valid[:, None, :] & ((scores < 0) | (scores > 1 + _PROB_TOLERANCE))
@@ -358,7 +387,9 @@ class LogitCache:
             return
         if bad.any():
             q, m, c = np.argwhere(bad)[0]
-            raise _fail(path, "scores", f"question {q}, model {self.models[m]!r}, choice {c}: {scores[q, m, c]} {what}")
+            raise _fail(
+                path, "scores", f"question {q}, model {_show(self.models[m])}, choice {c}: {scores[q, m, c]} {what}"
+            )
 
     def _probabilities(self, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n_questions, n_models, max_choices = self.scores.shape
@@ -475,196 +506,120 @@ class LogitCache:
         return correct.mean(axis=0)
 
 
-# -- HDF5 --------------------------------------------------------------------------------------------
-
-_OPTIONAL_DATASETS = ("n_choices", "tasks", "task_names", "split", "question_ids", "costs", "features", "question_text")
-_STRING_DATASETS = ("models", "task_names", "question_ids", "question_text")
+# -- files -------------------------------------------------------------------------------------------
 
 
-def _read_dataset(h5file: Any, path: str, name: str) -> Any:
-    import h5py
-
-    try:
-        node = h5file[name]
-    except (KeyError, OSError) as error:
-        raise _fail(path, name, f"cannot be opened (a broken link?): {error}") from error
-    if not isinstance(node, h5py.Dataset):
-        raise _fail(path, name, f"is a {type(node).__name__}, expected a dataset")
-    if node.shape is None:
-        raise _fail(path, name, "has no data (empty dataspace)")
-    if name in _STRING_DATASETS:
-        if h5py.check_string_dtype(node.dtype) is not None:
-            try:
-                return tuple(str(item) for item in np.asarray(node.asstr()[()]).reshape(-1))
-            except UnicodeDecodeError as error:
-                raise _fail(path, name, "holds bytes that are not valid UTF-8") from error
-        raise _fail(path, name, f"must hold strings, got dtype {node.dtype}")
-    if node.dtype.kind not in "iuf":
-        raise _fail(path, name, f"must hold numbers, got dtype {node.dtype}")
-    return node[()]
-
-
-def _read_attr(h5file: Any, path: str, name: str, required: bool) -> Any:
-    if name not in h5file.attrs:
-        if required:
-            raise _fail(path, name, "required root attribute is missing")
-        return None
-    value = h5file.attrs[name]
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", errors="replace")
-    if isinstance(value, np.ndarray):
-        if value.shape != ():
-            raise _fail(path, name, f"root attribute must be a single value, got an array of shape {value.shape}")
-        value = value[()]
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", errors="replace")
-    return value
-
-
-def _read_feature_attributes(node: Any, path: str) -> dict[str, Any]:
-    """``feature_names`` ((F,) strings) and ``feature_kind`` (a string): attributes of the ``features`` dataset."""
-    found: dict[str, Any] = {}
-    if "feature_names" in node.attrs:
-        value = node.attrs["feature_names"]
-        if not isinstance(value, np.ndarray) or value.ndim != 1:
-            raise _fail(path, "feature_names", f"attribute of 'features' must be a 1-D array of strings, got {value!r}")
-        found["feature_names"] = value
-    if "feature_kind" in node.attrs:
-        value = node.attrs["feature_kind"]
-        if isinstance(value, bytes):
-            try:
-                value = value.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise _fail(path, "feature_kind", "attribute of 'features' is not valid UTF-8") from error
-        if not isinstance(value, str):
-            raise _fail(path, "feature_kind", f"attribute of 'features' must be a string, got {value!r}")
-        found["feature_kind"] = value
-    return found
-
-
-def load_cache(path: str | os.PathLike[str]) -> LogitCache:
-    """Read and validate a logit cache file.
+def load_cache(path: str | os.PathLike[str], *, timeout: float | None = None) -> LogitCache:
+    """Read and validate a logit cache file; safe on any file, whoever made it.
 
     Raises FileNotFoundError when the file does not exist and :class:`CacheError` (a ValueError naming the
-    file and the field) when it is not a valid cache: not HDF5, wrong ``format`` or ``format_version``,
-    missing or malformed dataset, shapes that disagree, labels or choice counts out of range, non-finite
-    valid scores, duplicate model names.
-    """
-    import h5py
+    file and the field) when it is not a valid cache: not a regular file, not HDF5, corrupted (whatever
+    h5py/HDF5 raises), wrong ``format`` or ``format_version``, missing or malformed dataset, shapes that
+    disagree or exceed the limits (checked before any data are read), a link, virtual dataset or external
+    storage reaching outside the file, labels or choice counts out of range, non-finite valid scores,
+    duplicate model names.
 
-    file_path = Path(path)
-    name = str(path)
-    if not file_path.is_file():
-        raise FileNotFoundError(f"{name}: no such cache file")
-    if not h5py.is_hdf5(file_path):
-        raise CacheError(f"{name}: not an HDF5 file (a logit cache is HDF5, see docs/cache-format.md)")
-    try:
-        with h5py.File(file_path, "r") as h5file:
-            file_format = _read_attr(h5file, name, "format", required=True)
-            if not isinstance(file_format, str) or file_format != FORMAT_NAME:
-                raise _fail(name, "format", f"is {file_format!r}, expected {FORMAT_NAME!r}")
-            version = _read_attr(h5file, name, "format_version", required=True)
-            if not isinstance(version, int | np.integer) or int(version) != FORMAT_VERSION:
-                raise _fail(
-                    name, "format_version", f"{version!r} is not supported (this reader knows {FORMAT_VERSION})"
-                )
-            score_kind = _read_attr(h5file, name, "score_kind", required=True)
-            if not isinstance(score_kind, str):
-                raise _fail(name, "score_kind", f"must be a string, got {score_kind!r}")
-            source = _read_attr(h5file, name, "source", required=False)
-            arrays: dict[str, Any] = {}
-            for dataset in ("scores", "labels", "models"):
-                if dataset not in h5file:
-                    raise _fail(name, dataset, "required dataset is missing")
-                arrays[dataset] = _read_dataset(h5file, name, dataset)
-            for dataset in _OPTIONAL_DATASETS:
-                if dataset in h5file:
-                    arrays[dataset] = _read_dataset(h5file, name, dataset)
-            if "features" in arrays:
-                arrays.update(_read_feature_attributes(h5file["features"], name))
-    except OSError as error:
-        raise CacheError(f"{name}: cannot be read as HDF5 ({error})") from error
-    return LogitCache(score_kind=str(score_kind), source="" if source is None else str(source), path=name, **arrays)
+    A file without checksums (not written by :func:`save_cache`) is first read by a helper process allowed
+    ``timeout`` seconds (default: 20 s plus 1 s per 20 MB), so a corrupted one is refused, never spun on
+    (:mod:`ensemble_env.cache_guard`).
+    """
+    from ensemble_env.cache_hdf5 import read_cache_file
+
+    return LogitCache(**read_cache_file(path, timeout=timeout))
 
 
 def save_cache(path: str | os.PathLike[str], cache: LogitCache, *, compression: str | None = "gzip") -> Path:
-    """Write ``cache`` to ``path`` atomically (a temporary file in the same folder, then a rename).
+    """Write ``cache`` to ``path`` atomically (:func:`atomic_path`: a temporary file in the same folder,
+    synced to disk, then renamed), with checksums on its data and metadata.
 
-    The folder must exist. An existing file at ``path`` is replaced only once the new one is complete.
-    Returns the path written.
+    The file is HDF5 in the format of HDF5 1.10 (readable by HDF5 >= 1.10 and h5py >= 2.7), every dataset
+    with the fletcher32 checksum filter (and ``compression``, gzip by default; None for none), strings as
+    fixed-length UTF-8. The folder must exist. An existing file at ``path`` is replaced only once the new one
+    is complete. Returns the path written.
     """
-    import h5py
+    from ensemble_env.cache_hdf5 import write_cache_file
 
-    strings = h5py.string_dtype("utf-8")
     with atomic_path(path) as temporary:
-        with h5py.File(temporary, "w") as h5file:
-            h5file.attrs["format"] = FORMAT_NAME
-            h5file.attrs["format_version"] = FORMAT_VERSION
-            h5file.attrs["score_kind"] = cache.score_kind
-            if cache.source:
-                h5file.attrs["source"] = cache.source
-            h5file.create_dataset("scores", data=cache.scores, compression=compression)
-            h5file.create_dataset("labels", data=cache.labels)
-            h5file.create_dataset("models", data=list(cache.models), dtype=strings)
-            h5file.create_dataset("n_choices", data=cache.n_choices)
-            h5file.create_dataset("tasks", data=cache.tasks)
-            h5file.create_dataset("task_names", data=list(cache.task_names), dtype=strings)
-            h5file.create_dataset("split", data=cache.split)
-            if cache.question_ids is not None:
-                h5file.create_dataset("question_ids", data=list(cache.question_ids), dtype=strings)
-            if cache.costs is not None:
-                h5file.create_dataset("costs", data=cache.costs)
-            if cache.features is not None:
-                node = h5file.create_dataset("features", data=cache.features, compression=compression)
-                if cache.feature_names is not None:
-                    node.attrs.create("feature_names", list(cache.feature_names), dtype=strings)
-                if cache.feature_kind:
-                    node.attrs["feature_kind"] = cache.feature_kind
-            if cache.question_text is not None:
-                _write_texts(h5file, "question_text", cache.question_text, compression)
+        write_cache_file(temporary, cache, compression)
     return Path(path)
+
+
+#: the temporary files of :func:`atomic_path`: ``.<name>.<pid>.<8 random characters>.tmp`` beside the target
+_TEMPORARY = ".{name}.{pid}."
+_TEMPORARY_SUFFIX = ".tmp"
+
+
+def _remove_stale_temporaries(target: Path) -> None:
+    """Remove the temporary files of ``target`` left by writers that were killed (their process is gone)."""
+    pattern = re.compile(re.escape(f".{target.name}.") + r"(\d+)\.[a-z0-9_]{8}" + re.escape(_TEMPORARY_SUFFIX))
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return
+    for name in names:
+        match = pattern.fullmatch(name)
+        if match is None or _process_alive(int(match.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            (target.parent / name).unlink()
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process (or we cannot tell): leave its file alone
+    return True
+
+
+def _sync(path: Path, directory: bool = False) -> None:
+    """Flush a file (or a folder's entries) to disk; folders are skipped where they cannot be opened."""
+    try:
+        handle = os.open(path, os.O_RDONLY if directory else os.O_RDWR)
+    except OSError:
+        if directory:
+            return  # e.g. Windows: folders cannot be opened, and renames are durable there
+        raise
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """A temporary path in the folder of ``path`` to write to; renamed to ``path`` when the block ends
-    normally (with the usual permissions for the umask), removed when it raises.
+    """A temporary path in the folder of ``path`` to write to; synced to disk and renamed to ``path`` when the
+    block ends normally (with the usual permissions for the umask), removed when it raises (any exception,
+    KeyboardInterrupt too).
 
-    The folder must exist (FileNotFoundError otherwise). An existing file at ``path`` is replaced only once
-    the new one is complete, so a failure never leaves a partial file.
+    The temporary file is ``.<name>.<pid>.<random>.tmp`` beside ``path``. One left by a writer that was
+    killed (its process no longer runs) is removed at the next write of the same ``path``. The folder must
+    exist (FileNotFoundError otherwise). An existing file at ``path`` is replaced only once the new one is
+    complete and on disk, so a failure or a crash never leaves a partial file at ``path``.
     """
     target = Path(path)
     if not target.parent.is_dir():
         raise FileNotFoundError(f"{target.parent}: folder does not exist (cannot write {target.name})")
-    handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    _remove_stale_temporaries(target)
+    prefix = _TEMPORARY.format(name=target.name, pid=os.getpid())
+    handle, name = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=_TEMPORARY_SUFFIX)
     os.close(handle)
     temporary = Path(name)
     try:
         yield temporary
+        _sync(temporary)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(temporary, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
         os.replace(temporary, target)
+        _sync(target.parent, directory=True)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
-
-
-def _write_texts(h5file: Any, name: str, texts: Sequence[str], compression: str | None) -> None:
-    """A (Q,) UTF-8 string dataset: fixed-length (compressible) when compressing and the padding stays small.
-
-    The texts hold no NUL character (checked by :class:`LogitCache`), so the NUL padding of fixed-length
-    strings reads back exactly.
-    """
-    import h5py
-
-    encoded = [text.encode("utf-8") for text in texts]
-    width = max(1, *(len(item) for item in encoded))
-    if compression is not None and len(encoded) * width <= _FIXED_TEXT_BYTES:
-        fixed = h5py.string_dtype("utf-8", width)
-        h5file.create_dataset(name, data=np.array(encoded, dtype=fixed), compression=compression)
-    else:
-        h5file.create_dataset(name, data=list(texts), dtype=h5py.string_dtype("utf-8"))
 
 
 def default_cache_path() -> Path:

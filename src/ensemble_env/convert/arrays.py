@@ -8,10 +8,12 @@ naming the file, the line (or array) and the field.
 from __future__ import annotations
 
 import csv
+import math
 import re
+import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -152,8 +154,8 @@ def _read_csv_numbers(path: Path, *, integer: bool, allow_empty: bool) -> np.nda
             raise _error(path, line, None, f"has {len(cells)} columns, the first row of numbers has {width}")
         for c, cell in enumerate(cells):
             if integer:
-                if not re.fullmatch(r"[+-]?[0-9]+", cell):
-                    raise _error(path, line, None, f"column {c + 1}: {cell!r} is not an integer")
+                if not re.fullmatch(r"[+-]?[0-9]{1,19}", cell) or not -(2**63) <= int(cell) < 2**63:
+                    raise _error(path, line, None, f"column {c + 1}: {_show(cell)} is not an integer of 64 bits")
                 values[r, c] = int(cell)
             elif cell == "" and allow_empty:
                 values[r, c] = np.nan
@@ -165,12 +167,33 @@ def _read_csv_numbers(path: Path, *, integer: bool, allow_empty: bool) -> np.nda
     return values
 
 
+#: largest factor by which a .npz member may be compressed (deflate cannot do better than about 1032)
+_ZIP_RATIO = 1100
+
+
+def _check_npy_header(handle: IO[bytes], available: int, where: str) -> None:
+    """Refuse a .npy header whose array needs more bytes than ``available`` (read before any allocation)."""
+    version = np.lib.format.read_magic(handle)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
+    else:
+        shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
+    needed = math.prod(shape) * dtype.itemsize
+    if needed > available:
+        raise ValueError(f"{where} declares an array of shape {shape} ({needed} bytes) but holds {available} bytes")
+
+
 def _load_npy(path: Path) -> np.ndarray:
     try:
+        with path.open("rb") as handle:
+            _check_npy_header(handle, path.stat().st_size, "the header")
         return np.asarray(np.load(path, allow_pickle=False))
-    except ValueError as error:
+    except (ValueError, OSError, EOFError) as error:
         raise _error(
-            path, None, None, f"cannot be read without pickle ({error}); store numbers or numpy str arrays"
+            path,
+            None,
+            None,
+            f"cannot be read as .npy without pickle ({_show(str(error), 200)}); store numbers or numpy str arrays",
         ) from None
 
 
@@ -198,22 +221,39 @@ def _read_column(path: Path, kind: str) -> np.ndarray:
     return array
 
 
+def _check_npz(path: Path) -> None:
+    """Refuse members whose declared arrays exceed what they store, or that are compressed beyond deflate's
+    reach (a zip bomb), before numpy reads them."""
+    with zipfile.ZipFile(path) as archive:
+        for member in archive.infolist():
+            if member.file_size > max(member.compress_size, 1) * _ZIP_RATIO + 65536:
+                raise ValueError(f"member {member.filename} expands {member.compress_size} bytes to {member.file_size}")
+            if member.filename.endswith(".npy"):
+                with archive.open(member) as handle:
+                    _check_npy_header(handle, member.file_size, f"member {member.filename}")
+
+
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
     try:
+        _check_npz(path)
         archive = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as error:
-        raise _error(path, None, None, f"cannot be read as a .npz archive ({error})") from None
+    except Exception as error:  # zipfile, zlib and numpy raise many kinds on a corrupted archive
+        message = _show(f"{type(error).__name__}: {error}", 200)
+        raise _error(path, None, None, f"cannot be read as a .npz archive ({message})") from None
     with archive:
         unknown = sorted(set(archive.files) - set(ARRAY_FIELDS))
         if unknown:
-            raise _error(path, None, None, f"unknown arrays {unknown}; a .npz may hold {', '.join(ARRAY_FIELDS)}")
+            raise _error(
+                path, None, None, f"unknown arrays {_show(unknown, 200)}; a .npz may hold {', '.join(ARRAY_FIELDS)}"
+            )
         arrays = {}
         for name in archive.files:
             try:
                 arrays[name] = archive[name]
-            except ValueError as error:
+            except Exception as error:  # corrupted member (zlib, CRC) or an object array (pickle)
+                message = _show(f"{type(error).__name__}: {error}", 200)
                 raise _error(
-                    path, None, name, f"cannot be read without pickle ({error}); store numpy str arrays"
+                    path, None, name, f"cannot be read without pickle ({message}); store numbers or numpy str arrays"
                 ) from None
     return arrays
 

@@ -10,12 +10,11 @@ task names stored in a cache.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from ensemble_env.convert.common import ConversionError
+from ensemble_env.convert.common import ConversionError, _json_decoder
 
 __all__ = ["find_model_folders", "find_task_files", "strip_task_prefix"]
 
@@ -54,8 +53,8 @@ def _results_hints(folder: Path) -> tuple[set[str], set[str]]:
     tasks: set[str] = set()
     for file in sorted(folder.glob("*.json")):
         try:
-            results = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            results = _json_decoder().decode(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):  # ValueError: not JSON, not UTF-8
             continue  # not a results file we can use; the hint is optional
         if not isinstance(results, dict):
             continue

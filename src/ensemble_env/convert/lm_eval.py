@@ -237,10 +237,10 @@ def from_lm_eval(
 
 def _describe(sample: Sample, what: str) -> str:
     if what == "doc_hash":
-        return f"doc_hash {sample.doc_hash}"
+        return f"doc_hash {_show(sample.doc_hash)}"
     if what == "choices":
         return f"choices {_show(list(sample.choices), 100)}"
-    return f"label {sample.label} ({sample.choices[sample.label]!r})"
+    return f"label {sample.label} ({_show(sample.choices[sample.label])})"
 
 
 def _missing_error(

@@ -27,7 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ensemble_env.convert.common import ConversionError, _error, _number_problem, _parse_float, _show
+from ensemble_env.convert.common import (
+    ConversionError,
+    _check_depth,
+    _error,
+    _json_decoder,
+    _number_problem,
+    _parse_float,
+    _show,
+)
 
 __all__ = ["DOC_TEXT_FIELDS", "Sample", "read_samples"]
 
@@ -60,16 +68,32 @@ class Sample:
     text: str = ""
 
 
+def _checked(path: Path, line: int, record: Any) -> Any:
+    """``record``, refused when it nests deeper than :data:`~ensemble_env.convert.common.MAX_DEPTH`."""
+    try:
+        _check_depth(record)
+    except ValueError as error:
+        raise _error(path, line, None, f"not a samples record: {error}") from None
+    return record
+
+
+_TOO_DEEP = "not valid JSON here (arrays and objects nested too deeply to parse; corrupt?)"
+
+
 def _json_lines(path: Path, text: str) -> Iterator[tuple[int, Any]]:
+    decoder = _json_decoder()
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line)
+            record = decoder.decode(line)
         except json.JSONDecodeError as error:
             raise _error(
                 path, number, None, f"not valid JSON ({error.msg} at column {error.colno}; truncated or corrupt?)"
             ) from None
+        except RecursionError:
+            raise _error(path, number, None, _TOO_DEEP) from None
+        yield number, _checked(path, number, record)
 
 
 def _skip_space(text: str, index: int) -> int:
@@ -81,7 +105,7 @@ def _skip_space(text: str, index: int) -> int:
 
 def _json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
     """The elements of a JSON array (lm-eval 0.4.0-0.4.2 files), each with the line it starts on."""
-    decoder = json.JSONDecoder()
+    decoder = _json_decoder()
     line, counted = 1, 0
 
     def line_at(position: int) -> int:
@@ -100,7 +124,9 @@ def _json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
                 record, index = decoder.raw_decode(text, index)
             except json.JSONDecodeError as error:
                 raise _error(path, error.lineno, None, f"not valid JSON ({error.msg}; truncated or corrupt?)") from None
-            yield start, record
+            except RecursionError:
+                raise _error(path, start, None, _TOO_DEEP) from None
+            yield start, _checked(path, start, record)
             index = _skip_space(text, index)
             if index >= len(text):
                 raise _error(path, line_at(index), None, "the JSON array has no closing ']' (truncated?)")
@@ -212,7 +238,7 @@ def _gold(record: Mapping[str, Any], choices: tuple[str, ...], fail: Callable[[s
     if isinstance(target, str):
         if target in choices:
             return choices.index(target)
-        if _INDEX.fullmatch(target) and int(target) < n_choices:
+        if len(target) <= 9 and _INDEX.fullmatch(target) and int(target) < n_choices:
             return int(target)
     elif isinstance(target, int) and not isinstance(target, bool):
         if 0 <= target < n_choices:
@@ -238,8 +264,7 @@ def _question_text(
             field, text = "doc", doc[found]
     if not isinstance(text, str):
         raise fail("arguments", f"request 0: the context must be a string, got {_show(text)}")
-    if "\x00" in text:
-        raise fail(field, f"the question text {_show(text)} holds a NUL character (a cache cannot store it)")
+    _storable(text, field, "the question text", fail)
     return text
 
 
@@ -247,7 +272,21 @@ def _optional_string(record: Mapping[str, Any], field: str, fail: Callable[[str,
     value = record.get(field)
     if value is not None and not isinstance(value, str):
         raise fail(field, f"must be a string, got {_show(value)}")
+    if value is not None:
+        _storable(value, field, "the string", fail)
     return value
+
+
+def _storable(text: str, field: str, what: str, fail: Callable[[str, str], ConversionError]) -> None:
+    """Refuse a string a cache cannot store: a NUL character, or a lone surrogate (not UTF-8)."""
+    if "\x00" in text:
+        raise fail(field, f"{what} {_show(text)} holds a NUL character (a cache cannot store it)")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise fail(
+            field, f"{what} {_show(text)} holds a lone surrogate (\\ud800-\\udfff): not storable as UTF-8"
+        ) from None
 
 
 def _parse_record(path: Path, line: int, record: Any) -> Sample:
@@ -259,8 +298,8 @@ def _parse_record(path: Path, line: int, record: Any) -> Sample:
     if "doc_id" not in record:
         raise fail("doc_id", "required field is missing")
     doc_id = record["doc_id"]
-    if isinstance(doc_id, bool) or not isinstance(doc_id, int) or doc_id < 0:
-        raise fail("doc_id", f"must be a non-negative integer, got {_show(doc_id)}")
+    if isinstance(doc_id, bool) or not isinstance(doc_id, int) or not 0 <= doc_id < 2**63:
+        raise fail("doc_id", f"must be a non-negative integer (below 2**63), got {_show(doc_id)}")
     requests = _argument_lists(record, fail)
     continuations = _continuations(requests, fail)
     logliks = _logliks(record, len(continuations), fail)

@@ -1,0 +1,177 @@
+"""Seeded fuzzing with a watchdog, for tests/test_fuzz_caches.py and tests/test_fuzz_lm_eval.py.
+
+Cases run in a worker process, one after another; each prints one JSON line with its outcome. The parent
+gives each case ``case_seconds``: a case that takes longer is a *hang* (the worker is killed and a new one
+goes on with the next case), a worker that dies is a *crash*. A case function returns its outcome:
+
+==================  ================================================================================
+outcome             meaning
+==================  ================================================================================
+``refused``         the documented error (CacheError / ConversionError) naming the file, bounded
+``equal``           accepted, and the result equals the reference (the mutation hit unused bytes)
+``accepted``        accepted with other values, where nothing could tell (no checksum; a valid input)
+``wrong``           accepted with other values where it must not be (checksummed file, hostile value)
+``bad_error``       another exception, or a message without the file or too long
+``hang``/``crash``  set by the parent, as above
+==================  ================================================================================
+
+``python tests/fuzzing.py [--slow]`` runs the suites of both test files and prints the table of issue 13.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+OUTCOMES = ("refused", "equal", "accepted", "wrong", "bad_error", "hang", "crash")
+#: the outcomes that must never happen
+BAD = ("wrong", "bad_error", "hang", "crash")
+#: a message may be at most this much longer than the path it names
+MESSAGE_LIMIT = 700
+#: seconds a worker may take to start (imports) before its first case
+_START_SECONDS = 120.0
+
+_WORKER = (
+    "import json, sys\n"
+    "sys.path[:] = json.loads(sys.argv[1])\n"
+    "import fuzzing\n"
+    "fuzzing._work(sys.argv[2], sys.argv[3], int(sys.argv[4]))\n"
+)
+
+
+def run_cases(
+    module: str, function: str, cases: list[dict[str, Any]], workdir: Path, case_seconds: float
+) -> list[dict[str, Any]]:
+    """Run ``module.function(case)`` for every case in worker processes; one result dict per case, in order.
+
+    Each result holds ``outcome`` and ``detail`` (and the case's ``kind``)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    cases_file = workdir / f"cases-{function}.json"
+    cases_file.write_text(json.dumps(cases), encoding="utf-8")
+    results: list[dict[str, Any]] = []
+    paths = [str(Path(__file__).resolve().parent)] + [entry for entry in sys.path if entry]
+    while len(results) < len(cases):
+        start = len(results)
+        command = [sys.executable, "-c", _WORKER, json.dumps(paths), f"{module}:{function}", str(cases_file)]
+        worker = subprocess.Popen(
+            [*command, str(start)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workdir, text=True
+        )
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=_pump, args=(worker.stdout, lines), daemon=True).start()
+        try:
+            if lines.get(timeout=_START_SECONDS).strip() != "ready":
+                raise RuntimeError(f"the fuzz worker for {module}:{function} did not start")
+            while len(results) < len(cases):
+                try:
+                    line = lines.get(timeout=case_seconds)
+                except queue.Empty:
+                    results.append(_result(cases[len(results)], "hang", f"no answer within {case_seconds} s"))
+                    break
+                if not line:
+                    code = worker.wait()
+                    results.append(_result(cases[len(results)], "crash", f"worker ended with {code}"))
+                    break
+                results.append(json.loads(line))
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+            worker.wait()
+    return results
+
+
+def _pump(stream: Any, lines: queue.Queue[str]) -> None:
+    with stream:
+        for line in stream:
+            lines.put(line)
+    lines.put("")
+
+
+def _result(case: dict[str, Any], outcome: str, detail: str = "") -> dict[str, Any]:
+    return {"kind": case.get("kind", ""), "outcome": outcome, "detail": detail[:300]}
+
+
+def _work(target: str, cases_file: str, start: int) -> None:
+    module, function = target.split(":")
+    run = getattr(importlib.import_module(module), function)
+    cases = json.loads(Path(cases_file).read_text(encoding="utf-8"))
+    print("ready", flush=True)
+    for case in cases[start:]:
+        try:
+            outcome, detail = run(case)
+        except BaseException as error:  # the case function itself failed: a bug of the test, shown as such
+            outcome, detail = "bad_error", f"case raised {type(error).__name__}: {error}"
+        sys.stdout.write(json.dumps(_result(case, outcome, detail)) + "\n")
+        sys.stdout.flush()
+
+
+def judge_error(error: BaseException, expected: tuple[type[BaseException], ...], path: str) -> tuple[str, str]:
+    """``refused`` when ``error`` is of an expected type and its message names ``path`` in one bounded line."""
+    message = str(error)
+    if not isinstance(error, expected):
+        return "bad_error", f"{type(error).__name__}: {message[:200]}"
+    if path not in message or len(message) > len(path) + MESSAGE_LIMIT or "\n" in message:
+        return "bad_error", f"message does not name {path} in one short line: {message[:300]}"
+    return "refused", message[:300]
+
+
+def count(results: list[dict[str, Any]]) -> Counter[str]:
+    return Counter(result["outcome"] for result in results)
+
+
+def bad(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The results with an outcome that must never happen (for assertion messages)."""
+    return [result for result in results if result["outcome"] in BAD]
+
+
+def table(rows: dict[str, list[dict[str, Any]]], orphans: dict[str, int] | None = None) -> str:
+    """The table of issue 13: per suite the inputs tried and each outcome."""
+    header = ["suite", "inputs", "refused", "equal", "accepted", "wrong", "bad error", "hang", "crash", "orphans"]
+    lines = [" | ".join(header), " | ".join("---" for _ in header)]
+    for name, results in rows.items():
+        counts = count(results)
+        cells = [name, str(len(results)), *(str(counts[outcome]) for outcome in OUTCOMES)]
+        cells.append(str((orphans or {}).get(name, 0)))
+        lines.append(" | ".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run the fuzz suites of issue 13 and print the table.")
+    parser.add_argument("--slow", action="store_true", help="the large suites (as pytest --run-slow)")
+    parser.add_argument("--workdir", default=None, help="folder for the mutated files (default: a temporary one)")
+    parser.add_argument("--only", default="", metavar="TEXT", help="only the suites whose name holds TEXT")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    suites: dict[str, Callable[[Path, bool], tuple[list[dict[str, Any]], int]]] = {}
+    for module in ("test_fuzz_caches", "test_fuzz_lm_eval"):
+        found = importlib.import_module(module).SUITES
+        suites.update({name: suite for name, suite in found.items() if args.only in name})
+    rows: dict[str, list[dict[str, Any]]] = {}
+    orphans: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(dir=args.workdir) as folder:
+        for name, suite in suites.items():
+            started = time.perf_counter()
+            rows[name], orphans[name] = suite(Path(folder) / name, args.slow)
+            print(f"{name}: {len(rows[name])} inputs in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    print(table(rows, orphans))
+    failures = [result for results in rows.values() for result in bad(results)]
+    for result in failures[:20]:
+        print(f"  {result['kind']}: {result['outcome']}: {result['detail']}", file=sys.stderr)
+    return 1 if failures or any(orphans.values()) else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())
