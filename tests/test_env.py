@@ -210,8 +210,17 @@ def test_min_team_size_forbids_small_teams() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"alpha": -1}, "alpha must be >= 0"),
-        ({"window": 0}, "window must be an integer >= 1"),
+        ({"alpha": -1}, r"alpha must be a finite number in \[0, 1e\+06\], got -1"),
+        ({"alpha": float("inf")}, r"alpha must be a finite number in \[0, 1e\+06\], got inf"),
+        ({"alpha": float("nan")}, "alpha must be a finite number"),
+        ({"alpha": "1"}, "alpha must be a number"),
+        ({"alpha": True}, "alpha must be a number"),
+        ({"diversity_bonus": -float("inf")}, r"diversity_bonus must be a finite number in \[-1e\+06, 1e\+06\]"),
+        ({"window": 0}, r"window must be an integer in \[1, 1,000,000\], got 0"),
+        ({"window": 10**12}, r"window must be an integer in \[1, 1,000,000\], got 1000000000000"),
+        ({"window": 50.0}, "window must be an integer"),
+        ({"reward_history": 10**12}, r"reward_history must be an integer in \[0, 10,000\]"),
+        ({"episode_length": np.int64(0)}, r"episode_length must be an integer in \[1,"),
         ({"split": "dev"}, "split='dev' is not one of"),
         ({"order": "random"}, "order='random' is not one of"),
         ({"decider_action": "binary"}, "decider_action='binary'"),
@@ -229,6 +238,67 @@ def test_min_team_size_forbids_small_teams() -> None:
 def test_bad_options_name_the_option(options: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ensemble_env.parallel_env(hand_cache(), **options)
+
+
+def test_numpy_scalars_are_taken_as_their_python_values() -> None:
+    env = ensemble_env.parallel_env(
+        hand_cache(), alpha=np.float32(0.5), window=np.int64(2), diversity_bonus=np.int32(0), use_costs=np.bool_(False)
+    )
+    config = env.config
+    assert (config.alpha, config.window, config.diversity_bonus, config.use_costs) == (0.5, 2, 0.0, False)
+    assert type(config.alpha) is float and type(config.window) is int and type(config.use_costs) is bool
+    env.reset(seed=0)
+    assert env.step({"decider": np.array([1, 1, 1]), "fusion": 0})[1]["fusion"] in (1.0, -1.5)
+
+
+def test_too_many_copies_are_refused_before_allocating() -> None:
+    with pytest.raises(ValueError, match=r"num_envs=1,000,000,000,000 copies .* GiB of state .* the limit is 8 GiB"):
+        ensemble_env.vector_env(10**12, hand_cache())
+    with pytest.raises(ValueError, match="num_envs must be an integer >= 1"):
+        ensemble_env.vector_env(np.bool_(True), hand_cache())
+    assert ensemble_env.vector_env(np.int64(3), hand_cache()).num_envs == 3
+
+
+def test_state_before_reset_unknown_agents_and_ignored_options() -> None:
+    env = ensemble_env.parallel_env(hand_cache(), split="all")
+    with pytest.raises(RuntimeError, match=r"state\(\) called before reset\(\)"):
+        env.state()
+    env.reset(seed=0, options={"anything": 1})  # accepted for the PettingZoo API, ignored (documented)
+    with pytest.raises(ValueError, match=r"unknown agent.*'referee'"):
+        env.step({"decider": np.array([1, 1, 1]), "fusion": 0, "referee": 1})
+    with pytest.raises(ValueError, match="unknown agent 'referee'"):
+        env.check_action("referee", 0)
+    assert env.engine.info_values()["step"] == 0  # refused steps did not advance the game
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.uint8, np.int16, np.uint64, np.bool_])
+def test_actions_of_any_numeric_dtype_follow_one_rule(dtype: type) -> None:
+    env = ensemble_env.parallel_env(hand_cache(), split="all")
+    env.reset(seed=0)
+    env.step({"decider": np.array([1, 0, 1], dtype=dtype), "fusion": np.array(1, dtype=dtype)})
+    assert env.engine.info_values()["answer"] == 1 and env.engine.team[0].tolist() == [True, False, True]
+    for bad in (np.array([1, 0, 1], dtype=np.complex64), np.array([1, 0, 1], dtype=object), np.array([0.5, 1, 1])):
+        with pytest.raises(ValueError, match=r"decider action: entries must be 0 or 1.*; expected MultiBinary\(3\)"):
+            env.step({"decider": bad, "fusion": 0})
+    with pytest.raises(ValueError, match="fusion action: an answer must be an integer"):
+        env.step({"decider": np.array([1, 1, 1]), "fusion": np.float16(0.5)})
+
+
+def test_aec_view_stays_playable_after_a_refused_action() -> None:
+    aec = ensemble_env.env(hand_cache(), split="all")
+    aec.reset(seed=0)
+    assert aec.agent_selection == "decider"
+    with pytest.raises(ValueError, match="decider action: entries must be 0 or 1"):
+        aec.step(np.array([2, 0, 0]))
+    assert aec.agent_selection == "decider"  # nothing stored: the decider acts again
+    aec.step(np.array([1, 1, 0]))
+    with pytest.raises(ValueError, match="fusion action: an answer must be an integer"):
+        aec.step("b")
+    aec.step(1)
+    assert aec.agent_selection == "decider" and aec.infos["fusion"]["step"] == 1
+    aec.step(np.array([1, 1, 1]))
+    aec.step(1)
+    assert aec.infos["fusion"]["step"] == 2
 
 
 def test_unknown_option_is_a_type_error_listing_options() -> None:
@@ -260,8 +330,8 @@ def test_render(synthetic: LogitCache, capsys: pytest.CaptureFixture[str]) -> No
     human = ensemble_env.parallel_env(synthetic, render_mode="human")
     human.reset(seed=0)
     assert "initial team" in capsys.readouterr().out
-    with pytest.raises(ValueError, match="render_mode='rgb_array'"):
-        ensemble_env.parallel_env(synthetic, render_mode="rgb_array")
+    with pytest.raises(ValueError, match="render_mode='video'"):
+        ensemble_env.parallel_env(synthetic, render_mode="video")
 
 
 def test_render_shows_the_question_text_shortened() -> None:

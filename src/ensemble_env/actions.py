@@ -77,7 +77,7 @@ def _integers(array: np.ndarray) -> np.ndarray | None:
     if kind in "iub":
         return array.astype(np.int64, copy=False)
     if kind == "f" and bool(np.all(np.isfinite(array))) and bool(np.all(array == np.round(array))):
-        if np.all(np.abs(array) < 2.0**63):
+        if np.all(np.abs(array.astype(np.float64)) < 2.0**63):
             return array.astype(np.int64)
     return None
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
+
 from ensemble_env.actions import DECIDER_ENCODINGS
 from ensemble_env.cache import SPLIT_CHOICES
 from ensemble_env.metrics import METRICS
@@ -40,6 +42,31 @@ def _names(value: Any, option: str) -> tuple[str, ...] | None:
     if not all(isinstance(name, str) for name in names):
         raise ValueError(f"{option} must hold strings, got {names!r}")
     return names
+
+
+#: the ranges of the numeric options (beyond them a value is refused, never clipped)
+MAX_REAL = 1e6
+MAX_WINDOW = 1_000_000
+MAX_REWARD_HISTORY = 10_000
+MAX_MODELS = 4096
+MAX_QUESTIONS = 2**31 - 1
+
+
+def _real(value: Any, option: str, low: float, high: float) -> float:
+    """A finite real option in [low, high]: Python or numpy numbers (not bools), as a float."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+        raise ValueError(f"{option} must be a number in [{low:g}, {high:g}], got {value!r}")
+    number = float(value)
+    if not low <= number <= high:  # NaN fails both comparisons
+        raise ValueError(f"{option} must be a finite number in [{low:g}, {high:g}], got {value!r}")
+    return number
+
+
+def _integer(value: Any, option: str, low: int, high: int) -> int:
+    """An integer option in [low, high]: Python or numpy integers (not bools), as an int."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) or not low <= value <= high:
+        raise ValueError(f"{option} must be an integer in [{low:,}, {high:,}], got {value!r}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -94,25 +121,21 @@ class EnvConfig:
                     f"initial_team must be a sequence of model indices or names, got {self.initial_team!r}"
                 )
             put(self, "initial_team", tuple(self.initial_team))
-        for option, value, low in (
-            ("alpha", self.alpha, 0.0),
-            ("diversity_bonus", self.diversity_bonus, None),
+        for option, low, high in (("alpha", 0.0, MAX_REAL), ("diversity_bonus", -MAX_REAL, MAX_REAL)):
+            put(self, option, _real(getattr(self, option), option, low, high))
+        for option, low, high in (
+            ("window", 1, MAX_WINDOW),
+            ("reward_history", 0, MAX_REWARD_HISTORY),
+            ("min_team_size", 0, MAX_MODELS),
         ):
-            if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-                raise ValueError(f"{option} must be a number, got {value!r}")
-            if low is not None and value < low:
-                raise ValueError(f"{option} must be >= {low}, got {value!r}")
-        for option, value, low in (
-            ("window", self.window, 1),
-            ("reward_history", self.reward_history, 0),
-            ("min_team_size", self.min_team_size, 0),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{option} must be an integer >= {low}, got {value!r}")
-        if self.episode_length is not None and (
-            isinstance(self.episode_length, bool) or not isinstance(self.episode_length, int) or self.episode_length < 1
-        ):
-            raise ValueError(f"episode_length must be None or an integer >= 1, got {self.episode_length!r}")
+            put(self, option, _integer(getattr(self, option), option, low, high))
+        if self.episode_length is not None:
+            put(self, "episode_length", _integer(self.episode_length, "episode_length", 1, MAX_QUESTIONS))
+        if isinstance(self.use_costs, np.bool_):
+            put(self, "use_costs", bool(self.use_costs))
+        for option in ("split", "order", "decider_action", "size_penalty_mode"):
+            if isinstance(getattr(self, option), np.str_):
+                put(self, option, str(getattr(self, option)))
         choice_options: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             ("split", self.split, SPLIT_CHOICES),
             ("order", self.order, ORDERS),

@@ -50,9 +50,11 @@ from ensemble_env.window import (
     table_words,
 )
 
-__all__ = ["AGENTS", "INFO_KEYS", "EnsembleVectorEnv", "ObservationLayout"]
+__all__ = ["AGENTS", "INFO_KEYS", "MAX_STATE_BYTES", "EnsembleVectorEnv", "ObservationLayout"]
 
 AGENTS = ("decider", "fusion")
+#: the most memory the copies' state may take (``num_envs`` x window x ... beyond it is refused up front)
+MAX_STATE_BYTES = 8 * 2**30
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ class EnsembleVectorEnv:
     agents = AGENTS
 
     def __init__(self, cache: LogitCache, config: EnvConfig, num_envs: int = 1, *, autoreset: bool = True) -> None:
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
+        if isinstance(num_envs, bool | np.bool_) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
         if not isinstance(cache, LogitCache):
             raise TypeError(f"cache must be a LogitCache (see ensemble_env.load_cache), got {type(cache).__name__}")
@@ -157,6 +159,7 @@ class EnsembleVectorEnv:
         self.layout = self._build_layout()
         self.settings = self.settings._replace(layout=self._kernel_layout())
         self.tables = self._build_tables()
+        self._check_memory()
         self._state = self._build_state()
         self.np_random = np.random.default_rng()
         self._out = self._new_outputs()
@@ -235,6 +238,29 @@ class EnsembleVectorEnv:
             plural_table=plural_table,
             statistics=np.array([STATISTIC_CODES[name] for name in self.statistic_names], dtype=np.int64),
         )  # fmt: skip
+
+    def _check_memory(self) -> None:
+        """Refuse, before allocating, copies whose state would not fit in :data:`MAX_STATE_BYTES`."""
+        n, c, cfg = self.n_models, self.max_choices, self.config
+        words = (count_planes(cfg.window) * table_words(n)) if self.uses_plurality_table else 1
+        per_copy = (
+            4 * (self._shuffled_width() if cfg.order == "shuffled" else 0)
+            + 4 * cfg.window
+            + 4 * (n + n * n + n_triples(n))
+            + 8 * words
+            + (4 * (n * n + n * c) if self.settings.track_agreement else 8)
+            + 4 * cfg.reward_history
+            + 8 * (len(Counter) + len(Info))
+            + n
+            + 8 * (self.layout.decider_size + self.layout.fusion_size)  # observations, and a step's copy
+        )
+        total = per_copy * self.num_envs
+        if total > MAX_STATE_BYTES:
+            raise ValueError(
+                f"num_envs={self.num_envs:,} copies with window={cfg.window:,} and reward_history="
+                f"{cfg.reward_history:,} need about {total / 2**30:.1f} GiB of state ({per_copy:,} bytes per copy); "
+                f"the limit is {MAX_STATE_BYTES / 2**30:.0f} GiB: use fewer copies or a smaller window"
+            )
 
     def _build_state(self) -> CopyState:
         """Per-copy arrays (see :class:`ensemble_env.records.CopyState`)."""
@@ -507,6 +533,8 @@ class EnsembleVectorEnv:
 
     def state(self) -> np.ndarray:
         """(B, decider_size + fusion_size) centralized state: both agents' current observations."""
+        if not self._started:
+            raise RuntimeError("state() called before reset(): reset the environment first")
         return np.concatenate([self._out.decider, self._out.fusion], axis=1)
 
     def action_masks(self) -> np.ndarray:

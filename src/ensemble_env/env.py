@@ -39,7 +39,8 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv, ParallelEnv
-from pettingzoo.utils.conversions import parallel_to_aec
+from pettingzoo.utils.conversions import parallel_to_aec_wrapper
+from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 
 from ensemble_env import datasets
 from ensemble_env.actions import decider_space, decode_decider, decode_fusion, fusion_space
@@ -110,6 +111,9 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
+        """Start an episode (re-seeded with ``seed``). ``options`` is accepted for the PettingZoo API (whose
+        own conformance test passes arbitrary ones) and ignored: the game's options are set when the
+        environment is built (``ensemble_env.parallel_env(alpha=..., ...)``)."""
         obs, _ = self.engine.reset(seed=seed)
         self.agents = list(self.possible_agents)
         self._used_team = None
@@ -126,13 +130,14 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         missing = [agent for agent in self.agents if agent not in actions]
         if missing:
             raise ValueError(f"actions lacks {', '.join(missing)}; give one action per agent of {self.agents}")
-        engine, config = self.engine, self.config
+        if len(actions) != len(self.agents):
+            unknown = ", ".join(repr(agent) for agent in actions if agent not in self.agents)
+            raise ValueError(f"actions names unknown agent(s) {unknown}; the agents are {self.agents}")
+        engine = self.engine
         # the team that answers this step, kept only for render()
         used_team = engine.team[0] if self.render_mode is not None else None
-        next_team = decode_decider(
-            actions["decider"], config.decider_action, engine.n_models, min_team_size=config.min_team_size
-        )
-        answers = decode_fusion(actions["fusion"], max_choices=engine.max_choices)
+        next_team = self.check_action("decider", actions["decider"])
+        answers = self.check_action("fusion", actions["fusion"])
         obs, reward, done = engine.advance(next_team, answers)
         self._used_team = used_team
         if self._trace is not None and used_team is not None:
@@ -152,6 +157,16 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         if self.render_mode == "human":
             self.render()
         return result
+
+    def check_action(self, agent: str, action: Any) -> np.ndarray:
+        """``agent``'s action decoded ((1, N) team or (1,) answer); a ValueError naming the agent, the space and
+        the value if it does not belong to the agent's space (nothing changes)."""
+        engine, config = self.engine, self.config
+        if agent == "decider":
+            return decode_decider(action, config.decider_action, engine.n_models, min_team_size=config.min_team_size)
+        if agent == "fusion":
+            return decode_fusion(action, max_choices=engine.max_choices)
+        raise ValueError(f"unknown agent {agent!r}; the agents are {list(self.possible_agents)}")
 
     def state(self) -> np.ndarray:
         return self.engine.state()[0]
@@ -212,8 +227,22 @@ def parallel_env(
 def env(
     cache: LogitCache | str | os.PathLike[str] | None = None, *, render_mode: str | None = None, **options: Any
 ) -> AECEnv[str, np.ndarray, Any]:
-    """The same game through PettingZoo's AEC API (agents act in turn: decider, then fusion)."""
-    return parallel_to_aec(parallel_env(cache, render_mode=render_mode, **options))
+    """The same game through PettingZoo's AEC API (agents act in turn: decider, then fusion).
+
+    Each action is checked when it is given, so a refused action changes nothing and the game stays playable.
+    """
+    return OrderEnforcingWrapper(_AECView(parallel_env(cache, render_mode=render_mode, **options)))
+
+
+class _AECView(parallel_to_aec_wrapper):  # type: ignore[misc]
+    """PettingZoo's AEC view of a parallel env, checking each agent's action when it is given (PettingZoo's
+    own stores it and fails only at the last agent, after which every step would repeat the failure)."""
+
+    def step(self, action: Any) -> None:
+        agent = self.agent_selection
+        if not (self.terminations[agent] or self.truncations[agent]):
+            self.env.check_action(agent, action)
+        super().step(action)
 
 
 def vector_env(
