@@ -6,7 +6,7 @@ models for each question, the *fusion* agent reads the team's probabilities and 
 two-stage Dec-POMDP of RL-Focal (arXiv 2502.04492).
 
 >>> import ensemble_env
->>> env = ensemble_env.parallel_env()          # the embedded default cache
+>>> env = ensemble_env.parallel_env()          # the default built-in cache, bbh5
 >>> obs, infos = env.reset(seed=0)
 >>> env.agents
 ['decider', 'fusion']

@@ -19,7 +19,7 @@ Episode end        the stream exhausted: both agents terminated; ``episode_lengt
                    ``agents`` emptied either way
 =================  ===============================================================================
 
-Arguments: ``cache`` (path or :class:`~ensemble_env.cache.LogitCache`; default: the embedded cache),
+Arguments: ``cache`` (a built-in name, a path or a :class:`~ensemble_env.cache.LogitCache`; default: ``"bbh5"``),
 ``render_mode`` ("ansi", "human" or "rgb_array") and the options of :class:`~ensemble_env.config.EnvConfig`.
 
 Version history:
@@ -211,8 +211,9 @@ def parallel_env(
 ) -> EnsembleParallelEnv:
     """The ensemble game as a PettingZoo ``ParallelEnv``.
 
-    ``cache``: a path to a logit cache, a :class:`~ensemble_env.cache.LogitCache`, or None for the embedded
-    default cache. ``options``: the fields of :class:`~ensemble_env.config.EnvConfig` (``alpha``, ``window``,
+    ``cache``: a built-in cache name (``ensemble_env.datasets.available()``), a path to a logit cache, a
+    :class:`~ensemble_env.cache.LogitCache`, or None for the default built-in cache (``"bbh5"``).
+    ``options``: the fields of :class:`~ensemble_env.config.EnvConfig` (``alpha``, ``window``,
     ``split``, ``tasks``, ``order``, ``episode_length``, ``decider_action``, ``metrics``, ...).
 
     >>> import ensemble_env
