@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 from ensemble_mappo.checkpoint import load_checkpoint, save_checkpoint, unpack_arrays  # noqa: E402
 from ensemble_mappo.config import TrainConfig, config_from_dict, field_docs, load_config  # noqa: E402
 from ensemble_mappo.networks import (  # noqa: E402
+    VALUE_HEADS,
     CentralCritic,
     DeciderActor,
     FusionActor,
@@ -24,7 +25,7 @@ from ensemble_mappo.networks import (  # noqa: E402
     categorical_entropy,
 )
 from ensemble_mappo.ppo import bootstrap_values, clipped_policy_loss, clipped_value_loss, compute_gae  # noqa: E402
-from ensemble_mappo.training import Agents, episode_plan, make_env, train  # noqa: E402
+from ensemble_mappo.training import Agents, episode_plan, make_env, make_optimizer, train  # noqa: E402
 
 from ensemble_env.cache import LogitCache, load_default_cache  # noqa: E402
 from ensemble_env.records import Counter  # noqa: E402
@@ -101,18 +102,20 @@ def test_clipped_value_loss_by_hand() -> None:
 # -- value normalisation ----------------------------------------------------------------------------------------
 def test_value_normalizer_matches_the_statistics_of_everything_seen() -> None:
     rng = np.random.default_rng(0)
-    batches = [rng.normal(5.0, 3.0, size=n) for n in (7, 100, 33)]
-    norm = ValueNormalizer()
-    assert norm.normalize(torch.tensor([2.5])).item() == pytest.approx(2.5)  # identity before any update
+    # two heads with different scales: each keeps its own statistics
+    batches = [np.stack([rng.normal(5.0, 3.0, size=n), rng.normal(-1.0, 0.1, size=n)], 1) for n in (7, 100, 33)]
+    norm = ValueNormalizer(n_heads=2)
+    assert norm.normalize(torch.tensor([[2.5, 1.0]])).tolist() == [[2.5, 1.0]]  # identity before any update
     for batch in batches:
         norm.update(torch.tensor(batch))
     everything = np.concatenate(batches)
-    assert norm.mean.item() == pytest.approx(everything.mean())
-    assert norm.var.item() == pytest.approx(everything.var())
-    x = torch.tensor([0.0, 5.0, 11.0], dtype=torch.float64)
-    np.testing.assert_allclose(norm.normalize(x).numpy(), (x.numpy() - everything.mean()) / everything.std(), 1e-6)
+    np.testing.assert_allclose(norm.mean.numpy(), everything.mean(0))
+    np.testing.assert_allclose(norm.var.numpy(), everything.var(0))
+    x = torch.tensor([[0.0, -1.0], [5.0, -1.2], [11.0, 0.0]], dtype=torch.float64)
+    expected = (x.numpy() - everything.mean(0)) / everything.std(0)
+    np.testing.assert_allclose(norm.normalize(x).numpy(), expected, 1e-6)
     np.testing.assert_allclose(norm.denormalize(norm.normalize(x)).numpy(), x.numpy(), rtol=1e-9)
-    restored = ValueNormalizer()
+    restored = ValueNormalizer(n_heads=2)
     restored.load_state_dict(norm.state_dict())
     assert restored.normalize(x).tolist() == norm.normalize(x).tolist()
 
@@ -152,7 +155,7 @@ def test_fusion_actor_never_samples_a_masked_choice() -> None:
     mask = torch.tensor(valid, dtype=torch.bool)
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
-        logits = actor(obs)
+        logits = actor(actor.prepare(obs))
         for _ in range(200):
             actions = actor.sample(logits, generator)
             assert mask[torch.arange(4), actions].all()
@@ -171,7 +174,7 @@ def test_fusion_actor_starts_as_the_mean_probability_vote() -> None:
     probs = obs[:, slices["probs"]].reshape(2, 3, 4)
     with torch.no_grad():
         vote = torch.where(obs[:, slices["action_mask"]] > 0, probs.sum(1), -1.0).argmax(-1)
-        assert actor.mode(actor(obs)).tolist() == vote.tolist()
+        assert actor.mode(actor(actor.prepare(obs))).tolist() == vote.tolist()
 
 
 def test_bernoulli_decider_distribution_by_hand() -> None:
@@ -190,9 +193,9 @@ def test_bernoulli_decider_distribution_by_hand() -> None:
         assert actor.mode(logits).tolist() == [[1.0, 1.0]] * 2000
 
 
-def test_central_critic_outputs_one_value_per_state() -> None:
+def test_central_critic_outputs_one_value_per_head() -> None:
     critic = CentralCritic(state_size=7)
-    assert critic(torch.zeros(5, 7)).shape == (5,)
+    assert critic(torch.zeros(5, 7)).shape == (5, len(VALUE_HEADS))
 
 
 # -- config -------------------------------------------------------------------------------------------------------
@@ -241,19 +244,28 @@ _TINY = {
 
 def test_checkpoint_round_trip_is_plain_data(tmp_path: Path) -> None:
     venv = make_env(_default_cache(), {}, num_envs=2, split="train")
+    config = TrainConfig()
     torch.manual_seed(0)
     agents = Agents.build(venv, hidden=16)
-    agents.value_norm.update(torch.tensor([1.0, 2.0, 4.0]))
-    save_checkpoint(tmp_path / "checkpoint.pt", {"networks": agents.state_dict(), "iteration": 3, "note": "x"})
+    optimizer = make_optimizer(agents, config)  # the parameters now live in one flat buffer
+    agents.value_norm.update(torch.tensor([[1.0, 2.0, 4.0], [0.0, 1.0, 2.0]]))
+    agents.critic(torch.ones(3, venv.layout.decider_size + venv.layout.fusion_size)).sum().backward()
+    optimizer.step(["critic"])
+    payload = {"networks": agents.state_dict(), "optimizer": optimizer.state_dict(), "iteration": 3, "note": "x"}
+    save_checkpoint(tmp_path / "checkpoint.pt", payload)
     raw = torch.load(tmp_path / "checkpoint.pt", weights_only=True)  # no pickled objects inside
     assert raw["iteration"] == 3
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]  # the temporary file is gone
     torch.manual_seed(1)
     other = Agents.build(venv, hidden=16)
+    other_optimizer = make_optimizer(other, config)
     other.load_state_dict(load_checkpoint(tmp_path)["networks"])
+    other_optimizer.load_state_dict(load_checkpoint(tmp_path)["optimizer"])
     for name, module in agents.modules().items():
         for key, value in module.state_dict().items():
             assert torch.equal(value, other.modules()[name].state_dict()[key]), (name, key)
+    assert torch.equal(other_optimizer.params, optimizer.params)  # loading wrote through the parameter views
+    assert torch.equal(other_optimizer.exp_avg_sq, optimizer.exp_avg_sq) and other_optimizer.steps["critic"] == 1
 
 
 def _default_cache() -> LogitCache:

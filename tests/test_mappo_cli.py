@@ -27,7 +27,7 @@ def test_train_writes_config_progress_and_checkpoint(run_dir: Path) -> None:
     assert {path.name for path in run_dir.iterdir()} >= {"config.json", "progress.csv", "checkpoint.pt"}
     saved = json.loads((run_dir / "config.json").read_text())
     assert saved["config"]["seed"] == 3
-    assert saved["run"]["cache"] is None  # the embedded default cache
+    assert saved["run"]["cache"] == "toy8"  # a built-in cache is recorded by name
     header = (run_dir / "progress.csv").read_text().splitlines()[0].split(",")
     assert {"env/accuracy", "env/team_size", "losses/value_loss", "losses/fusion_policy_loss"} <= set(header)
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["complete"] is True
@@ -40,8 +40,14 @@ def test_evaluate_json(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert 0.0 <= summary["macro_accuracy"] <= 1.0
     tasks = summary["tasks"]
     assert set(tasks) == {"iris", "wine", "breast_cancer", "digits", "diabetes"}
-    assert all({"accuracy", "mean_team_size", "mean_cost", "selection_frequency"} <= set(t) for t in tasks.values())
+    keys = {"accuracy", "reward", "mean_team_size", "mean_cost", "selection_frequency"}
+    assert all(keys <= set(t) for t in tasks.values())
     assert summary["macro_accuracy"] == pytest.approx(sum(t["accuracy"] for t in tasks.values()) / 5)
+    assert summary["macro_reward"] == pytest.approx(sum(t["reward"] for t in tasks.values()) / 5)
+    # alpha = 1 on errors: a right answer earns 1, a wrong one between -2 (all 8 models) and -1 (none)
+    for task in tasks.values():
+        accuracy = task["accuracy"]
+        assert accuracy - 2 * (1 - accuracy) - 1e-9 <= task["reward"] <= 2 * accuracy - 1 + 1e-9
     assert "best_single" in summary["baselines"]
     assert (run_dir / "evaluation_test.json").is_file()
 

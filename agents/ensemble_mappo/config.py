@@ -9,8 +9,8 @@ whose keys are field names (TOML is read with :mod:`tomllib`, JSON with :mod:`js
 (0.0005, 0.2, 0.99, 0.95)
 >>> config_from_dict({"seed": 1, "env": {"alpha": 0.5}}).env["alpha"]
 0.5
->>> field_docs()["gamma"]
-'Discount factor of the shared reward (MAPPO default).'
+>>> config.fusion_gamma  # the fusion agent's answers are one-step bandits
+0.0
 """
 
 from __future__ import annotations
@@ -79,17 +79,29 @@ class TrainConfig:
     "shuffled"."""
     env: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_ENV_OPTIONS))
     """Options of the environment (``ensemble_env.EnvConfig`` fields such as alpha, window, tasks,
-    decider_extras), the same for training and evaluation. The default adds the one-hot task of the question
-    to both observations: it names the task, never the answer. A config file's ``[env]`` table is merged into
-    these defaults (write ``decider_extras = []`` to drop one)."""
+    decider_extras), the same for training and evaluation. The default adds the one-hot task to both
+    observations (for the decider: of the question its team will answer; it names the task, never the
+    answer). A config file's ``[env]`` table is merged into these defaults (write ``decider_extras = []`` to
+    drop one)."""
+    question_features: bool = True
+    """Let the decider read the cache's per-question features of the question its team will answer (adds
+    "features" to env.decider_extras) when the cache holds features; a cache without them is played
+    without. Never a label or a model's output."""
     learning_rate: float = 5e-4
     """Adam learning rate of the two actors and the critic (MAPPO default)."""
     anneal_lr: bool = False
     """Decay the learning rate linearly to 0 over the budget."""
     gamma: float = 0.99
-    """Discount factor of the shared reward (MAPPO default)."""
+    """The decider's discount (MAPPO default). Its action at step t commits the team that answers the next
+    question, so its reward stream is r_{t+1}, r_{t+2}, ... (see ensemble_mappo.ppo)."""
     gae_lambda: float = 0.95
-    """Lambda of the generalised advantage estimate (MAPPO default)."""
+    """The decider's lambda of the generalised advantage estimate (MAPPO default)."""
+    fusion_gamma: float = 0.0
+    """The fusion agent's discount. Its answer at step t earns r_t and changes nothing later, so the default 0
+    makes each answer a one-step bandit (advantage r_t - E[r_t | s_t]); 0.99 with lambda 0.95 is the shared
+    return of plain MAPPO."""
+    fusion_gae_lambda: float = 0.95
+    """The fusion agent's GAE lambda (no effect when fusion_gamma is 0)."""
     clip_coef: float = 0.2
     """PPO clipping range of the probability ratio, and of the value change (MAPPO default)."""
     clip_value: bool = True
@@ -108,7 +120,7 @@ class TrainConfig:
     decider_initial_prob: float = 0.5
     """Probability with which the untrained decider puts each model in the team (the bias of its output)."""
     normalize_advantages: bool = True
-    """Standardise advantages within each minibatch."""
+    """Standardise each agent's advantages over each rollout (as MAPPO does)."""
     checkpoint_every: int = 20
     """Write the checkpoint every this many updates, and after the last one."""
     threads: int = 1
@@ -137,6 +149,8 @@ class TrainConfig:
             ("learning_rate", 0.0, float("inf")),
             ("gamma", 0.0, 1.0),
             ("gae_lambda", 0.0, 1.0),
+            ("fusion_gamma", 0.0, 1.0),
+            ("fusion_gae_lambda", 0.0, 1.0),
             ("clip_coef", 0.0, float("inf")),
             ("ent_coef", 0.0, float("inf")),
             ("max_grad_norm", 0.0, float("inf")),
@@ -159,7 +173,7 @@ class TrainConfig:
                 f"env: {', '.join(reserved)} are set by the trainer (training uses the train split, the config's "
                 f"order and episode_length; evaluation plays the whole chosen split in order)"
             )
-        for name in ("anneal_lr", "clip_value", "normalize_advantages", "tensorboard"):
+        for name in ("anneal_lr", "clip_value", "normalize_advantages", "question_features", "tensorboard"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         object.__setattr__(self, "env", {key: _plain(value) for key, value in self.env.items()})

@@ -1,16 +1,18 @@
 """Evaluation of a trained run on a split of the cache: frozen (default) or the paper's online protocol.
 
 - **frozen**: the checkpoint's actors play the split's stream once, in the cache's order, each acting by its
-  mode (the decider keeps the models with probability > 1/2, the fusion agent takes its most probable valid
-  choice). Nothing is learned from the split's labels.
+  mode (the decider keeps the models with probability > 1/2, and never fewer than ``max(1, min_team_size)``;
+  the fusion agent takes its most probable valid choice). Nothing is learned from the split's labels.
 - **online** (RL-Focal's protocol): the actors sample their actions and, every ``update_every`` questions, run
   a MAPPO update on the questions just answered, whose labels have been revealed by then (the run's
   hyperparameters and optimizer state; the block is one minibatch). Every answer is given before its label
   is used. The result is labelled online in every output, because it is not a frozen
   policy's score.
 
-Reports per-task accuracy, mean team size, per-model selection frequency and cost, and (as a table) the
-baselines of :mod:`ensemble_env.baselines` fitted on train, with the learned policy as one more row.
+Reports per-task accuracy, mean reward per question (the environment's reward at the run's options), mean
+team size, per-model selection frequency and cost, and (as a table) the baselines of
+:mod:`ensemble_env.baselines` fitted on train, with the learned policy as one more row. Any split works,
+``validation`` included (choose settings there; report test).
 """
 
 from __future__ import annotations
@@ -28,8 +30,16 @@ from ensemble_env import baselines
 from ensemble_env.baselines import BaselineResult
 from ensemble_env.cache import LogitCache
 from ensemble_mappo.checkpoint import load_checkpoint
-from ensemble_mappo.ppo import Rollout
-from ensemble_mappo.training import Agents, Behaviour, collect, load_run, make_env, make_optimizers, update
+from ensemble_mappo.training import (
+    Agents,
+    Behaviour,
+    collect,
+    env_options,
+    load_run,
+    make_env,
+    make_optimizer,
+    update,
+)
 
 __all__ = [
     "PROTOCOLS",
@@ -65,6 +75,7 @@ class Evaluation:
     correct: np.ndarray
     teams: np.ndarray
     cost: np.ndarray
+    rewards: np.ndarray
 
     @property
     def name(self) -> str:
@@ -92,6 +103,7 @@ class Evaluation:
             per_task[task_names[index]] = {
                 "n_questions": int(rows.sum()),
                 "accuracy": float(self.correct[rows].mean()),
+                "reward": float(self.rewards[rows].mean()),
                 "mean_team_size": float(self.teams[rows].sum(axis=1).mean()),
                 "mean_cost": float(self.cost[rows].mean()),
                 "selection_frequency": _frequencies(self.models, self.teams[rows]),
@@ -106,7 +118,9 @@ class Evaluation:
             "global_step": self.global_step,
             "n_questions": int(self.questions.size),
             "macro_accuracy": float(np.mean([task["accuracy"] for task in per_task.values()])),
+            "macro_reward": float(np.mean([task["reward"] for task in per_task.values()])),
             "accuracy": float(self.correct.mean()),
+            "reward": float(self.rewards.mean()),
             "mean_team_size": float(self.teams.sum(axis=1).mean()),
             "mean_cost": float(self.cost.mean()),
             "relative_cost": float(self.cost.mean() / full_cost) if full_cost > 0 else 0.0,
@@ -153,7 +167,7 @@ def evaluate_run(
         raise ValueError(f"update_every must be >= 1, got {update_every}")
     checkpoint = load_checkpoint(run_dir)
     torch.set_num_threads(config.threads)
-    venv = make_env(cache, config.env, num_envs=1, split=split)
+    venv = make_env(cache, env_options(config, cache), num_envs=1, split=split)
     agents = Agents.build(venv, config.hidden_size)
     agents.load_state_dict(checkpoint["networks"])
     n_stream = venv.episode_length
@@ -162,22 +176,23 @@ def evaluate_run(
 
     blocks = [n_stream] if not online else [min(update_every, n_stream - s) for s in range(0, n_stream, update_every)]
     behaviour = Behaviour(decider="sample", fusion="sample") if online else Behaviour(decider="mode", fusion="mode")
-    optimizers = make_optimizers(agents, config.learning_rate)
+    optimizer = make_optimizer(agents, config)
     if online:
-        for name, optimizer in optimizers.items():
-            optimizer.load_state_dict(checkpoint["optimizers"][name])
+        optimizer.load_state_dict(checkpoint["optimizer"])
     online_config = dataclasses.replace(config, num_minibatches=1)  # each block of questions is one minibatch
-    parts: dict[str, list[np.ndarray]] = {key: [] for key in ("question", "answer", "correct", "cost", "teams")}
-    team_slice = venv.layout.fusion["team_mask"]
+    parts: dict[str, list[np.ndarray]] = {
+        key: [] for key in ("question", "answer", "correct", "cost", "teams", "reward")
+    }
     for steps in blocks:
-        rollout = Rollout.allocate(steps, 1, venv.layout.decider_size, venv.layout.fusion_size, venv.n_models)
+        rollout = agents.rollout(venv, steps)
         obs, record = collect(venv, agents, rollout, obs, generator, behaviour)
         next_state = venv.state()
         for key in ("question", "answer", "correct", "cost"):
             parts[key].append(getattr(record, key)[:, 0])
-        parts["teams"].append(rollout.fusion_obs[:, 0, team_slice].numpy() > 0)
+        parts["teams"].append(record.team[:, 0])
+        parts["reward"].append(rollout.rewards[:, 0].astype(np.float64))
         if online:
-            update(agents, optimizers, rollout, next_state, online_config, generator)
+            update(agents, optimizer, rollout, next_state, online_config, generator)
     joined = {key: np.concatenate(value) for key, value in parts.items()}
     return Evaluation(
         protocol="online" if online else "frozen",
@@ -192,6 +207,7 @@ def evaluate_run(
         correct=joined["correct"] > 0,
         teams=joined["teams"],
         cost=joined["cost"],
+        rewards=joined["reward"],
     )
 
 
@@ -227,16 +243,17 @@ def format_report(evaluation: Evaluation, cache: LogitCache, baseline_results: l
         f"MAPPO evaluation [{evaluation.protocol}] - {evaluation.description}",
         f"run {evaluation.run} (update {evaluation.iteration}, {evaluation.global_step} training steps); "
         f"split {evaluation.split}: {summary['n_questions']} questions in the cache's order",
-        f"macro accuracy {summary['macro_accuracy']:.4f}   accuracy {summary['accuracy']:.4f}   "
+        f"macro accuracy {summary['macro_accuracy']:.4f}   macro reward {summary['macro_reward']:+.4f}   "
+        f"accuracy {summary['accuracy']:.4f}   "
         f"mean team size {summary['mean_team_size']:.2f} of {n_models}   mean cost {summary['mean_cost']:.3g} "
         f"({100 * summary['relative_cost']:.0f}% of the whole pool)",
         "",
     ]
     width = max(len("task"), *(len(name) for name in summary["tasks"]))
-    lines.append(f"{'task'.ljust(width)}  questions  accuracy  team size  mean cost")
+    lines.append(f"{'task'.ljust(width)}  questions  accuracy   reward  team size  mean cost")
     for name, task in summary["tasks"].items():
         lines.append(
-            f"{name.ljust(width)}  {task['n_questions']:9d}  {task['accuracy']:8.4f}  "
+            f"{name.ljust(width)}  {task['n_questions']:9d}  {task['accuracy']:8.4f}  {task['reward']:+.4f}  "
             f"{task['mean_team_size']:9.2f}  {task['mean_cost']:9.3g}"
         )
     lines.append("")

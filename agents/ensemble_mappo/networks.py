@@ -1,14 +1,21 @@
 """The two actors, the centralized critic and the running value normaliser.
 
-- :class:`DeciderActor`: the decider's observation -> one Bernoulli per model (the ``MultiBinary`` team mask).
+- :class:`DeciderActor`: the decider's observation -> one Bernoulli per model (the ``MultiBinary`` team mask);
+  its greedy team is never smaller than ``max(1, min_team_size)``.
 - :class:`FusionActor`: the fusion observation -> a categorical over the answer choices, masked by the
   valid-choice mask (a masked choice has probability exactly 0). It scores every choice by a weighted sum
   of that choice's features (each team member's probability of it, its log-probability and whether the
   member votes for it), the weights a linear function of the question's context (team mask, reward history,
   task extras): what it learns about "model i is reliable on this task" carries over between choice
   positions and choice counts, as in the conditional-logit stacking baseline.
-- :class:`CentralCritic`: the centralized state ``venv.state()`` -> one value (in normalised units).
-- :class:`ValueNormalizer`: running mean and variance of the value targets (MAPPO's value normalisation).
+- :class:`CentralCritic`: the centralized state ``venv.state()`` -> one output per head of :data:`VALUE_HEADS`
+  (in normalised units): each agent's value and the expected reward of the question being answered.
+- :class:`ValueNormalizer`: running mean and variance of each head's targets (MAPPO's value normalisation).
+
+An actor reads a *prepared input*: :meth:`Actor.prepare` turns a batch of observations into the tensor its
+:meth:`~torch.nn.Module.forward` reads, without parameters (the decider's is the observation itself, the fusion
+actor's the choice features below). The trainer prepares each observation once, while collecting, and the
+PPO epochs reuse it.
 
 Every linear layer is initialised orthogonally (gain sqrt(2) inside, 0.01 on the actors' outputs, 1 on the
 critic's), biases at 0, as in the MAPPO and CleanRL implementations; the one exception is the fusion actor's
@@ -36,6 +43,7 @@ from torch.nn import functional
 
 __all__ = [
     "LOG_EPS",
+    "VALUE_HEADS",
     "Actor",
     "CentralCritic",
     "DeciderActor",
@@ -45,6 +53,7 @@ __all__ = [
     "bernoulli_log_prob",
     "categorical_entropy",
     "categorical_log_prob",
+    "complete_team",
     "layer_init",
     "masked_logits",
     "mlp",
@@ -52,6 +61,9 @@ __all__ = [
 
 #: added to a probability before its logarithm in the fusion actor's features
 LOG_EPS = 1e-6
+#: the critic's outputs, in order: the decider's value (return from the question its team answers on), the
+#: fusion agent's value (return from the question it answers now) and the expected reward of that question
+VALUE_HEADS = ("decider", "fusion", "reward")
 
 
 # -- layers -------------------------------------------------------------------------------------------------
@@ -85,29 +97,57 @@ def categorical_log_prob(logits: Tensor, actions: Tensor) -> Tensor:
 
 
 def categorical_entropy(logits: Tensor) -> Tensor:
-    """(B,) entropy in nats; masked entries (probability 0) contribute 0."""
-    log_probs = functional.log_softmax(logits, dim=-1)
-    return -(log_probs.exp() * log_probs).sum(-1)
+    """(B,) entropy in nats; masked entries (probability 0) contribute 0.
+
+    The probabilities come from ``softmax``, not from exponentiating the log-probabilities: ``exp`` of a
+    masked entry's log-probability (about -3e38) takes a slow path on CPU, ~20 times the cost of the rest.
+    """
+    return -(functional.softmax(logits, dim=-1) * functional.log_softmax(logits, dim=-1)).sum(-1)
 
 
 def bernoulli_log_prob(logits: Tensor, bits: Tensor) -> Tensor:
-    """(B,) log-probability of the 0/1 vector ``bits`` (B, N) under N independent Bernoullis (summed)."""
-    return (bits * functional.logsigmoid(logits) + (1.0 - bits) * functional.logsigmoid(-logits)).sum(-1)
+    """(B,) log-probability of the 0/1 vector ``bits`` (B, N) under N independent Bernoullis (summed).
+
+    ``log sigmoid(-x) = log sigmoid(x) - x``, so one ``logsigmoid`` serves both outcomes.
+    """
+    return (functional.logsigmoid(logits) - (1.0 - bits) * logits).sum(-1)
 
 
 def bernoulli_entropy(logits: Tensor) -> Tensor:
     """(B,) entropy in nats of N independent Bernoullis (summed over the N bits)."""
     p = torch.sigmoid(logits)
-    return -(p * functional.logsigmoid(logits) + (1.0 - p) * functional.logsigmoid(-logits)).sum(-1)
+    return ((1.0 - p) * logits - functional.logsigmoid(logits)).sum(-1)
+
+
+def complete_team(bits: Tensor, logits: Tensor, min_size: int) -> Tensor:
+    """``bits`` (B, N) with the most probable missing models added where fewer than ``min_size`` are in.
+
+    A row with at least ``min_size`` models is returned as it is; a smaller one keeps its models and gains
+    the highest-logit others until it has ``min_size``.
+
+    >>> complete_team(torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 1.0]]), torch.tensor([[-3.0, -1.0, -2.0]] * 2), 2)
+    tensor([[0., 1., 1.],
+            [1., 0., 1.]])
+    """
+    if min_size <= 0:
+        return bits
+    bonus = torch.finfo(logits.dtype).max / 4  # the chosen models rank first, by their logits
+    top = torch.topk(torch.where(bits > 0, logits.clamp(max=1e30) + bonus, logits), min_size, dim=-1).indices
+    return torch.maximum(bits, torch.zeros_like(bits).scatter_(-1, top, 1.0))
 
 
 # -- actors -------------------------------------------------------------------------------------------------
 class Actor(nn.Module):
-    """An agent's policy: observations -> logits of its action distribution.
+    """An agent's policy: prepared observations -> logits of its action distribution.
 
-    Subclasses define :meth:`forward` (the logits, already masked) and the distribution by overriding
-    :meth:`log_prob`, :meth:`entropy`, :meth:`sample` and :meth:`mode`.
+    Subclasses define :meth:`forward` (the logits, already masked), may override :meth:`prepare` and
+    :meth:`executed`, and define the distribution by overriding :meth:`log_prob`, :meth:`entropy`,
+    :meth:`sample` and :meth:`mode`.
     """
+
+    def prepare(self, obs: Tensor) -> Tensor:
+        """The input of :meth:`forward` for a batch of observations (no parameters: computed once per step)."""
+        return obs
 
     def log_prob(self, logits: Tensor, actions: Tensor) -> Tensor:
         raise NotImplementedError
@@ -121,34 +161,50 @@ class Actor(nn.Module):
     def mode(self, logits: Tensor) -> Tensor:
         raise NotImplementedError
 
-    def act(
-        self, obs: Tensor, generator: torch.Generator | None = None, deterministic: bool = False
-    ) -> tuple[Tensor, Tensor]:
-        """(actions, their log-probabilities) for a batch of observations."""
-        logits = self(obs)
-        actions = self.mode(logits) if deterministic else self.sample(logits, generator)
-        return actions, self.log_prob(logits, actions)
+    def executed(self, actions: Tensor, logits: Tensor) -> Tensor:
+        """The action the environment receives for the policy's ``actions`` (the same, unless overridden)."""
+        return actions
 
-    def evaluate(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+    def act(
+        self, inputs: Tensor, generator: torch.Generator | None = None, deterministic: bool = False
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """(the policy's actions, their log-probabilities, the actions the environment receives).
+
+        ``inputs`` are prepared observations (:meth:`prepare`).
+        """
+        logits = self(inputs)
+        actions = self.mode(logits) if deterministic else self.sample(logits, generator)
+        return actions, self.log_prob(logits, actions), self.executed(actions, logits)
+
+    def evaluate(self, inputs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
         """(log-probabilities of ``actions``, entropies) under the current parameters, for the PPO loss."""
-        logits = self(obs)
+        logits = self(inputs)
         return self.log_prob(logits, actions), self.entropy(logits)
 
 
 class DeciderActor(Actor):
     """Decider: an MLP of the decider's observation -> N logits, one Bernoulli (model in the team) per model.
 
-    Actions are float 0/1 tensors (B, N); the deterministic action keeps the models with probability > 1/2.
+    Actions are float 0/1 tensors (B, N). The deterministic action (:meth:`mode`) keeps the models with
+    probability > 1/2 and, where those are fewer than ``max(1, min_team_size)``, the most probable ones up to
+    that size: the greedy team is never empty. A sampled team smaller than ``min_team_size`` (the environment
+    refuses it) is completed the same way before it is played (:meth:`executed`); PPO scores the sampled
+    bits, so the completion acts as part of the environment.
     """
 
-    def __init__(self, obs_size: int, n_models: int, hidden: int = 64, initial_prob: float = 0.5) -> None:
+    def __init__(
+        self, obs_size: int, n_models: int, hidden: int = 64, initial_prob: float = 0.5, min_team_size: int = 0
+    ) -> None:
         super().__init__()
+        if not 0 <= min_team_size <= n_models:
+            raise ValueError(f"min_team_size must be in [0, {n_models}], got {min_team_size}")
+        self.min_team_size = min_team_size
         self.net = mlp(obs_size, hidden, n_models, output_gain=0.01)
         with torch.no_grad():
             cast(nn.Linear, self.net[-1]).bias.fill_(math.log(initial_prob / (1.0 - initial_prob)))
 
-    def forward(self, obs: Tensor) -> Tensor:
-        return self.net(obs)
+    def forward(self, inputs: Tensor) -> Tensor:
+        return self.net(inputs)
 
     def log_prob(self, logits: Tensor, actions: Tensor) -> Tensor:
         return bernoulli_log_prob(logits, actions)
@@ -161,7 +217,18 @@ class DeciderActor(Actor):
         return (uniform < torch.sigmoid(logits)).to(logits.dtype)
 
     def mode(self, logits: Tensor) -> Tensor:
-        return (logits > 0).to(logits.dtype)
+        return complete_team((logits > 0).to(logits.dtype), logits, max(1, self.min_team_size))
+
+    def evaluate(self, inputs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """As :meth:`Actor.evaluate`, with ``log sigmoid(logits)`` computed once for both terms."""
+        logits = self(inputs)
+        log_p = functional.logsigmoid(logits)
+        log_prob = (log_p - (1.0 - actions) * logits).sum(-1)
+        entropy = ((1.0 - torch.sigmoid(logits)) * logits - log_p).sum(-1)
+        return log_prob, entropy
+
+    def executed(self, actions: Tensor, logits: Tensor) -> Tensor:
+        return complete_team(actions, logits, self.min_team_size)
 
 
 class FusionActor(Actor):
@@ -188,6 +255,8 @@ class FusionActor(Actor):
     reward, and a member's weight applies whatever the question's choice count. An MLP scorer of the same
     features overfits the 200 training questions per BBH task (measured: test macro accuracy 0.57 vs 0.60).
     Actions are int64 answer indices (B,); the deterministic action is the most probable valid choice.
+
+    The prepared input (:meth:`prepare`) is ``[phi (C x 3N, choice-major), context, valid-choice mask (C)]``.
     """
 
     context_index: Tensor
@@ -203,10 +272,17 @@ class FusionActor(Actor):
         size = max(part.stop for part in fusion_slices.values())
         context = [i for i in range(size) if not (_inside(i, self.probs_slice) or _inside(i, self.mask_slice))]
         self.register_buffer("context_index", torch.tensor(context, dtype=torch.long), persistent=False)
+        self.n_features = n_choices * 3 * n_models
+        self.n_context = len(context)
         self.gate = layer_init(nn.Linear(len(context), 3 * n_models), gain=0.01)
         if init_vote:
             with torch.no_grad():
                 self.gate.bias[:n_models] = 1.0
+
+    @property
+    def input_size(self) -> int:
+        """Width of the prepared input."""
+        return self.n_features + self.n_context + self.n_choices
 
     def choice_features(self, obs: Tensor) -> Tensor:
         """(B, C, 3N) features phi_c of every choice."""
@@ -218,10 +294,16 @@ class FusionActor(Actor):
         votes = functional.one_hot(torch.where(valid, probs, -1.0).argmax(-1), c).to(obs.dtype) * members
         return torch.cat([probs, logs, votes], dim=1).transpose(1, 2)
 
-    def forward(self, obs: Tensor) -> Tensor:
-        weights = self.gate(obs[:, self.context_index])  # (B, 3N)
-        scores = (self.choice_features(obs) * weights.unsqueeze(1)).sum(-1)  # (B, C)
-        return masked_logits(scores, obs[:, self.mask_slice])
+    def prepare(self, obs: Tensor) -> Tensor:
+        features = self.choice_features(obs).reshape(obs.shape[0], self.n_features)
+        return torch.cat([features, obs[:, self.context_index], obs[:, self.mask_slice]], dim=1)
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        b, f, k = inputs.shape[0], self.n_features, self.n_context
+        weights = self.gate(inputs[:, f : f + k])  # (B, 3N)
+        features = inputs[:, :f].view(b, self.n_choices, 3 * self.n_models)
+        scores = (features * weights.unsqueeze(1)).sum(-1)  # (B, C); a third of bmm's time at these sizes
+        return masked_logits(scores, inputs[:, f + k :])
 
     def log_prob(self, logits: Tensor, actions: Tensor) -> Tensor:
         return categorical_log_prob(logits, actions)
@@ -230,7 +312,10 @@ class FusionActor(Actor):
         return categorical_entropy(logits)
 
     def sample(self, logits: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        return torch.multinomial(functional.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
+        """Gumbel-max: ``argmax(logits + Gumbel noise)`` (a masked choice, at the most negative float, never wins;
+        a tenth of ``torch.multinomial``'s time for a batch of small categoricals)."""
+        uniform = torch.rand(logits.shape, generator=generator, dtype=logits.dtype).clamp_(min=1e-20)
+        return (logits - torch.log(-torch.log(uniform))).argmax(-1)
 
     def mode(self, logits: Tensor) -> Tensor:
         return logits.argmax(-1)
@@ -242,47 +327,50 @@ def _inside(index: int, part: slice) -> bool:
 
 # -- critic -------------------------------------------------------------------------------------------------
 class CentralCritic(nn.Module):
-    """V(s): an MLP of the centralized state (both agents' observations, no label) -> (B,) normalised value."""
+    """An MLP of the centralized state (both agents' observations, no label) -> (B, H) normalised outputs.
 
-    def __init__(self, state_size: int, hidden: int = 64) -> None:
+    One output per head (:data:`VALUE_HEADS` by default): the heads share the two hidden layers.
+    """
+
+    def __init__(self, state_size: int, hidden: int = 64, n_heads: int = len(VALUE_HEADS)) -> None:
         super().__init__()
-        self.net = mlp(state_size, hidden, 1, output_gain=1.0)
+        self.net = mlp(state_size, hidden, n_heads, output_gain=1.0)
 
     def forward(self, state: Tensor) -> Tensor:
-        return self.net(state).squeeze(-1)
+        return self.net(state)
 
 
 class ValueNormalizer(nn.Module):
-    """Running mean and variance of the value targets; the critic learns targets in normalised units.
+    """Running mean and variance of each head's targets; the critic learns targets in normalised units.
 
-    ``update(x)`` merges a batch into the statistics (Chan et al.'s parallel algorithm, in float64);
-    ``normalize`` and ``denormalize`` map between returns and the critic's units. Before the first update it
-    is the identity. The statistics are buffers, so they travel in the state dict.
+    ``update(x)`` merges a batch (..., H) into the H statistics (Chan et al.'s parallel algorithm, in
+    float64); ``normalize`` and ``denormalize`` map (..., H) tensors between targets and the critic's units.
+    Before the first update it is the identity. The statistics are buffers, so they travel in the state dict.
 
-    >>> norm = ValueNormalizer()
-    >>> norm.update(torch.tensor([1.0, 3.0]))
-    >>> norm.normalize(torch.tensor([3.0])).item()
-    1.0
-    >>> norm.denormalize(torch.tensor([-1.0])).item()
-    1.0
+    >>> norm = ValueNormalizer(n_heads=2)
+    >>> norm.update(torch.tensor([[1.0, 0.0], [3.0, 0.0]]))
+    >>> norm.normalize(torch.tensor([[3.0, 0.0]])).tolist()
+    [[1.0, 0.0]]
+    >>> norm.denormalize(torch.tensor([[-1.0, 0.0]])).tolist()
+    [[1.0, 0.0]]
     """
 
     mean: Tensor
     var: Tensor
     count: Tensor
 
-    def __init__(self, eps: float = 1e-8) -> None:
+    def __init__(self, n_heads: int = len(VALUE_HEADS), eps: float = 1e-8) -> None:
         super().__init__()
         self.eps = eps
-        self.register_buffer("mean", torch.zeros((), dtype=torch.float64))
-        self.register_buffer("var", torch.ones((), dtype=torch.float64))
+        self.register_buffer("mean", torch.zeros(n_heads, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(n_heads, dtype=torch.float64))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
 
     @torch.no_grad()
     def update(self, values: Tensor) -> None:
-        x = values.detach().to(torch.float64).reshape(-1)
-        batch_count = float(x.numel())
-        batch_mean, batch_var = x.mean(), x.var(unbiased=False)
+        x = values.detach().to(torch.float64).reshape(-1, self.mean.shape[0])
+        batch_count = float(x.shape[0])
+        batch_mean, batch_var = x.mean(0), x.var(0, unbiased=False)
         total = self.count + batch_count
         delta = batch_mean - self.mean
         new_mean = self.mean + delta * batch_count / total

@@ -39,8 +39,9 @@ from ensemble_env.engine import EnsembleVectorEnv
 from ensemble_env.policies import PluralityVote
 from ensemble_mappo.checkpoint import CHECKPOINT_NAME, load_checkpoint, pack_arrays, save_checkpoint, unpack_arrays
 from ensemble_mappo.config import TrainConfig, config_from_dict
-from ensemble_mappo.networks import Actor, CentralCritic, DeciderActor, FusionActor, ValueNormalizer
-from ensemble_mappo.ppo import Rollout, bootstrap_values, compute_gae, ppo_update
+from ensemble_mappo.networks import VALUE_HEADS, Actor, CentralCritic, DeciderActor, FusionActor, ValueNormalizer
+from ensemble_mappo.optim import FlatAdam
+from ensemble_mappo.ppo import AGENTS, Rollout, agent_targets, ppo_update
 
 __all__ = [
     "CONFIG_NAME",
@@ -49,9 +50,11 @@ __all__ = [
     "Behaviour",
     "StepRecord",
     "collect",
+    "env_options",
     "episode_plan",
     "load_run",
     "make_env",
+    "make_optimizer",
     "round_seed",
     "schedule",
     "train",
@@ -59,7 +62,7 @@ __all__ = [
 
 CONFIG_NAME = "config.json"
 PROGRESS_NAME = "progress.csv"
-AGENT_LOSS_KEYS = ("policy_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
+AGENT_LOSS_KEYS = ("policy_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm", "explained_variance")
 
 
 # -- networks -----------------------------------------------------------------------------------------------
@@ -74,10 +77,15 @@ class Agents:
 
     @classmethod
     def build(cls, venv: EnsembleVectorEnv, hidden: int, decider_initial_prob: float = 0.5) -> Agents:
-        """Networks sized for ``venv``'s observations (the global torch seed decides the initial weights)."""
+        """Networks sized for ``venv``'s observations (the global torch seed decides the initial weights).
+
+        The decider's greedy and played teams honour the environment's ``min_team_size``.
+        """
         layout = venv.layout
         return cls(
-            decider=DeciderActor(layout.decider_size, venv.n_models, hidden, decider_initial_prob),
+            decider=DeciderActor(
+                layout.decider_size, venv.n_models, hidden, decider_initial_prob, venv.config.min_team_size
+            ),
             fusion=FusionActor(layout.fusion, venv.n_models, venv.max_choices),
             critic=CentralCritic(layout.decider_size + layout.fusion_size, hidden),
             value_norm=ValueNormalizer(),
@@ -85,6 +93,10 @@ class Agents:
 
     def modules(self) -> dict[str, nn.Module]:
         return {"decider": self.decider, "fusion": self.fusion, "critic": self.critic, "value_norm": self.value_norm}
+
+    def networks(self) -> dict[str, nn.Module]:
+        """The networks with parameters: the two actors and the critic."""
+        return {"decider": self.decider, "fusion": self.fusion, "critic": self.critic}
 
     def state_dict(self) -> dict[str, dict[str, Tensor]]:
         return {name: module.state_dict() for name, module in self.modules().items()}
@@ -94,20 +106,40 @@ class Agents:
             module.load_state_dict(state[name])
 
     def value(self, states: Tensor) -> Tensor:
-        """Denormalised V(s) (returns' units)."""
+        """Denormalised critic outputs (B, H), one column per head of ``VALUE_HEADS`` (returns' units)."""
         return self.value_norm.denormalize(self.critic(states))
 
+    def rollout(self, venv: EnsembleVectorEnv, num_steps: int) -> Rollout:
+        """Storage for ``num_steps`` steps of ``venv``'s copies, sized for these networks' inputs."""
+        layout = venv.layout
+        sizes = {"decider": layout.decider_size, "fusion": self.fusion.input_size}
+        return Rollout.allocate(
+            num_steps, venv.num_envs, sizes, layout.decider_size + layout.fusion_size, venv.n_models
+        )
 
-def make_optimizers(agents: Agents, learning_rate: float) -> dict[str, torch.optim.Optimizer]:
-    """One Adam per network (eps 1e-5, as MAPPO and CleanRL; the fused CPU kernel, a third faster here)."""
-    networks = {"decider": agents.decider, "fusion": agents.fusion, "critic": agents.critic}
-    return {
-        name: torch.optim.Adam(net.parameters(), lr=learning_rate, eps=1e-5, fused=True)
-        for name, net in networks.items()
-    }
+
+def make_optimizer(agents: Agents, config: TrainConfig) -> FlatAdam:
+    """Adam over the three networks (eps 1e-5, as MAPPO and CleanRL), each network's gradient norm clipped to
+    ``max_grad_norm`` (see :class:`~ensemble_mappo.optim.FlatAdam`)."""
+    return FlatAdam(agents.networks(), config.learning_rate, max_grad_norm=config.max_grad_norm, eps=1e-5)
 
 
 # -- environment --------------------------------------------------------------------------------------------
+def env_options(config: TrainConfig, cache: LogitCache) -> dict[str, Any]:
+    """The environment options of a run on ``cache``: ``config.env`` plus, with ``question_features`` and a
+    cache that holds features, ``"features"`` in the decider's extras. Training and evaluation both use it.
+
+    >>> from ensemble_env import datasets
+    >>> env_options(TrainConfig(), datasets.load("toy8"))["decider_extras"]  # toy8 has no features
+    ['task']
+    """
+    options = dict(config.env)
+    extras = list(options.get("decider_extras", ()))
+    if config.question_features and cache.features is not None and "features" not in extras:
+        options["decider_extras"] = [*extras, "features"]
+    return options
+
+
 def make_env(
     cache: LogitCache,
     env_options: Mapping[str, Any],
@@ -157,34 +189,31 @@ class Behaviour:
     fusion: str = "sample"
 
 
+#: the info values :class:`StepRecord` keeps per step
+RECORD_KEYS = ("correct", "team_size", "cost", "question", "answer")
+
+
 @dataclass
 class StepRecord:
-    """What happened at each collected step, (T, B) numpy arrays, plus the episodes that ended."""
+    """What happened at each collected step, (T, B) numpy arrays, plus the episodes that ended.
+
+    ``team`` (T, B, N) is the team that answered each step's question.
+    """
 
     correct: np.ndarray
     team_size: np.ndarray
     cost: np.ndarray
     question: np.ndarray
     answer: np.ndarray
+    team: np.ndarray
     episode_accuracy: list[float] = field(default_factory=list)
     episode_return: list[float] = field(default_factory=list)
 
     @classmethod
-    def allocate(cls, num_steps: int, num_envs: int) -> StepRecord:
+    def allocate(cls, num_steps: int, num_envs: int, n_models: int) -> StepRecord:
         shape = (num_steps, num_envs)
-        return cls(np.zeros(shape), np.zeros(shape), np.zeros(shape), np.zeros(shape), np.zeros(shape))
-
-
-def _step_info(infos: Mapping[str, Any], done: np.ndarray, key: str) -> np.ndarray:
-    """Info ``key`` of the step just taken (a finished copy's is in ``final_info``: it was reset since)."""
-    values = np.asarray(infos["fusion"][key], dtype=np.float64)
-    if done.any():
-        values = np.where(done, np.asarray(infos["final_info"]["fusion"][key], dtype=np.float64), values)
-    return values
-
-
-def _act(actor: Actor, obs: Tensor, how: str, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    return actor.act(obs, generator, deterministic=how == "mode")
+        values = [np.zeros(shape) for _ in RECORD_KEYS]
+        return cls(*values, team=np.zeros((*shape, n_models), dtype=bool))
 
 
 def collect(
@@ -195,78 +224,107 @@ def collect(
     generator: torch.Generator,
     behaviour: Behaviour = Behaviour(),
 ) -> tuple[dict[str, np.ndarray], StepRecord]:
-    """Fill ``rollout`` with ``rollout.num_steps`` steps from ``obs``; return the next observations and a record."""
-    num_steps, num_envs = rollout.rewards.shape
-    record = StepRecord.allocate(num_steps, num_envs)
-    plurality = PluralityVote.from_env(venv) if behaviour.fusion == "plurality" else None
-    for t in range(num_steps):
-        decider_obs = torch.from_numpy(obs["decider"])
-        fusion_obs = torch.from_numpy(obs["fusion"])
-        state = torch.from_numpy(venv.state())
-        with torch.no_grad():
-            decider_actions, decider_log_probs = _act(agents.decider, decider_obs, behaviour.decider, generator)
-            if plurality is not None:
-                fusion_actions = torch.from_numpy(plurality(obs["fusion"]))
-                fusion_log_probs = torch.zeros(num_envs)
-            else:
-                fusion_actions, fusion_log_probs = _act(agents.fusion, fusion_obs, behaviour.fusion, generator)
-            values = agents.critic(state)
-        bits, answers = decider_actions.numpy().astype(np.int8), fusion_actions.numpy()
-        obs, rewards, terminations, truncations, infos = venv.step({"decider": bits, "fusion": answers})
-        done = terminations["fusion"] | truncations["fusion"]
+    """Fill ``rollout`` with ``rollout.num_steps`` steps from ``obs``; return the next observations and a record.
 
-        rollout.decider_obs[t] = decider_obs
-        rollout.fusion_obs[t] = fusion_obs
-        rollout.states[t] = state
-        rollout.decider_actions[t] = decider_actions
-        rollout.fusion_actions[t] = fusion_actions
-        rollout.decider_log_probs[t] = decider_log_probs
-        rollout.fusion_log_probs[t] = fusion_log_probs
-        rollout.values[t] = values
-        rollout.rewards[t] = torch.from_numpy(np.asarray(rewards["fusion"], dtype=np.float32))
-        rollout.dones[t] = torch.from_numpy(done.astype(np.float32))
-        rollout.final_values[t] = 0.0
-        if done.any():
-            # a truncated episode is bootstrapped from the value of its own last state, a terminated one from 0
-            with torch.no_grad():
-                final = agents.value(torch.from_numpy(np.asarray(infos["final_state"], dtype=np.float32)))
-            truncated_only = torch.from_numpy(truncations["fusion"] & ~terminations["fusion"])
-            rollout.final_values[t] = torch.where(truncated_only, final, 0.0)
-            record.episode_accuracy.extend(np.asarray(infos["final_info"]["fusion"]["accuracy"])[done].tolist())
-            record.episode_return.extend(np.asarray(infos["final_info"]["fusion"]["episode_return"])[done].tolist())
-        for key in ("correct", "team_size", "cost", "question", "answer"):
-            getattr(record, key)[t] = _step_info(infos, done, key)
+    Under ``torch.inference_mode``: each step prepares both observations once (stored for the PPO epochs),
+    acts, and steps the environment; the critic's outputs at every collected state are computed after the
+    loop in one batched pass. At a truncation the critic reads ``infos["final_state"]`` right away (the copy
+    is reset in the same step); a termination needs no value.
+    """
+    num_steps, num_envs = rollout.num_steps, rollout.num_envs
+    record = StepRecord.allocate(num_steps, num_envs, venv.n_models)
+    plurality = PluralityVote.from_env(venv) if behaviour.fusion == "plurality" else None
+    decider, fusion, critic = agents.decider, agents.fusion, agents.critic
+    team_slice = venv.layout.decider["team_mask"]
+    rollout.final_values.zero_()
+    with torch.inference_mode():
+        for t in range(num_steps):
+            decider_inputs = rollout.inputs["decider"][t]
+            decider_inputs.copy_(decider.prepare(torch.from_numpy(obs["decider"])))
+            fusion_inputs = rollout.inputs["fusion"][t]
+            fusion_inputs.copy_(fusion.prepare(torch.from_numpy(obs["fusion"])))
+            rollout.states[t].copy_(torch.from_numpy(venv.state()))
+            record.team[t] = obs["decider"][:, team_slice] > 0
+            teams, log_probs, played = decider.act(decider_inputs, generator, behaviour.decider == "mode")
+            rollout.actions["decider"][t] = teams
+            rollout.log_probs[t, :, 0] = log_probs
+            if plurality is not None:
+                answers = plurality(obs["fusion"])
+                rollout.actions["fusion"][t] = torch.from_numpy(answers)
+                rollout.log_probs[t, :, 1] = 0.0
+            else:
+                chosen, log_probs, _ = fusion.act(fusion_inputs, generator, behaviour.fusion == "mode")
+                rollout.actions["fusion"][t] = chosen
+                rollout.log_probs[t, :, 1] = log_probs
+                answers = chosen.numpy()
+            obs, rewards, terminations, truncations, infos = venv.step(
+                {"decider": played.numpy().astype(np.int8), "fusion": answers}
+            )
+            terminated = terminations["fusion"]
+            done = terminated | truncations["fusion"]
+            rollout.rewards[t] = rewards["fusion"]
+            rollout.dones[t] = done
+            rollout.terminated[t] = terminated
+            step_infos = infos["fusion"]
+            if done.any():
+                truncated = done & ~terminated
+                if truncated.any():
+                    final_states = torch.from_numpy(np.asarray(infos["final_state"], dtype=np.float32)[truncated])
+                    rollout.final_values[t, torch.from_numpy(truncated)] = critic(final_states)
+                final = infos["final_info"]["fusion"]
+                record.episode_accuracy.extend(np.asarray(final["accuracy"])[done].tolist())
+                record.episode_return.extend(np.asarray(final["episode_return"])[done].tolist())
+                step_infos = {key: np.where(done, final[key], step_infos[key]) for key in RECORD_KEYS}
+            for key in RECORD_KEYS:
+                getattr(record, key)[t] = step_infos[key]
+        states = rollout.states.view(num_steps * num_envs, -1)
+        rollout.values.copy_(critic(states).view(num_steps, num_envs, -1))
     return obs, record
 
 
 def advantages_and_returns(
-    agents: Agents, rollout: Rollout, next_state: np.ndarray, gamma: float, gae_lambda: float
+    agents: Agents, rollout: Rollout, next_state: np.ndarray, config: TrainConfig
 ) -> tuple[Tensor, Tensor]:
-    """GAE over a collected rollout, bootstrapped from V(state after the rollout) and V(final states)."""
+    """Per-agent advantages (T, B, 2) and the critic's targets (T, B, H) of a collected rollout.
+
+    See :func:`~ensemble_mappo.ppo.agent_targets`: the decider's stream is r_{t+1} with ``gamma`` and
+    ``gae_lambda``, the fusion agent's r_t with ``fusion_gamma`` and ``fusion_gae_lambda``; the state after
+    the rollout (``next_state``) and the truncated episodes' final states bootstrap them.
+    """
     with torch.no_grad():
-        last_value = agents.value(torch.from_numpy(next_state))
-        values = agents.value_norm.denormalize(rollout.values)
-    next_values = bootstrap_values(values, last_value, rollout.dones, rollout.final_values)
-    return compute_gae(rollout.rewards, values, next_values, rollout.dones, gamma, gae_lambda)
+        norm = agents.value_norm
+        values = norm.denormalize(rollout.values)
+        last_values = agents.value(torch.from_numpy(next_state))
+        truncated = torch.from_numpy(rollout.dones & ~rollout.terminated).unsqueeze(-1)
+        final_values = torch.where(truncated, norm.denormalize(rollout.final_values), 0.0)
+        return agent_targets(
+            torch.from_numpy(rollout.rewards),
+            values,
+            last_values,
+            torch.from_numpy(rollout.dones),
+            final_values,
+            (config.gamma, config.fusion_gamma),
+            (config.gae_lambda, config.fusion_gae_lambda),
+        )
 
 
 def update(
     agents: Agents,
-    optimizers: dict[str, torch.optim.Optimizer],
+    optimizer: FlatAdam,
     rollout: Rollout,
     next_state: np.ndarray,
     config: TrainConfig,
     generator: torch.Generator,
-    learners: tuple[str, ...] = ("decider", "fusion"),
+    learners: tuple[str, ...] = AGENTS,
 ) -> dict[str, float]:
-    """GAE, then PPO epochs for the actors named in ``learners`` and the critic."""
-    advantages, returns = advantages_and_returns(agents, rollout, next_state, config.gamma, config.gae_lambda)
+    """Advantages, then PPO epochs for the actors named in ``learners`` and the critic."""
+    advantages, returns = advantages_and_returns(agents, rollout, next_state, config)
     actors: dict[str, Actor] = {name: getattr(agents, name) for name in learners}
     return ppo_update(
         actors,
         agents.critic,
         agents.value_norm,
-        optimizers,
+        optimizer,
         rollout,
         advantages,
         returns,
@@ -324,16 +382,16 @@ def progress_columns(models: tuple[str, ...]) -> list[str]:
     columns = ["iteration", "global_step", "time/elapsed", "time/sps", "charts/learning_rate", "charts/stage"]
     columns += ["env/reward", "env/accuracy", "env/team_size", "env/cost", "env/episode_accuracy"]
     columns += ["env/episode_return", *(f"env/select/{model}" for model in models)]
-    columns += ["losses/value_loss", "losses/explained_variance", "losses/critic_grad_norm"]
-    columns += [f"losses/{agent}_{key}" for agent in ("decider", "fusion") for key in AGENT_LOSS_KEYS]
+    columns += ["losses/value_loss", *(f"losses/{head}_value_loss" for head in VALUE_HEADS), "losses/critic_grad_norm"]
+    columns += [f"losses/{agent}_{key}" for agent in AGENTS for key in AGENT_LOSS_KEYS]
     return columns
 
 
-def _rollout_row(record: StepRecord, rollout: Rollout, team_slice: slice, models: tuple[str, ...]) -> dict[str, float]:
-    selection = rollout.fusion_obs[:, :, team_slice].mean(dim=(0, 1)).tolist()
+def _rollout_row(record: StepRecord, rollout: Rollout, models: tuple[str, ...]) -> dict[str, float]:
+    selection = record.team.mean(axis=(0, 1)).tolist()
     nan = float("nan")
     row = {
-        "env/reward": float(rollout.rewards.mean()),
+        "env/reward": float(rollout.rewards.mean(dtype=np.float64)),
         "env/accuracy": float(record.correct.mean()),
         "env/team_size": float(record.team_size.mean()),
         "env/cost": float(record.cost.mean()),
@@ -397,8 +455,9 @@ def train(
     torch.set_num_threads(config.threads)
     n_stream = int(cache.select("train", _tasks(config)).size)
     episode_length, rounds = episode_plan(n_stream, config.episode_length, config.num_steps)
+    options = env_options(config, cache)
     venv = make_env(
-        cache, config.env, num_envs=config.num_envs, split="train", order=config.order, episode_length=episode_length
+        cache, options, num_envs=config.num_envs, split="train", order=config.order, episode_length=episode_length
     )
     batch_size = config.num_envs * config.num_steps
     total_steps = config.total_steps or math.ceil(config.passes * n_stream)
@@ -408,11 +467,9 @@ def train(
 
     torch.manual_seed(config.seed)
     agents = Agents.build(venv, config.hidden_size, config.decider_initial_prob)
-    optimizers = make_optimizers(agents, config.learning_rate)
+    optimizer = make_optimizer(agents, config)
     generator = torch.Generator().manual_seed(config.seed)
-    rollout = Rollout.allocate(
-        config.num_steps, config.num_envs, venv.layout.decider_size, venv.layout.fusion_size, venv.n_models
-    )
+    rollout = agents.rollout(venv, config.num_steps)
 
     start = 0
     obs: dict[str, np.ndarray] = {}
@@ -421,8 +478,7 @@ def train(
         if checkpoint["config"] != config.to_dict():
             raise ValueError(f"{out}: the checkpoint was written with a different config than {out / CONFIG_NAME}")
         agents.load_state_dict(checkpoint["networks"])
-        for name, optimizer in optimizers.items():
-            optimizer.load_state_dict(checkpoint["optimizers"][name])
+        optimizer.load_state_dict(checkpoint["optimizer"])
         generator.set_state(checkpoint["generator"])
         start = int(checkpoint["iteration"])
         venv.set_state(unpack_arrays(checkpoint["env"], f"{out / CHECKPOINT_NAME}: env"))
@@ -440,7 +496,7 @@ def train(
             "complete": iteration >= num_iterations,
             "models": list(models),
             "networks": agents.state_dict(),
-            "optimizers": {name: optimizer.state_dict() for name, optimizer in optimizers.items()},
+            "optimizer": optimizer.state_dict(),
             "generator": generator.get_state(),
             "env": pack_arrays(venv.get_state()),
         }
@@ -457,14 +513,12 @@ def train(
             if iteration % rounds == 0:  # a new round: every copy starts an episode from a seeded reset
                 obs, _ = venv.reset(seed=round_seed(config.seed, iteration // rounds))
             learning_rate = config.learning_rate * (1.0 - iteration / num_iterations if config.anneal_lr else 1.0)
-            for optimizer in optimizers.values():
-                for group in optimizer.param_groups:
-                    group["lr"] = learning_rate
+            optimizer.learning_rate = learning_rate
             stage_two = config.mode == "two-stage" and iteration >= stage_two_from
             behaviour, learners = schedule(config.mode, stage_two)
 
             obs, record = collect(venv, agents, rollout, obs, generator, behaviour)
-            losses = update(agents, optimizers, rollout, venv.state(), config, generator, learners)
+            losses = update(agents, optimizer, rollout, venv.state(), config, generator, learners)
 
             elapsed = time.perf_counter() - started
             done_steps = (iteration + 1 - start) * batch_size
@@ -475,7 +529,7 @@ def train(
                 "time/sps": done_steps / elapsed,
                 "charts/learning_rate": learning_rate,
                 "charts/stage": 2.0 if stage_two else 1.0,
-                **_rollout_row(record, rollout, venv.layout.fusion["team_mask"], models),
+                **_rollout_row(record, rollout, models),
                 **losses,
             }
             log.write(row)
