@@ -116,6 +116,15 @@ def _work(target: str, cases_file: str, start: int) -> None:
         sys.stdout.flush()
 
 
+def selftest_case(case: dict[str, Any]) -> tuple[str, str]:
+    """A case that answers, hangs or crashes as its ``kind`` says (the watchdog's own test)."""
+    if case["kind"] == "hang":
+        time.sleep(60)
+    if case["kind"] == "crash":
+        os._exit(3)
+    return "refused", ""
+
+
 def judge_error(error: BaseException, expected: tuple[type[BaseException], ...], path: str) -> tuple[str, str]:
     """``refused`` when ``error`` is of an expected type and its message names ``path`` in one bounded line."""
     message = str(error)
@@ -137,13 +146,29 @@ def bad(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def table(rows: dict[str, list[dict[str, Any]]], orphans: dict[str, int] | None = None) -> str:
     """The table of issue 13: per suite the inputs tried and each outcome."""
-    header = ["suite", "inputs", "refused", "equal", "accepted", "wrong", "bad error", "hang", "crash", "orphans"]
+    header = [
+        "suite",
+        "inputs",
+        "refused",
+        "equal",
+        "accepted",
+        "wrong",
+        "bad error",
+        "hang",
+        "crash",
+        "orphans",
+        "notes",
+    ]
     lines = [" | ".join(header), " | ".join("---" for _ in header)]
     for name, results in rows.items():
         counts = count(results)
         cells = [name, str(len(results)), *(str(counts[outcome]) for outcome in OUTCOMES)]
         cells.append(str((orphans or {}).get(name, 0)))
-        lines.append(" | ".join(cells))
+        timed = sum("did not finish within" in result["detail"] for result in results)
+        left = sum("left ['" in result["detail"] for result in results)
+        notes = [f"{timed} refused by the time limit"] if timed else []
+        notes += [f"{left} kills left a temporary file, removed by the next write"] if left else []
+        lines.append(" | ".join([*cells, "; ".join(notes)]))
     return "\n".join(lines)
 
 

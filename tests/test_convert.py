@@ -8,10 +8,12 @@ The test against the real BBH files in ../shared/data/bbh-leaderboard is marked 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -982,8 +984,11 @@ def test_npy_declaring_more_than_it_holds_is_refused_before_reading(tmp_path: Pa
 @pytest.mark.parametrize("damage", ["truncated", "flipped", "zip-bomb"])
 def test_damaged_npz_is_refused(tmp_path: Path, damage: str) -> None:
     path = tmp_path / "pool.npz"
-    if damage == "zip-bomb":
-        np.savez_compressed(path, scores=np.zeros((4000, 100, 100)), labels=np.zeros(4000, dtype=np.int64))
+    if damage == "zip-bomb":  # 20 MB of zeros in a member of a few hundred bytes (bzip2 compresses far beyond gzip)
+        member = io.BytesIO()
+        np.save(member, np.zeros((2_500, 1_000)))
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_BZIP2) as archive:
+            archive.writestr("scores.npy", member.getvalue())
     else:
         np.savez_compressed(path, scores=SCORES, labels=np.array([0, 1, 1]), models=np.array(["a", "b"]))
         data = bytearray(path.read_bytes())
@@ -992,6 +997,40 @@ def test_damaged_npz_is_refused(tmp_path: Path, damage: str) -> None:
         else:
             data[60] ^= 0xFF  # inside the first member's compressed data
         path.write_bytes(bytes(data))
-    with pytest.raises(ConversionError, match=re.escape(f"{path}")) as excinfo:
+    with pytest.raises(ConversionError, match=re.escape(f"{path}: cannot be read as a .npz archive")) as excinfo:
         from_array_files(path, score_kind="prob")
     assert len(str(excinfo.value)) < len(str(path)) + 400
+    if damage == "zip-bomb":
+        assert "member scores.npy expands" in str(excinfo.value)
+
+
+def test_a_question_with_absurdly_many_choices_is_refused_before_padding(tmp_path: Path) -> None:
+    """2000 questions of 2 choices and one of 40,000: padding every question to 40,000 choices would take
+    2001 x 2 x 40,000 float64 (1.3 GB) for 44,000 real scores."""
+    rows = [
+        {"doc_id": i, "target": 0, "arguments": [["Q", " a"], ["Q", " b"]], "filtered_resps": [[-1.0, False]] * 2}
+        for i in range(2000)
+    ]
+    rows.append(
+        {
+            "doc_id": 2000,
+            "target": 0,
+            "arguments": [["Q", f" c{i}"] for i in range(40_000)],
+            "filtered_resps": [[-1.0, False]] * 40_000,
+        }
+    )
+    for model in MODELS:
+        (tmp_path / "run" / model).mkdir(parents=True)
+        text = "\n".join(json.dumps(row) for row in rows)
+        (tmp_path / "run" / model / "samples_wide_2024-01-01T00-00-00.jsonl").write_text(text, encoding="utf-8")
+    with pytest.raises(ConversionError, match=r"samples_wide_.*\.jsonl, line 2001: field 'arguments': doc_id 2000 has"):
+        from_lm_eval([tmp_path / "run"])
+
+
+@pytest.mark.parametrize("element", ["1.5", "true", '"text"', "null"])
+def test_an_array_element_that_is_not_an_object_is_refused_with_its_line(tmp_path: Path, element: str) -> None:
+    path = _write_alpha(tmp_path, layout="old")
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("[\n  {", f"[\n  {element},\n  {{", 1), encoding="utf-8")
+    with pytest.raises(ConversionError, match=re.escape(f"{path.name}, line 2: expected a JSON object")):
+        read_samples(path)

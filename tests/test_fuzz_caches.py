@@ -24,6 +24,7 @@ import pytest
 from conftest import _tiny_fields
 from fuzzing import BAD, bad, count, judge_error, run_cases
 
+from ensemble_env import datasets
 from ensemble_env.cache import CacheError, LogitCache, load_cache, save_cache
 
 #: seconds a file without checksums may take in the loader's guard, and a case in the watchdog
@@ -415,8 +416,17 @@ def truncation_cases(base: Path, n: int, seed: int) -> list[dict[str, Any]]:
 
 def suite_flips(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
     bases = _bases(workdir)
-    n_tiny, n_medium = (3000, 2000) if slow else (300, 150)
+    n_tiny, n_medium = (3000, 2000) if slow else (200, 100)
     cases = flip_cases(bases["tiny"], n_tiny, 1, True) + flip_cases(bases["medium"], n_medium, 2, True)
+    return run_cases("test_fuzz_caches", "mutated_case", cases, workdir, CASE_SECONDS), 0
+
+
+def suite_builtin_flips(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
+    """Byte flips of the built-in bbh5 (written by save_cache: question texts, features, 4000 questions)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    base = workdir / "bbh5.h5"
+    base.write_bytes(datasets.path("bbh5").read_bytes())
+    cases = flip_cases(base, 1000 if slow else 10, 6, True)
     return run_cases("test_fuzz_caches", "mutated_case", cases, workdir, CASE_SECONDS), 0
 
 
@@ -476,7 +486,7 @@ def suite_kills(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
     import json
 
     results, orphans = [], 0
-    for kill in range(40 if slow else 2):
+    for kill in range(40 if slow else 1):
         victim = subprocess.Popen(
             [sys.executable, "-c", _SAVER, json.dumps(paths), str(target)], stdout=subprocess.PIPE, text=True
         )
@@ -505,6 +515,7 @@ def suite_kills(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
 
 SUITES: dict[str, Callable[[Path, bool], tuple[list[dict[str, Any]], int]]] = {
     "cache byte flips (save_cache)": suite_flips,
+    "cache byte flips (built-in bbh5)": suite_builtin_flips,
     "cache truncations (save_cache)": suite_truncations,
     "cache byte flips (h5py defaults, guarded)": suite_plain_flips,
     "hostile cache files": suite_hostile,
@@ -525,6 +536,10 @@ def _check(results: list[dict[str, Any]], orphans: int = 0) -> Any:
 def test_byte_flips_of_saved_caches_are_refused_or_read_back_equal(tmp_path: Path) -> None:
     counts = _check(*suite_flips(tmp_path, slow=False))
     assert counts["refused"] > 0 and counts["equal"] > 0  # both happen: the cases reach data and padding
+
+
+def test_byte_flips_of_the_built_in_cache_are_refused_or_read_back_equal(tmp_path: Path) -> None:
+    _check(*suite_builtin_flips(tmp_path, slow=False))
 
 
 def test_truncated_saved_caches_are_refused(tmp_path: Path) -> None:
@@ -555,13 +570,5 @@ def test_large_fuzz_suites(tmp_path: Path, name: str) -> None:
 
 def test_the_watchdog_reports_hangs_and_crashes(tmp_path: Path) -> None:
     cases = [{"kind": "ok"}, {"kind": "hang"}, {"kind": "crash"}, {"kind": "ok"}]
-    results = run_cases("test_fuzz_caches", "watchdog_case", cases, tmp_path, case_seconds=1.0)
+    results = run_cases("fuzzing", "selftest_case", cases, tmp_path, case_seconds=1.0)
     assert [result["outcome"] for result in results] == ["refused", "hang", "crash", "refused"]
-
-
-def watchdog_case(case: dict[str, Any]) -> tuple[str, str]:
-    if case["kind"] == "hang":
-        time.sleep(60)
-    if case["kind"] == "crash":
-        os._exit(3)
-    return "refused", ""

@@ -224,7 +224,7 @@ def lm_eval_cases(workdir: Path, n: int, seed: int) -> list[dict[str, Any]]:
 
 
 def suite_lm_eval(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
-    cases = lm_eval_cases(workdir, 4000 if slow else 150, 21)
+    cases = lm_eval_cases(workdir, 4000 if slow else 100, 21)
     return run_cases("test_fuzz_lm_eval", "lm_eval_case", cases, workdir, CASE_SECONDS), 0
 
 
@@ -235,7 +235,7 @@ def test_mutated_samples_convert_or_are_refused_with_file_and_line(tmp_path: Pat
     results, _ = suite_lm_eval(tmp_path, slow=False)
     counts = count(results)
     assert not bad(results), f"{dict(counts)}; first: {bad(results)[:5]}"
-    assert counts["refused"] > 50 and counts["accepted"] > 5
+    assert counts["refused"] > 30 and counts["accepted"] > 5
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ from typing import Any, TextIO
 from ensemble_env import datasets
 from ensemble_env.cache import SCORE_KINDS, SPLITS, LogitCache, save_cache
 from ensemble_env.cache_hdf5 import superblock_version
+from ensemble_env.cli import ListOption, status
 from ensemble_env.convert import NORMALIZATIONS, describe_split, from_array_files, from_lm_eval, split_by_task
 from ensemble_env.features import (
     DEFAULT_N_FEATURES,
@@ -39,7 +40,7 @@ from ensemble_env.features import (
     with_features,
     with_text_features,
 )
-from ensemble_env.report import format_summary, plot_cache, summarize
+from ensemble_env.report import PLOT_FILES, format_summary, plot_cache, summarize
 
 __all__ = ["ProgressBar", "register"]
 
@@ -81,13 +82,6 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 def _note(message: str) -> None:
     print(message, file=sys.stderr)
-
-
-def _names(values: list[str] | None) -> list[str] | None:
-    """Flatten repeated, comma-separated option values."""
-    if values is None:
-        return None
-    return [name.strip() for value in values for name in value.split(",") if name.strip()]
 
 
 def _describe(path: Path | str, cache: LogitCache) -> str:
@@ -143,7 +137,7 @@ def _from_lm_eval(args: argparse.Namespace) -> int:
         raise ValueError("--n-features goes with --features text")
     cache = from_lm_eval(
         args.paths,
-        tasks=_names(args.tasks),
+        tasks=args.tasks,
         test_fraction=args.test_fraction,
         validation_fraction=args.validation_fraction,
         split_seed=args.split_seed,
@@ -154,7 +148,8 @@ def _from_lm_eval(args: argparse.Namespace) -> int:
         notify=_note,
     )
     if args.features == "text":
-        cache = with_text_features(cache, _n_features(args))
+        with status("computing the text features (TF-IDF, SVD)"):
+            cache = with_text_features(cache, _n_features(args))
     save_cache(output, cache)
     print(f"wrote {_describe(output, cache)}")
     print(f"  tasks: {', '.join(cache.task_names)}")
@@ -169,7 +164,7 @@ def _from_arrays(args: argparse.Namespace) -> int:
         args.scores,
         score_kind=args.score_kind,
         labels=args.labels,
-        models=_names(args.models),
+        models=args.models,
         n_choices=args.n_choices,
         tasks=args.tasks,
     )
@@ -224,7 +219,8 @@ def _features(args: argparse.Namespace) -> int:
         if args.kind:
             raise ValueError("--kind goes with --from FILE.npy (text features are of kind text-tfidf-svd)")
         cache, output = _load_input(args.cache, args.output)
-        updated = with_text_features(cache, _n_features(args), seed=args.seed)
+        with status("computing the text features (TF-IDF, SVD)"):
+            updated = with_text_features(cache, _n_features(args), seed=args.seed)
     elif args.source.lower().endswith(".npy"):
         if args.n_features is not None:
             raise ValueError("--n-features goes with --from text (a file's features are stored as they are)")
@@ -242,9 +238,10 @@ def _features(args: argparse.Namespace) -> int:
 @_needs_extra
 def _plot(args: argparse.Namespace) -> int:
     cache = datasets.resolve(args.cache)
-    written = plot_cache(
-        cache, args.output, split=args.split, max_teams_per_size=args.max_teams, seed=args.seed, dpi=args.dpi
-    )
+    with status(f"drawing {len(PLOT_FILES)} plots"):
+        written = plot_cache(
+            cache, args.output, split=args.split, max_teams_per_size=args.max_teams, seed=args.seed, dpi=args.dpi
+        )
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -312,7 +309,10 @@ def register(commands: Any) -> None:
     )
     lm_eval.add_argument("-o", "--output", required=True, metavar="OUT.h5", help="the cache to write (atomically)")
     lm_eval.add_argument(
-        "--tasks", action="append", metavar="T1,T2", help="only these tasks (full or stored names; repeatable)"
+        "--tasks",
+        action=ListOption,
+        metavar="TASK",
+        help="only these tasks, comma- or space-separated (full or stored names)",
     )
     lm_eval.add_argument(
         "--test-fraction",
@@ -396,7 +396,9 @@ def register(commands: Any) -> None:
         "--score-kind", required=True, choices=SCORE_KINDS, help="how scores become probabilities (see the format)"
     )
     arrays.add_argument("--labels", metavar="FILE", help="gold choice per question: .npy or one integer per line")
-    arrays.add_argument("--models", action="append", metavar="A,B,C", help="model names in column order")
+    arrays.add_argument(
+        "--models", action=ListOption, metavar="NAME", help="model names in column order, comma- or space-separated"
+    )
     arrays.add_argument("--n-choices", metavar="FILE", help="valid choices per question: .npy or one integer per line")
     arrays.add_argument("--tasks", metavar="FILE", help="task name per question: .npy of strings or one per line")
 
@@ -437,8 +439,10 @@ def register(commands: Any) -> None:
         "--validation-fraction V of the rest is validation, n_train = floor((1 - V) n_not_test).",
     )
     split.add_argument("cache", metavar="CACHE", help="a cache file or a built-in name")
-    split.add_argument("-o", "--output", required=True, metavar="OUT.h5")
-    split.add_argument("--test-fraction", type=float, default=0.2, metavar="F", help="default 0.2")
+    split.add_argument("-o", "--output", required=True, metavar="OUT.h5", help="the cache to write (atomically)")
+    split.add_argument(
+        "--test-fraction", type=float, default=0.2, metavar="F", help="the last F of each task is test (default 0.2)"
+    )
     split.add_argument(
         "--validation-fraction",
         type=float,
@@ -446,7 +450,9 @@ def register(commands: Any) -> None:
         metavar="V",
         help="the last V of each task's train questions become validation (default 0)",
     )
-    split.add_argument("--seed", type=int, default=None, help="a seeded random split per task instead")
+    split.add_argument(
+        "--seed", type=int, default=None, help="a seeded random split per task instead (same sizes; default: none)"
+    )
 
     features = _add(
         actions,
@@ -488,7 +494,7 @@ def register(commands: Any) -> None:
         "missing). Needs matplotlib: pip install 'ensemble-env[plot]'.",
     )
     plot.add_argument("cache", metavar="CACHE", help="a cache file or a built-in name")
-    plot.add_argument("-o", "--output", required=True, metavar="DIR")
+    plot.add_argument("-o", "--output", required=True, metavar="DIR", help="folder of the PNGs (created if missing)")
     plot.add_argument("--split", default="all", choices=_SPLIT_CHOICES, help="questions to plot (default all)")
     plot.add_argument(
         "--max-teams", type=_positive, default=256, metavar="K", help="teams per size beyond which K are sampled"

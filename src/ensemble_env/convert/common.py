@@ -79,7 +79,7 @@ def _json_decoder() -> json.JSONDecoder:
 
 def _check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
     """Raise ValueError when ``value`` nests arrays and objects deeper than ``limit`` levels."""
-    level = [value]
+    level = [value] if isinstance(value, dict | list) else []
     for _ in range(limit + 1):
         level = [
             item

@@ -29,6 +29,8 @@ __all__ = ["NORMALIZATIONS", "NotifyFn", "ProgressFn", "from_lm_eval"]
 #: (lm-eval ``acc_bytes``) of the choice text
 NORMALIZATIONS = ("none", "chars", "bytes")
 
+#: how many times the choices of all questions the padded (Q, N, C) scores may hold
+_MAX_PADDING = 64
 ProgressFn = Callable[[int, int, str], None]
 NotifyFn = Callable[[str], None]
 
@@ -271,7 +273,18 @@ def _build(
 ) -> LogitCache:
     """The cache of the aligned questions; ``split`` gives the split codes of the task indices."""
     n_questions = sum(len(doc_ids) for _, doc_ids in blocks)
-    max_choices = max(len(read[task, models[0].name][d].choices) for task, doc_ids in blocks for d in doc_ids)
+    counts = [(len(read[task, models[0].name][d].choices), task, d) for task, doc_ids in blocks for d in doc_ids]
+    max_choices, task, doc_id = max(counts)
+    padded, real = n_questions * max_choices, sum(count for count, _, _ in counts)
+    if padded > _MAX_PADDING * real + 10**6:  # the (Q, N, C) scores would be mostly padding: a memory bomb
+        widest = read[task, models[0].name][doc_id]
+        raise _error(
+            models[0].files[task],
+            widest.line,
+            "arguments",
+            f"doc_id {doc_id} has {max_choices} choices where the {n_questions} questions have {real} in all: "
+            f"the scores, padded to {max_choices} choices each, would take {padded * len(models) * 8} bytes",
+        )
     scores = np.full((n_questions, len(models), max_choices), -np.inf)
     labels = np.zeros(n_questions, dtype=np.int64)
     n_choices = np.zeros(n_questions, dtype=np.int64)
