@@ -6,15 +6,20 @@
 #   bash .ci/adapters.sh rllib torchrl   # some of them
 #
 # In each .venv-NAME: torch==2.13.0 first (the CPU wheel on this machine's disk; an unpinned torch would pull a
-# multi-GB CUDA build), then `pip install -e ".[NAME,dev]"` with torch held at that version by a constraint
-# (BenchMARL's torchvision requirement would otherwise replace it), then pytest on tests/adapters/test_NAME.py
-# and the adapter's doctests, then `python examples/EXAMPLE.py --smoke`. Existing .venv-NAME folders are reused
-# (a fresh clone has none). Exits non-zero if any step of any library fails; prints a summary table at the end.
+# multi-GB CUDA build), then `pip install -e ".[NAME,dev]"` (plus EXTRA_PACKAGES[NAME]) with torch held at that
+# version by a constraint (BenchMARL's torchvision requirement would otherwise replace it), then pytest --run-slow
+# on tests/adapters/test_NAME.py and the adapter's doctests, then `python examples/EXAMPLE.py --smoke`. Existing
+# .venv-NAME folders are reused (a fresh clone has none). A smoke run must show learning: each of its
+# "[label] test accuracy BEFORE -> AFTER" lines must gain at least MIN_GAIN. Exits non-zero if any step of any
+# library fails; prints a summary table (time, and every smoke run's before -> after) at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 TORCH="torch==2.13.0"
 PYTHON="${PYTHON:-python3}"
+MIN_GAIN="0.05"  # test accuracy a smoke run must gain, at its fixed seed
+# Packages the examples need beyond the extra (MaskablePPO for the fusion agent and the shared policy).
+declare -A EXTRA_PACKAGES=([sb3]="sb3-contrib>=2.4")
 # BenchMARL's environment also runs the TorchRL adapter's tests: torchrl 0.11 there, the lower bound of the extra.
 declare -A TESTS=(
     [sb3]="tests/adapters/test_sb3.py src/ensemble_env/adapters/sb3.py"
@@ -35,6 +40,7 @@ logs="$(mktemp -d)"
 constraints="$logs/constraints.txt"
 echo "$TORCH" >"$constraints"
 summary=()
+smoke=()
 failed=0
 stage_start=$SECONDS
 
@@ -64,14 +70,16 @@ for lib in "${libraries[@]}"; do
         [ $status = ok ] && echo "*" >"$venv/.gitignore" # keep the environment out of git status
     fi
     if [ $status = ok ]; then
-        echo "   install $TORCH, then -e .[$lib,dev]"
+        extra="${EXTRA_PACKAGES[$lib]:-}"
+        echo "   install $TORCH, then -e .[$lib,dev] $extra"
+        # shellcheck disable=SC2086 # extra may be empty or hold several requirements
         step "install $TORCH" "$logs/$lib-torch.log" "$venv/bin/pip" install -q "$TORCH" &&
             step "install .[$lib,dev]" "$logs/$lib-install.log" \
-                "$venv/bin/pip" install -q -c "$constraints" -e ".[$lib,dev]" || status=FAILED
+                "$venv/bin/pip" install -q -c "$constraints" -e ".[$lib,dev]" $extra || status=FAILED
     fi
     if [ $status = ok ]; then
         versions=$("$venv/bin/pip" list 2>/dev/null |
-            grep -iE "^(torch|gymnasium|pettingzoo|stable.baselines3|supersuit|ray|torchrl|tensordict|benchmarl) " |
+            grep -iE "^(torch|gymnasium|pettingzoo|stable.baselines3|sb3.contrib|supersuit|ray|torchrl|tensordict|benchmarl) " |
             awk '{printf "%s %s, ", $1, $2}')
         echo "   versions: ${versions%, }"
         install_seconds=$((SECONDS - start))
@@ -87,8 +95,22 @@ for lib in "${libraries[@]}"; do
         echo "   python ${EXAMPLE[$lib]} --smoke"
         example_start=$SECONDS
         if "$venv/bin/python" "${EXAMPLE[$lib]}" --smoke >"$logs/$lib-example.log" 2>&1; then
-            grep -E "^\[[a-z]|^  test " "$logs/$lib-example.log" | sed 's/^/   /'
+            grep -E "^\[[a-z]|^  " "$logs/$lib-example.log" | grep -v "^\[20" | sed 's/^/   /'
             echo "   (smoke run: $((SECONDS - example_start)) s)"
+            gains=$(grep -E "^\[[a-z0-9 -]+\] test accuracy [0-9.]+ -> [0-9.]+" "$logs/$lib-example.log" |
+                sed -E 's/^\[([^]]+)\] test accuracy ([0-9.]+) -> ([0-9.]+).*/\1: \2 -> \3/')
+            if [ -z "$gains" ]; then
+                status=FAILED
+                echo "   FAILED: the smoke run printed no 'test accuracy BEFORE -> AFTER' line"
+            fi
+            while IFS= read -r gain; do
+                [ -z "$gain" ] && continue
+                smoke+=("$(printf '%-10s %s' "$lib" "$gain")")
+                if ! awk -v line="$gain" -v min="$MIN_GAIN" 'BEGIN { n = split(line, f, " "); exit !(f[n] - f[n - 2] >= min) }'; then
+                    status=FAILED
+                    echo "   FAILED: $gain gains less than $MIN_GAIN test accuracy"
+                fi
+            done <<<"$gains"
         else
             status=FAILED
             echo "   FAILED: ${EXAMPLE[$lib]} --smoke (last lines):"
@@ -103,6 +125,8 @@ done
 
 echo "== adapters summary ($((SECONDS - stage_start)) s in all)"
 printf '   %s\n' "${summary[@]}"
+echo "   smoke runs, test accuracy before -> after training (fixed seed; each must gain >= $MIN_GAIN):"
+[ ${#smoke[@]} -gt 0 ] && printf '   %s\n' "${smoke[@]}"
 if [ $failed -ne 0 ]; then
     echo "adapters: FAILED (logs in $logs)" >&2
     exit 1

@@ -1,8 +1,8 @@
 """BenchMARL's MAPPO (centralized critics on the state) or IPPO on the ensemble game.
 
     pip install -e ".[benchmarl]"                     # its own environment: BenchMARL needs torchrl<0.12
-    python examples/benchmarl_mappo.py --smoke        # MAPPO, 8192 frames (about a minute)
-    python examples/benchmarl_mappo.py                # MAPPO, 81920 frames on toy8
+    python examples/benchmarl_mappo.py --smoke        # MAPPO, 4 iterations of 1024 frames
+    python examples/benchmarl_mappo.py                # MAPPO, 24 iterations of 1024 frames on toy8
     python examples/benchmarl_mappo.py --cache bbh5 --algorithm ippo
 
 The task is :func:`ensemble_env.adapters.benchmarl.benchmarl_task` (decider as a subset index). Both groups,
@@ -37,11 +37,13 @@ from ensemble_env.env import resolve_cache
 
 ALGORITHMS = {"mappo": MappoConfig, "ippo": IppoConfig}
 #: BenchMARL's experiment settings changed from its defaults (benchmarl/conf/experiment/base_experiment.yaml)
+#: TorchRL's PettingZooWrapper costs tens of milliseconds a step here (the game itself well under one), so the
+#: settings take many updates from each frame: 8 passes over each 1024-frame batch in minibatches of 128.
 SETTINGS = {
-    "on_policy_collected_frames_per_batch": 2048,
+    "on_policy_collected_frames_per_batch": 1024,
     "on_policy_n_envs_per_worker": 4,
-    "on_policy_n_minibatch_iters": 4,
-    "on_policy_minibatch_size": 256,
+    "on_policy_n_minibatch_iters": 8,
+    "on_policy_minibatch_size": 128,
     "lr": 1e-3,
     "evaluation": False,  # evaluate() below plays the whole test stream instead
     "loggers": [],
@@ -129,12 +131,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cache", default="toy8", help="a built-in cache (toy8, bbh5) or a cache file")
     parser.add_argument("--algorithm", choices=tuple(ALGORITHMS), default="mappo")
-    parser.add_argument("--frames", type=int, default=81_920, help="environment steps (40 iterations of 2048)")
+    parser.add_argument("--frames", type=int, default=24_576, help="environment steps (24 iterations of 1024)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--smoke", action="store_true", help="8192 frames (about a minute)")
+    parser.add_argument("--smoke", action="store_true", help="4096 frames (4 iterations)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # small networks: more threads only contend for the cores
-    run(args.algorithm, args.cache, 8192 if args.smoke else args.frames, args.seed)
+    run(args.algorithm, args.cache, 4096 if args.smoke else args.frames, args.seed)
 
 
 if __name__ == "__main__":

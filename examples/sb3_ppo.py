@@ -36,7 +36,7 @@ from ensemble_env.adapters.scoring import EpisodeTally, Progress, baseline_figur
 from ensemble_env.env import resolve_cache
 
 ENV_OPTIONS = {"split": "train", "order": "shuffled", "episode_length": 256}
-PPO_SETTINGS = {"n_steps": 256, "batch_size": 256, "n_epochs": 4, "learning_rate": 1e-3, "device": "cpu"}
+PPO_SETTINGS = {"n_steps": 256, "batch_size": 64, "n_epochs": 10, "learning_rate": 1e-3, "device": "cpu"}
 
 
 class PrintProgress(BaseCallback):

@@ -105,8 +105,12 @@ class EpisodeTally:
         return [(tuple(self.models[index] for index in team), count / len(self.teams)) for team, count in counts]
 
     def describe_teams(self, top: int = 3) -> str:
-        """One line: the most used teams with their shares, and the mean team size."""
-        parts = [f"{'+'.join(names) or '(empty)'} {share:.0%}" for names, share in self.top_teams(top)]
+        """One line: the most used teams with their shares, and the mean team size (model names without the
+        organisation prefix that Hugging Face names carry, ``org__model``)."""
+        parts = [
+            f"{'+'.join(name.split('__')[-1] for name in names) or '(empty)'} {share:.0%}"
+            for names, share in self.top_teams(top)
+        ]
         size = np.mean([len(team) for team in self.teams])
         return f"{', '.join(parts)} (mean size {size:.2f} of {len(self.models)})"
 
@@ -186,7 +190,7 @@ class Progress:
 
     def __init__(self, label: str, total: int, *, stream: TextIO | None = None) -> None:
         self.label, self.total = label, total
-        self.stream = stream if stream is not None else sys.stdout
+        self.stream = stream  # None: sys.stdout when printing (so that the object pickles, as BenchMARL needs)
         self.start = time.monotonic()
 
     def update(self, done: int, **figures: float) -> None:
@@ -196,6 +200,6 @@ class Progress:
         width = len(str(self.total))
         print(
             f"{self.label} {done:>{width}d}/{self.total}  {shown}  [{elapsed:5.0f} s, ~{left:4.0f} s left]",
-            file=self.stream,
+            file=self.stream if self.stream is not None else sys.stdout,
             flush=True,
         )
