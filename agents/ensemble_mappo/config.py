@@ -28,6 +28,7 @@ from typing import Any
 
 __all__ = [
     "CHOICES",
+    "CRITICS",
     "DEFAULT_ENV_OPTIONS",
     "MODES",
     "ORDERS",
@@ -41,8 +42,10 @@ __all__ = [
 MODES = ("joint", "two-stage")
 #: orders of the training stream
 ORDERS = ("sequential", "shuffled")
+#: critics: "central" (MAPPO) or "local" (IPPO, each agent's values from its own observation)
+CRITICS = ("central", "local")
 #: the choices of the str fields (for the command line)
-CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "order": ORDERS}
+CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "order": ORDERS, "critic": CRITICS}
 
 #: environment options of the training stream unless the config overrides them (see ``TrainConfig.env``)
 DEFAULT_ENV_OPTIONS: dict[str, Any] = {"decider_extras": ["task"], "fusion_extras": ["task"]}
@@ -58,6 +61,9 @@ class TrainConfig:
     """"joint": both actors learn together (MAPPO proper). "two-stage" (the RL-Focal paper's schedule): the
     decider learns first with the plurality vote as the fuser, then the fusion agent learns with the decider
     frozen (it acts by its mode)."""
+    critic: str = "central"
+    """"central": one critic of the state (both agents' observations), MAPPO. "local": each agent's values
+    from its own observation only (IPPO, the Dec-POMDP ablation; ensemble_mappo.networks.LocalCritics)."""
     stage_one_fraction: float = 0.5
     """Two-stage mode: share of the step budget spent in the first (decider) stage."""
     passes: float = 200.0
@@ -133,6 +139,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode={self.mode!r} is not one of {', '.join(map(repr, MODES))}")
+        if self.critic not in CRITICS:
+            raise ValueError(f"critic={self.critic!r} is not one of {', '.join(map(repr, CRITICS))}")
         if self.order not in ORDERS:
             raise ValueError(f"order={self.order!r} is not one of {', '.join(map(repr, ORDERS))}")
         positive_ints = ("num_envs", "num_steps", "episode_length", "update_epochs", "num_minibatches")

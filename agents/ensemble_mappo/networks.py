@@ -48,6 +48,7 @@ __all__ = [
     "CentralCritic",
     "DeciderActor",
     "FusionActor",
+    "LocalCritics",
     "ValueNormalizer",
     "bernoulli_entropy",
     "bernoulli_log_prob",
@@ -338,6 +339,27 @@ class CentralCritic(nn.Module):
 
     def forward(self, state: Tensor) -> Tensor:
         return self.net(state)
+
+
+class LocalCritics(nn.Module):
+    """IPPO's critics (the Dec-POMDP ablation): each agent's value from its own observation only.
+
+    Reads the same state as :class:`CentralCritic` (the decider's observation, then the fusion agent's) and
+    splits it: one MLP of the decider's part gives the "decider" and "reward" heads (the reward head
+    estimates the reward of the question its team answers, the decider's r_{t+1}), one MLP of the fusion
+    agent's part gives the "fusion" head. Outputs (B, 3) in the order of :data:`VALUE_HEADS`.
+    """
+
+    def __init__(self, decider_size: int, fusion_size: int, hidden: int = 64) -> None:
+        super().__init__()
+        self.decider_size = decider_size
+        self.decider_net = mlp(decider_size, hidden, 2, output_gain=1.0)
+        self.fusion_net = mlp(fusion_size, hidden, 1, output_gain=1.0)
+
+    def forward(self, state: Tensor) -> Tensor:
+        decider = self.decider_net(state[..., : self.decider_size])
+        fusion = self.fusion_net(state[..., self.decider_size :])
+        return torch.cat([decider[..., :1], fusion, decider[..., 1:]], dim=-1)
 
 
 class ValueNormalizer(nn.Module):

@@ -39,7 +39,15 @@ from ensemble_env.engine import EnsembleVectorEnv
 from ensemble_env.policies import PluralityVote
 from ensemble_mappo.checkpoint import CHECKPOINT_NAME, load_checkpoint, pack_arrays, save_checkpoint, unpack_arrays
 from ensemble_mappo.config import TrainConfig, config_from_dict
-from ensemble_mappo.networks import VALUE_HEADS, Actor, CentralCritic, DeciderActor, FusionActor, ValueNormalizer
+from ensemble_mappo.networks import (
+    VALUE_HEADS,
+    Actor,
+    CentralCritic,
+    DeciderActor,
+    FusionActor,
+    LocalCritics,
+    ValueNormalizer,
+)
 from ensemble_mappo.optim import FlatAdam
 from ensemble_mappo.ppo import AGENTS, Rollout, agent_targets, ppo_update
 
@@ -72,22 +80,30 @@ class Agents:
 
     decider: DeciderActor
     fusion: FusionActor
-    critic: CentralCritic
+    critic: CentralCritic | LocalCritics
     value_norm: ValueNormalizer
 
     @classmethod
-    def build(cls, venv: EnsembleVectorEnv, hidden: int, decider_initial_prob: float = 0.5) -> Agents:
+    def build(
+        cls, venv: EnsembleVectorEnv, hidden: int, decider_initial_prob: float = 0.5, critic: str = "central"
+    ) -> Agents:
         """Networks sized for ``venv``'s observations (the global torch seed decides the initial weights).
 
-        The decider's greedy and played teams honour the environment's ``min_team_size``.
+        The decider's greedy and played teams honour the environment's ``min_team_size``. ``critic``:
+        "central" (MAPPO: one critic of the state) or "local" (IPPO: :class:`LocalCritics`, each agent's
+        values from its own observation).
         """
         layout = venv.layout
+        if critic == "local":
+            critics: CentralCritic | LocalCritics = LocalCritics(layout.decider_size, layout.fusion_size, hidden)
+        else:
+            critics = CentralCritic(layout.decider_size + layout.fusion_size, hidden)
         return cls(
             decider=DeciderActor(
                 layout.decider_size, venv.n_models, hidden, decider_initial_prob, venv.config.min_team_size
             ),
             fusion=FusionActor(layout.fusion, venv.n_models, venv.max_choices),
-            critic=CentralCritic(layout.decider_size + layout.fusion_size, hidden),
+            critic=critics,
             value_norm=ValueNormalizer(),
         )
 
@@ -102,6 +118,13 @@ class Agents:
         return {name: module.state_dict() for name, module in self.modules().items()}
 
     def load_state_dict(self, state: Mapping[str, Mapping[str, Tensor]]) -> None:
+        """Load saved networks; a checkpoint of local critics (IPPO) replaces a central one and vice versa."""
+        saved = state["critic"]
+        if "decider_net.0.weight" in saved and isinstance(self.critic, CentralCritic):
+            decider, fusion = saved["decider_net.0.weight"].shape[1], saved["fusion_net.0.weight"].shape[1]
+            self.critic = LocalCritics(decider, fusion, saved["decider_net.0.weight"].shape[0])
+        elif "net.0.weight" in saved and isinstance(self.critic, LocalCritics):
+            self.critic = CentralCritic(saved["net.0.weight"].shape[1], saved["net.0.weight"].shape[0])
         for name, module in self.modules().items():
             module.load_state_dict(state[name])
 
@@ -466,7 +489,7 @@ def train(
     models = tuple(cache.models)
 
     torch.manual_seed(config.seed)
-    agents = Agents.build(venv, config.hidden_size, config.decider_initial_prob)
+    agents = Agents.build(venv, config.hidden_size, config.decider_initial_prob, config.critic)
     optimizer = make_optimizer(agents, config)
     generator = torch.Generator().manual_seed(config.seed)
     rollout = agents.rollout(venv, config.num_steps)
