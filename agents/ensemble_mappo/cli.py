@@ -197,7 +197,7 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    """Add ``train``, ``evaluate`` and ``plot`` to the ``ensemble-env`` sub-parsers."""
+    """Add ``train``, ``evaluate``, ``plot`` and ``benchmark`` to the ``ensemble-env`` sub-parsers."""
     train = commands.add_parser(
         "train",
         help="train the reference MAPPO learner (needs the mappo extra)",
@@ -241,3 +241,7 @@ def register(commands: Any) -> None:
     plot.add_argument("--out", default=None, metavar="FOLDER", help="where the PNGs go (default: the first DIR)")
     plot.add_argument("--cache", default=None, help="logit cache for the baselines (default: the run's cache)")
     plot.set_defaults(run=_plot)
+
+    from ensemble_mappo.benchmark import register_command
+
+    register_command(commands)

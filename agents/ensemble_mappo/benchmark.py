@@ -1,0 +1,534 @@
+"""``ensemble-env benchmark``: algorithms x seeds x caches, scored on the test split with the environment's reward.
+
+The protocol (``docs/benchmark.md``): every algorithm fits on the cache's train split, makes every choice
+(checkpoint, hyperparameter) on its validation split, and answers each test question once; the benchmark
+scores the answers with the environment's reward (:func:`ensemble_env.reward.question_rewards`, through
+:class:`ensemble_env.baselines.RewardSettings` at the run's ``alpha``) and reports means over seeds with
+95% bootstrap intervals (seeds and test questions resampled together), per task and macro.
+
+A researcher adds an algorithm with :func:`register_algorithm`: a function ``(cache, seed, alpha, out_dir)
+-> Answers`` (see ``examples/register_algorithm.py``)::
+
+    @register_algorithm("my_router")
+    def my_router(cache, seed, alpha, out_dir):
+        test = cache.select("test")
+        ...  # fit on cache.select("train"), choose on cache.select("validation")
+        return Answers(test, predictions, teams)
+
+Built in: ``mappo`` and ``ippo`` (:mod:`ensemble_mappo.training`; IPPO is the same learner with
+``critic="local"``), and the baselines of :data:`ensemble_env.comparison.BASELINES` (``stacking`` is
+``stacking(per_task)``). A finished run is stored under ``DIR/runs/`` with its key (algorithm, seed, cache,
+alpha, config) and is not redone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ensemble_env import comparison, datasets
+from ensemble_env.baselines import BaselineResult, RewardSettings
+from ensemble_env.cache import LogitCache, atomic_path
+from ensemble_env.env import resolve_cache
+
+__all__ = [
+    "ALGORITHMS",
+    "BUDGETS",
+    "Answers",
+    "benchmark",
+    "bootstrap_interval",
+    "learner_answers",
+    "register_algorithm",
+    "register_command",
+]
+
+#: MAPPO/IPPO budgets in passes over the train stream, and how many evaluations on validation choose the checkpoint
+BUDGETS: dict[str, dict[str, float]] = {
+    "tiny": {"passes": 2.0, "checkpoints": 2},
+    "quick": {"passes": 40.0, "checkpoints": 4},
+    "default": {"passes": 200.0, "checkpoints": 5},
+}
+#: what the baselines of the benchmark are called in ensemble_env.comparison
+_BASELINE_NAMES = {"stacking": "stacking(per_task)"}
+METRICS = ("accuracy", "reward", "team_size", "cost")
+
+
+@dataclasses.dataclass(frozen=True)
+class Answers:
+    """What an algorithm answered on the test split.
+
+    ``questions``: (Q,) the test questions, ``cache.select("test")`` in that order; ``predictions``: (Q,) the
+    chosen answer index; ``teams``: (Q, N) bool, the models consulted (at least one per question);
+    ``info``: JSON-ready facts for the report (e.g. the checkpoint chosen on validation).
+    """
+
+    questions: np.ndarray
+    predictions: np.ndarray
+    teams: np.ndarray
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+#: ``(cache, seed, alpha, out_dir) -> Answers``
+Algorithm = Callable[[LogitCache, int, float, Path], Answers]
+#: registered algorithms: name -> (function, config recorded in the run key)
+ALGORITHMS: dict[str, tuple[Algorithm, dict[str, Any]]] = {}
+
+
+def register_algorithm(name: str, *, config: dict[str, Any] | None = None) -> Callable[[Algorithm], Algorithm]:
+    """Decorator: register ``function(cache, seed, alpha, out_dir) -> Answers`` as algorithm ``name``.
+
+    The function must fit on ``cache.select("train")``, choose anything it tunes on
+    ``cache.select("validation")``, and answer every question of ``cache.select("test")``; ``out_dir`` is
+    its own folder (for checkpoints), ``seed`` seeds every random choice, ``alpha`` is the size penalty of
+    the reward it is scored on. ``config`` (JSON-ready) is part of the run key: change it and runs are redone.
+    """
+    if not name or "/" in name or name in _builtin_names():
+        raise ValueError(f"algorithm name {name!r} is empty, has a '/', or is a built-in name")
+
+    def decorate(function: Algorithm) -> Algorithm:
+        ALGORITHMS[name] = (function, dict(config or {}))
+        return function
+
+    return decorate
+
+
+def _builtin_names() -> tuple[str, ...]:
+    return ("mappo", "ippo", "stacking", *comparison.BASELINES)
+
+
+# -- built-in algorithms -----------------------------------------------------------------------------------
+
+
+def _baseline(name: str) -> Algorithm:
+    def run(cache: LogitCache, seed: int, alpha: float, out_dir: Path) -> Answers:
+        (result,) = comparison.compare(
+            cache, split="test", train_split="train", reward=RewardSettings(alpha=alpha), seed=seed, names=[name]
+        )
+        teams = result.teams
+        if teams is None:  # a result without members (e.g. a vote): every model was consulted
+            teams = np.ones((result.n_questions, cache.n_models), dtype=bool)
+        info = {key: value for key, value in result.info.items() if isinstance(value, str | int | float | list)}
+        return Answers(np.asarray(result.questions), np.asarray(result.predictions), np.asarray(teams), info)
+
+    return run
+
+
+def learner_answers(
+    cache: LogitCache,
+    seed: int,
+    alpha: float,
+    out_dir: Path,
+    *,
+    critic: str = "central",
+    passes: float = 200.0,
+    checkpoints: int = 5,
+    progress: bool = False,
+) -> Answers:
+    """Train MAPPO (``critic="central"``) or IPPO (``"local"``) on train, pick the checkpoint with the best
+    mean reward on validation among ``checkpoints`` evenly spaced ones, and answer the test split with it.
+
+    Test is played once, after the choice; the choice reads the validation split only.
+    """
+    from ensemble_mappo.checkpoint import load_checkpoint
+    from ensemble_mappo.config import TrainConfig
+    from ensemble_mappo.evaluation import evaluate_agents
+    from ensemble_mappo.training import train
+
+    fields = {item.name for item in dataclasses.fields(TrainConfig)}
+    extra = {"critic": critic} if "critic" in fields else {}
+    if critic != "central" and not extra:
+        raise ValueError(f"critic={critic!r} needs the TrainConfig field 'critic' (IPPO), missing in this version")
+    base = TrainConfig(seed=seed, passes=passes, **extra)
+    config = dataclasses.replace(base, env={**base.env, "alpha": float(alpha)})
+    n_stream = int(cache.select("train").size)
+    batch = config.num_envs * config.num_steps
+    iterations = max(1, -(-int(np.ceil(passes * n_stream)) // batch))
+    stops = sorted({max(1, round(iterations * (k + 1) / checkpoints)) for k in range(checkpoints)})
+    best: tuple[float, int, Any] | None = None
+    history = []
+    for index, stop in enumerate(stops):
+        train(config, cache, out_dir, resume=index > 0, progress=progress, stop_after=stop)
+        networks = load_checkpoint(out_dir)["networks"]
+        evaluation = evaluate_agents(networks, config, cache, split="validation", seed=seed)
+        value = float(np.mean(evaluation.rewards))
+        history.append({"iteration": stop, "validation_reward": value})
+        if best is None or value > best[0]:
+            best = (value, stop, networks)
+    assert best is not None
+    test = evaluate_agents(best[2], config, cache, split="test", seed=seed)
+    teams = np.asarray(test.teams, dtype=bool)
+    info = {"selected_iteration": best[1], "of_iterations": iterations, "validation": history}
+    return Answers(test.questions, test.answers, teams, info)
+
+
+def _learner(critic: str, budget: str) -> tuple[Algorithm, dict[str, Any]]:
+    settings = BUDGETS[budget]
+
+    def run(cache: LogitCache, seed: int, alpha: float, out_dir: Path) -> Answers:
+        return learner_answers(
+            cache,
+            seed,
+            alpha,
+            out_dir,
+            critic=critic,
+            passes=settings["passes"],
+            checkpoints=int(settings["checkpoints"]),
+        )
+
+    return run, {"budget": budget, **settings}
+
+
+def resolve(name: str, budget: str) -> tuple[Algorithm, dict[str, Any]]:
+    """The function and key config of algorithm ``name``: a learner, a baseline, or a registered one."""
+    if name in ("mappo", "ippo"):
+        return _learner("central" if name == "mappo" else "local", budget)
+    baseline = _BASELINE_NAMES.get(name, name)
+    if baseline in comparison.BASELINES:
+        return _baseline(baseline), {}
+    if name in ALGORITHMS:
+        return ALGORITHMS[name]
+    known = ", ".join(["mappo", "ippo", "stacking", *comparison.BASELINES, *ALGORITHMS])
+    raise ValueError(f"--algorithms: unknown algorithm {name!r}; known: {known}")
+
+
+# -- scoring ------------------------------------------------------------------------------------------
+
+
+def _check(answers: Answers, cache: LogitCache, name: str) -> BaselineResult:
+    test = cache.select("test")
+    questions = np.asarray(answers.questions)
+    if not np.array_equal(questions, test):
+        raise ValueError(f"algorithm {name!r}: answers.questions must be cache.select('test') in order")
+    teams = np.asarray(answers.teams)
+    if teams.dtype != np.bool_ or teams.shape != (test.size, cache.n_models) or not teams.any(axis=1).all():
+        raise ValueError(f"algorithm {name!r}: answers.teams must be (Q, N) bool with a model in every row")
+    return BaselineResult.from_cache(name, cache, questions, answers.predictions, teams.sum(axis=1), teams=teams)
+
+
+def _question_metrics(cache: LogitCache, result: BaselineResult, alpha: float) -> dict[str, np.ndarray]:
+    """(Q,) per test question: correct, the environment's reward at alpha, team size, cost."""
+    return {
+        "accuracy": result.correct.astype(np.float64),
+        "reward": result.rewards(cache, RewardSettings(alpha=alpha)),
+        "team_size": result.team_size,
+        "cost": result.costs(cache),
+    }
+
+
+def bootstrap_interval(
+    values: np.ndarray,
+    tasks: np.ndarray,
+    *,
+    macro: bool,
+    n_resamples: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Mean over seeds of a per-question metric ``values`` (S seeds, Q questions), with a bootstrap interval.
+
+    The point is the mean over seeds of the mean over questions (``macro``: of the per-task means, averaged
+    over tasks). Each resample draws S seeds with replacement and, within each task, its questions with
+    replacement (the same questions for every seed); the interval is the central ``level`` quantile range.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    tasks = np.asarray(tasks)
+    if values.ndim != 2 or values.shape[1] != tasks.size:
+        raise ValueError(f"values must be (seeds, questions) with {tasks.size} questions, got {values.shape}")
+    rng = np.random.default_rng(seed)
+    n_seeds = values.shape[0]
+    draws = rng.integers(0, n_seeds, (n_resamples, n_seeds))
+    per_task, sums, point_tasks = [], np.zeros(n_resamples), []
+    for task in np.unique(tasks):
+        rows = np.flatnonzero(tasks == task)
+        pick = rows[rng.integers(0, rows.size, (n_resamples, rows.size))]
+        # resample r: mean over its seeds of the mean over its questions
+        chosen = values[draws[:, :, None], pick[:, None, :]]  # (R, S, rows)
+        per_task.append(chosen.mean(axis=(1, 2)))
+        sums += chosen.sum(axis=2).mean(axis=1)
+        point_tasks.append(values[:, rows].mean())
+    if macro:
+        samples, point = np.mean(per_task, axis=0), float(np.mean(point_tasks))
+    else:
+        samples, point = sums / tasks.size, float(values.mean())
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(samples, [tail, 1.0 - tail])
+    return point, float(low), float(high)
+
+
+def aggregate(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -> dict[str, Any]:
+    """Means over the seeds of one algorithm's runs with 95% intervals: macro and per task, every metric."""
+    test = cache.select("test")
+    tasks = np.asarray(cache.tasks)[test]
+    names = list(cache.task_names)
+    stacked: dict[str, np.ndarray] = {}
+    for run in runs:
+        result = _check(_answers_from_json(run), cache, run["algorithm"])
+        for key, column in _question_metrics(cache, result, alpha).items():
+            stacked.setdefault(key, []).append(column)  # type: ignore[attr-defined]
+    matrices = {key: np.vstack(columns) for key, columns in stacked.items()}
+    overall = {}
+    for key, matrix in matrices.items():
+        if np.isnan(matrix).any():
+            overall[key] = None
+            continue
+        overall[key] = dict(
+            zip(("mean", "low", "high"), bootstrap_interval(matrix, tasks, macro=key == "accuracy"), strict=True)
+        )
+    per_task = {}
+    for task in np.unique(tasks):
+        rows = tasks == task
+        per_task[names[task]] = {
+            key: None
+            if np.isnan(matrix).any()
+            else dict(
+                zip(("mean", "low", "high"), bootstrap_interval(matrix[:, rows], tasks[rows], macro=False), strict=True)
+            )
+            for key, matrix in matrices.items()
+        }
+    return {"seeds": [run["seed"] for run in runs], **overall, "tasks": per_task}
+
+
+# -- runs on disk ----------------------------------------------------------------------------------------
+
+
+def _answers_to_json(answers: Answers) -> dict[str, Any]:
+    return {
+        "questions": np.asarray(answers.questions).tolist(),
+        "predictions": np.asarray(answers.predictions).tolist(),
+        "teams": np.asarray(answers.teams, dtype=bool).astype(np.int8).tolist(),
+        "info": answers.info,
+    }
+
+
+def _answers_from_json(run: dict[str, Any]) -> Answers:
+    return Answers(
+        np.asarray(run["questions"], dtype=np.int64),
+        np.asarray(run["predictions"], dtype=np.int64),
+        np.asarray(run["teams"], dtype=np.int8).astype(bool),
+        run.get("info", {}),
+    )
+
+
+def _key(algorithm: str, seed: int, cache_name: str, alpha: float, config: dict[str, Any]) -> dict[str, Any]:
+    return {"algorithm": algorithm, "seed": seed, "cache": cache_name, "alpha": alpha, "config": config}
+
+
+def _run_dir(out: Path, key: dict[str, Any]) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in key["algorithm"])
+    return out / "runs" / Path(key["cache"]).name / f"{safe}-seed{key['seed']}-{digest}"
+
+
+def _write_json(path: Path, data: Any) -> None:
+    with atomic_path(path) as temporary:
+        Path(temporary).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
+def benchmark(
+    algorithms: Sequence[str],
+    seeds: Iterable[int],
+    caches: Sequence[str],
+    out: str | os.PathLike[str],
+    *,
+    alpha: float = 1.0,
+    budget: str = "quick",
+    progress: bool = True,
+    plot: bool = True,
+) -> dict[str, Any]:
+    """Run every algorithm x seed x cache (finished runs are read back, not redone); write ``results.json``,
+    ``results.md`` and ``frontier.png`` in ``out``; return the results."""
+    if budget not in BUDGETS:
+        raise ValueError(f"budget={budget!r} is not one of {', '.join(BUDGETS)}")
+    seeds = list(seeds)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    plan = [(cache_name, name, seed) for cache_name in caches for name in algorithms for seed in seeds]
+    resolved = {name: resolve(name, budget) for name in algorithms}
+    loaded = {cache_name: resolve_cache(cache_name) for cache_name in caches}
+    bar = _bar(len(plan), progress)
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    done = 0
+    for cache_name, name, seed in plan:
+        function, config = resolved[name]
+        key = _key(name, seed, cache_name, float(alpha), config)
+        folder = _run_dir(out, key)
+        path = folder / "result.json"
+        record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        if record is None or record.get("key") != key:
+            if bar is not None:
+                bar.set_postfix_str(f"{name} seed {seed} on {cache_name}")
+            folder.mkdir(parents=True, exist_ok=True)
+            answers = function(loaded[cache_name], seed, float(alpha), folder)
+            _check(answers, loaded[cache_name], name)
+            record = {"key": key, **_answers_to_json(answers)}
+            _write_json(path, record)
+        else:
+            done += 1
+        runs.setdefault((cache_name, name), []).append({**record, "algorithm": name, "seed": seed})
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
+    results: dict[str, Any] = {"alpha": alpha, "budget": budget, "seeds": seeds, "reused_runs": done, "caches": {}}
+    for cache_name in caches:
+        cache = loaded[cache_name]
+        per_algorithm = {}
+        for name in algorithms:
+            group = runs[(cache_name, name)]
+            per_algorithm[name] = {
+                "aggregate": aggregate(cache, group, alpha),
+                "runs": [_run_summary(cache, run, alpha) for run in group],
+            }
+        results["caches"][cache_name] = per_algorithm
+    _write_json(out / "results.json", results)
+    with atomic_path(out / "results.md") as temporary:
+        Path(temporary).write_text(format_markdown(results), encoding="utf-8")
+    if plot:
+        for cache_name in caches:
+            name = "frontier.png" if len(caches) == 1 else f"frontier_{Path(cache_name).stem}.png"
+            _plot(results["caches"][cache_name], out / name, cache_name, alpha)
+    return results
+
+
+def _run_summary(cache: LogitCache, run: dict[str, Any], alpha: float) -> dict[str, Any]:
+    result = _check(_answers_from_json(run), cache, run["algorithm"])
+    scores = result.scores(cache, RewardSettings(alpha=alpha))
+    return {"seed": run["seed"], "info": run.get("info", {}), **{key: scores[key] for key in METRICS}}
+
+
+def _bar(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="benchmark", unit="run")
+
+
+def _interval(entry: dict[str, float] | None, digits: int = 3) -> str:
+    if entry is None:
+        return "-"
+    return f"{entry['mean']:.{digits}f} [{entry['low']:.{digits}f}, {entry['high']:.{digits}f}]"
+
+
+def format_markdown(results: dict[str, Any]) -> str:
+    """The markdown tables of ``results.md``: one row per algorithm, mean over seeds [95% interval]."""
+    lines = [
+        f"Test split; alpha = {results['alpha']:g}; seeds {', '.join(map(str, results['seeds']))}; "
+        f"learner budget {results['budget']!r}. Mean over seeds [95% bootstrap interval over seeds and test "
+        "questions]. Accuracy: macro over tasks; reward, team size, cost: mean per question.",
+        "",
+    ]
+    for cache_name, per_algorithm in results["caches"].items():
+        lines += [
+            f"## {cache_name}",
+            "",
+            "| algorithm | accuracy | reward | team size | cost |",
+            "|---|---|---|---|---|",
+        ]
+        for name, entry in per_algorithm.items():
+            aggregate_ = entry["aggregate"]
+            cells = [_interval(aggregate_["accuracy"]), _interval(aggregate_["reward"])]
+            cells += [_interval(aggregate_["team_size"], 2), _interval(aggregate_["cost"], 2)]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _plot(per_algorithm: dict[str, Any], path: Path, cache_name: str, alpha: float) -> None:
+    points = [
+        comparison.FrontierPoint(
+            name,
+            alpha,
+            entry["aggregate"]["accuracy"]["mean"],
+            entry["aggregate"]["reward"]["mean"],
+            entry["aggregate"]["team_size"]["mean"],
+            None if entry["aggregate"]["cost"] is None else entry["aggregate"]["cost"]["mean"],
+        )
+        for name, entry in per_algorithm.items()
+    ]
+    try:
+        comparison.plot_frontier(points, path, title=f"{cache_name}: test accuracy vs team size (alpha {alpha:g})")
+    except ModuleNotFoundError as error:
+        print(f"benchmark: no frontier plot ({error})")
+
+
+# -- command line ------------------------------------------------------------------------------------------
+
+
+def _load_plugins(paths: Sequence[str]) -> None:
+    import importlib.util
+
+    for index, file in enumerate(paths):
+        spec = importlib.util.spec_from_file_location(f"_benchmark_plugin_{index}", file)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"--register {file}: not a Python file")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+def _command(args: Any) -> int:
+    _load_plugins(args.register or [])
+    algorithms = [name.strip() for name in args.algorithms.split(",") if name.strip()]
+    results = benchmark(
+        algorithms,
+        range(args.seeds),
+        args.cache or [datasets.DEFAULT],
+        args.out,
+        alpha=args.alpha,
+        budget=args.budget,
+        progress=args.progress,
+    )
+    print(format_markdown(results))
+    print(f"wrote {Path(args.out) / 'results.json'}, results.md and the frontier plot")
+    return 0
+
+
+def register_command(commands: Any) -> None:
+    """Add ``benchmark`` to the ``ensemble-env`` sub-parsers (called by :func:`ensemble_mappo.cli.register`)."""
+    import argparse
+
+    parser = commands.add_parser(
+        "benchmark",
+        help="run algorithms x seeds x caches on the test split, with confidence intervals",
+        description="Run each algorithm with each seed on each cache: fit on train, choose on validation, "
+        "answer test once. Writes OUT/results.json (per run and means over seeds with 95% bootstrap intervals, "
+        "per task and macro: accuracy, reward at alpha, team size, cost), OUT/results.md and OUT/frontier.png. "
+        "Finished runs (same algorithm, seed, cache, alpha, config) are read back, not redone.",
+        epilog="example: ensemble-env benchmark --algorithms mappo,ippo,static_team,router,stacking,best_single "
+        "--seeds 5 --cache bbh5 --out bench",
+    )
+    parser.add_argument(
+        "--algorithms",
+        default="mappo,ippo,static_team,router,stacking,best_single",
+        help="comma-separated: mappo, ippo, stacking, any baseline of `ensemble-env baselines`, or a name "
+        "registered by a --register file (default: %(default)s)",
+    )
+    parser.add_argument("--seeds", type=int, default=5, metavar="S", help="seeds 0..S-1 (default: %(default)s)")
+    parser.add_argument(
+        "--cache", action="append", default=None, help="built-in name or cache file, repeatable (default: bbh5)"
+    )
+    parser.add_argument("--out", required=True, metavar="DIR", help="results folder (reused runs live in DIR/runs)")
+    parser.add_argument("--alpha", type=float, default=1.0, help="size penalty of the reward (default: %(default)s)")
+    parser.add_argument(
+        "--budget",
+        choices=tuple(BUDGETS),
+        default="quick",
+        help="MAPPO/IPPO training budget: " + "; ".join(f"{k}: {v['passes']:g} passes" for k, v in BUDGETS.items()),
+    )
+    parser.add_argument(
+        "--register",
+        action="append",
+        metavar="FILE",
+        help="Python file that registers algorithms with register_algorithm (e.g. examples/register_algorithm.py)",
+    )
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="show a progress bar")
+    parser.set_defaults(run=_command)

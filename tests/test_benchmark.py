@@ -1,0 +1,110 @@
+"""ensemble-env benchmark: the table, resumption, validation-only selection, bootstrap intervals."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from ensemble_mappo import benchmark
+
+from ensemble_env.synthetic import make_cache
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "register_algorithm.py"
+
+
+def small_cache(n_questions: int = 600):
+    """Two tasks, four models; a quarter of the train questions moved to a validation split."""
+    cache = make_cache(n_models=4, n_questions=n_questions, n_tasks=2, accuracy=[0.5, 0.6, 0.7, 0.8], seed=1)
+    split = np.asarray(cache.split).copy()
+    split[np.flatnonzero(split == 0)[::4]] = 2
+    return dataclasses.replace(cache, split=split)
+
+
+@pytest.fixture
+def cache_file(tmp_path: Path) -> str:
+    from ensemble_env.cache import save_cache
+
+    path = tmp_path / "small.h5"
+    save_cache(path, small_cache())
+    return str(path)
+
+
+def test_interval_of_a_known_input():
+    tasks = np.zeros(1, dtype=np.int64)
+    assert benchmark.bootstrap_interval(np.array([[0.0], [1.0]]), tasks, macro=False) == (0.5, 0.0, 1.0)
+    constant = np.full((3, 4), 0.25)
+    assert benchmark.bootstrap_interval(constant, np.array([0, 0, 1, 1]), macro=True) == (0.25, 0.25, 0.25)
+    # macro averages the task means (1 and 0: 0.5); micro the questions (3 of 4: 0.75)
+    values, tasks = np.array([[1.0, 1.0, 1.0, 0.0]]), np.array([0, 0, 0, 1])
+    assert benchmark.bootstrap_interval(values, tasks, macro=True)[0] == 0.5
+    assert benchmark.bootstrap_interval(values, tasks, macro=False)[0] == 0.75
+    low, high = benchmark.bootstrap_interval(np.array([[0.0, 1.0] * 50]), np.zeros(100), macro=False)[1:]
+    assert 0.38 < low < 0.42 and 0.58 < high < 0.62  # +- 1.96 x sqrt(0.25 / 100)
+
+
+def test_table_has_every_algorithm_and_resume_skips_finished_runs(cache_file: str, tmp_path: Path):
+    benchmark._load_plugins([str(EXAMPLE)])
+    calls: list[int] = []
+
+    @benchmark.register_algorithm("counted", config={"v": 1})
+    def counted(cache, seed, alpha, out_dir):
+        calls.append(seed)
+        test = cache.select("test")
+        teams = np.zeros((test.size, cache.n_models), dtype=bool)
+        teams[:, 0] = True
+        return benchmark.Answers(test, cache.probs[test, 0].argmax(-1), teams)
+
+    names = ["mappo", "ippo", "static_team", "router", "stacking", "best_single", "per_task_vote", "counted"]
+    out = tmp_path / "bench"
+    results = benchmark.benchmark(names, range(2), [cache_file], out, budget="tiny", progress=False)
+    table = (out / "results.md").read_text(encoding="utf-8")
+    for name in names:
+        assert f"| {name} |" in table
+    assert (out / "frontier.png").stat().st_size > 0
+    saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    entry = saved["caches"][cache_file]["counted"]
+    assert [run["seed"] for run in entry["runs"]] == [0, 1] and entry["aggregate"]["team_size"]["mean"] == 1.0
+    assert calls == [0, 1] and results["reused_runs"] == 0
+
+    again = benchmark.benchmark(names, range(3), [cache_file], out, budget="tiny", progress=False, plot=False)
+    assert calls == [0, 1, 2]  # only the new seed ran
+    assert again["reused_runs"] == 2 * len(names)
+    redone = benchmark.benchmark(["counted"], range(1), [cache_file], out, alpha=0.5, progress=False, plot=False)
+    assert calls == [0, 1, 2, 0] and redone["reused_runs"] == 0  # another alpha is another run
+
+
+def test_test_labels_do_not_influence_the_selected_checkpoint(tmp_path: Path):
+    cache = small_cache()
+    test = cache.select("test")
+    labels = np.asarray(cache.labels).copy()
+    labels[test] = (labels[test] + 1) % 4
+    flipped = dataclasses.replace(cache, labels=labels)
+    chosen = []
+    for index, which in enumerate((cache, flipped)):
+        answers = benchmark.learner_answers(which, 0, 1.0, tmp_path / str(index), passes=30.0, checkpoints=3)
+        chosen.append((answers.info["selected_iteration"], answers.info["validation"]))
+    assert len(chosen[0][1]) == 3
+    assert chosen[0] == chosen[1]
+    scores = [benchmark._baseline("router")(which, 0, 1.0, tmp_path).teams for which in (cache, flipped)]
+    assert np.array_equal(*scores)
+
+
+def test_registration_and_answers_are_checked(cache_file: str, tmp_path: Path):
+    with pytest.raises(ValueError, match="built-in"):
+        benchmark.register_algorithm("mappo")
+
+    @benchmark.register_algorithm("empty_team")
+    def empty_team(cache, seed, alpha, out_dir):
+        test = cache.select("test")
+        return benchmark.Answers(test, np.zeros(test.size, dtype=np.int64), np.zeros((test.size, 4), dtype=bool))
+
+    with pytest.raises(ValueError, match=r"empty_team.*a model in every row"):
+        benchmark.benchmark(["empty_team"], range(1), [cache_file], tmp_path, progress=False, plot=False)
+    with pytest.raises(ValueError, match="unknown algorithm 'nope'"):
+        benchmark.benchmark(["nope"], range(1), [cache_file], tmp_path, progress=False, plot=False)
