@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from ensemble_env import baselines
 from ensemble_env.baselines import BaselineResult
 from ensemble_env.cache import LogitCache
 from ensemble_mappo.checkpoint import load_checkpoint
+from ensemble_mappo.config import TrainConfig
 from ensemble_mappo.training import (
     Agents,
     Behaviour,
@@ -45,6 +47,7 @@ __all__ = [
     "PROTOCOLS",
     "Evaluation",
     "baseline_summary",
+    "evaluate_agents",
     "evaluate_run",
     "evaluation_path",
     "format_report",
@@ -163,22 +166,54 @@ def evaluate_run(
     config, run = load_run(run_dir)
     if list(cache.models) != list(run["models"]):
         raise ValueError(f"the cache's models {list(cache.models)} differ from the run's {run['models']}")
+    checkpoint = load_checkpoint(run_dir)
+    return evaluate_agents(
+        checkpoint["networks"],
+        config,
+        cache,
+        split=split,
+        online=online,
+        update_every=update_every,
+        seed=seed,
+        optimizer_state=checkpoint["optimizer"] if online else None,
+        run=str(run_dir),
+        iteration=int(checkpoint["iteration"]),
+        global_step=int(checkpoint["global_step"]),
+    )
+
+
+def evaluate_agents(
+    networks: Mapping[str, Mapping[str, torch.Tensor]],
+    config: TrainConfig,
+    cache: LogitCache,
+    *,
+    split: str = "validation",
+    online: bool = False,
+    update_every: int = 64,
+    seed: int = 0,
+    optimizer_state: Mapping[str, torch.Tensor] | None = None,
+    run: str = "",
+    iteration: int = 0,
+    global_step: int = 0,
+) -> Evaluation:
+    """Play ``split`` of ``cache`` once, in order, with the networks of ``Agents.state_dict()`` of a run
+    trained with ``config`` (e.g. a checkpoint's, or the live agents' during training, for model selection on
+    the validation split). The networks are copied: the online protocol learns on its copy."""
     if update_every < 1:
         raise ValueError(f"update_every must be >= 1, got {update_every}")
-    checkpoint = load_checkpoint(run_dir)
     torch.set_num_threads(config.threads)
     venv = make_env(cache, env_options(config, cache), num_envs=1, split=split)
-    agents = Agents.build(venv, config.hidden_size)
-    agents.load_state_dict(checkpoint["networks"])
+    agents = Agents.build(venv, config.hidden_size, critic=config.critic)
+    agents.load_state_dict(networks)
     n_stream = venv.episode_length
     generator = torch.Generator().manual_seed(seed)
     obs, _ = venv.reset(seed=seed)
 
     blocks = [n_stream] if not online else [min(update_every, n_stream - s) for s in range(0, n_stream, update_every)]
     behaviour = Behaviour(decider="sample", fusion="sample") if online else Behaviour(decider="mode", fusion="mode")
-    optimizer = make_optimizer(agents, config)
-    if online:
-        optimizer.load_state_dict(checkpoint["optimizer"])
+    optimizer = make_optimizer(agents, config) if online else None
+    if optimizer is not None and optimizer_state is not None:
+        optimizer.load_state_dict(optimizer_state)
     online_config = dataclasses.replace(config, num_minibatches=1)  # each block of questions is one minibatch
     parts: dict[str, list[np.ndarray]] = {
         key: [] for key in ("question", "answer", "correct", "cost", "teams", "reward")
@@ -191,16 +226,16 @@ def evaluate_run(
             parts[key].append(getattr(record, key)[:, 0])
         parts["teams"].append(record.team[:, 0])
         parts["reward"].append(rollout.rewards[:, 0].astype(np.float64))
-        if online:
+        if optimizer is not None:
             update(agents, optimizer, rollout, next_state, online_config, generator)
     joined = {key: np.concatenate(value) for key, value in parts.items()}
     return Evaluation(
         protocol="online" if online else "frozen",
         split=split,
         update_every=update_every if online else None,
-        run=str(run_dir),
-        iteration=int(checkpoint["iteration"]),
-        global_step=int(checkpoint["global_step"]),
+        run=run,
+        iteration=iteration,
+        global_step=global_step,
         models=tuple(cache.models),
         questions=joined["question"].astype(np.int64),
         answers=joined["answer"].astype(np.int64),
