@@ -71,12 +71,26 @@ def test_table_has_every_algorithm_and_resume_skips_finished_runs(cache_file: st
     entry = saved["caches"][cache_file]["counted"]
     assert [run["seed"] for run in entry["runs"]] == [0, 1] and entry["aggregate"]["team_size"]["mean"] == 1.0
     assert calls == [0, 1] and results["reused_runs"] == 0
+    assert set(entry["versus"]) == {"static_team", "best_single"}
+    assert set(saved["caches"][cache_file]["static_team"]["versus"]) == {"best_single"}
+    same = benchmark.paired_differences(small_cache(), results_runs(out), results_runs(out), 1.0)
+    assert same == {key: {"mean": 0.0, "low": 0.0, "high": 0.0} for key in ("accuracy", "reward")}
+    assert "| counted | static_team |" in table
 
     again = benchmark.benchmark(names, range(3), [cache_file], out, budget="tiny", progress=False, plot=False)
     assert calls == [0, 1, 2]  # only the new seed ran
     assert again["reused_runs"] == 2 * len(names)
     redone = benchmark.benchmark(["counted"], range(1), [cache_file], out, alpha=0.5, progress=False, plot=False)
     assert calls == [0, 1, 2, 0] and redone["reused_runs"] == 0  # another alpha is another run
+
+
+def results_runs(out: Path) -> list[dict]:
+    """The stored runs of the "counted" algorithm, as benchmark() passes them to paired_differences."""
+    runs = []
+    for path in sorted((out / "runs").glob("*/counted-seed*/result.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        runs.append({**record, "algorithm": "counted", "seed": record["key"]["seed"]})
+    return runs
 
 
 def test_test_labels_do_not_influence_the_selected_checkpoint(tmp_path: Path):

@@ -262,17 +262,45 @@ def bootstrap_interval(
     return point, float(low), float(high)
 
 
+#: the references every algorithm is compared with, paired by seed and test question
+REFERENCES = ("static_team", "best_single")
+
+
+def _matrices(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -> dict[str, np.ndarray]:
+    """(seeds, Q) per metric of :data:`METRICS`, one row per run."""
+    stacked: dict[str, list[np.ndarray]] = {}
+    for run in runs:
+        result = _check(_answers_from_json(run), cache, run["algorithm"])
+        for key, column in _question_metrics(cache, result, alpha).items():
+            stacked.setdefault(key, []).append(column)
+    return {key: np.vstack(columns) for key, columns in stacked.items()}
+
+
+def paired_differences(
+    cache: LogitCache, runs: Sequence[dict[str, Any]], reference: Sequence[dict[str, Any]], alpha: float
+) -> dict[str, dict[str, float]]:
+    """Accuracy and reward of ``runs`` minus ``reference`` (same seeds, same test questions), with a 95%
+    bootstrap interval resampling seeds and questions together (see :func:`bootstrap_interval`)."""
+    tasks = np.asarray(cache.tasks)[cache.select("test")]
+    mine, theirs = _matrices(cache, runs, alpha), _matrices(cache, reference, alpha)
+    return {
+        key: dict(
+            zip(
+                ("mean", "low", "high"),
+                bootstrap_interval(mine[key] - theirs[key], tasks, macro=key == "accuracy"),
+                strict=True,
+            )
+        )
+        for key in ("accuracy", "reward")
+    }
+
+
 def aggregate(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -> dict[str, Any]:
     """Means over the seeds of one algorithm's runs with 95% intervals: macro and per task, every metric."""
     test = cache.select("test")
     tasks = np.asarray(cache.tasks)[test]
     names = list(cache.task_names)
-    stacked: dict[str, np.ndarray] = {}
-    for run in runs:
-        result = _check(_answers_from_json(run), cache, run["algorithm"])
-        for key, column in _question_metrics(cache, result, alpha).items():
-            stacked.setdefault(key, []).append(column)  # type: ignore[attr-defined]
-    matrices = {key: np.vstack(columns) for key, columns in stacked.items()}
+    matrices = _matrices(cache, runs, alpha)
     overall = {}
     for key, matrix in matrices.items():
         if np.isnan(matrix).any():
@@ -385,6 +413,11 @@ def benchmark(
             per_algorithm[name] = {
                 "aggregate": aggregate(cache, group, alpha),
                 "runs": [_run_summary(cache, run, alpha) for run in group],
+                "versus": {
+                    reference: paired_differences(cache, group, runs[(cache_name, reference)], alpha)
+                    for reference in REFERENCES
+                    if reference in algorithms and reference != name
+                },
             }
         results["caches"][cache_name] = per_algorithm
     _write_json(out / "results.json", results)
@@ -440,6 +473,19 @@ def format_markdown(results: dict[str, Any]) -> str:
             cells += [_interval(aggregate_["team_size"], 2), _interval(aggregate_["cost"], 2)]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
+        pairs = [(name, entry["versus"]) for name, entry in per_algorithm.items() if entry.get("versus")]
+        if pairs:
+            lines += [
+                "Paired differences (algorithm minus reference, same seeds and test questions) [95% interval]:",
+                "",
+                "| algorithm | reference | accuracy difference | reward difference |",
+                "|---|---|---|---|",
+            ]
+            for name, versus in pairs:
+                for reference, difference in versus.items():
+                    cells = [_interval(difference["accuracy"]), _interval(difference["reward"])]
+                    lines.append(f"| {name} | {reference} | " + " | ".join(cells) + " |")
+            lines.append("")
     return "\n".join(lines)
 
 
