@@ -572,3 +572,17 @@ def test_the_watchdog_reports_hangs_and_crashes(tmp_path: Path) -> None:
     cases = [{"kind": "ok"}, {"kind": "hang"}, {"kind": "crash"}, {"kind": "ok"}]
     results = run_cases("fuzzing", "selftest_case", cases, tmp_path, case_seconds=1.0)
     assert [result["outcome"] for result in results] == ["refused", "hang", "crash", "refused"]
+
+
+@pytest.mark.parametrize("name", ["external-link", "external-storage", "virtual-dataset"])
+def test_info_and_split_refuse_a_cache_pointing_at_another_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    from ensemble_env.cli import main
+
+    path, _ = HOSTILE[name](tmp_path, True)
+    for command in (["info", str(path)], ["split", str(path), "-o", str(tmp_path / "copy.h5")]):
+        assert main(["cache", *command]) == 2
+        err = capsys.readouterr().err
+        assert f"{path}: field 'labels': " in err and "refused" in err and "Traceback" not in err
+    assert not (tmp_path / "copy.h5").exists() and not list(tmp_path.glob(".copy.h5.*"))
