@@ -37,6 +37,7 @@ import math
 from collections.abc import Mapping
 from typing import cast
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn import functional
@@ -260,8 +261,6 @@ class FusionActor(Actor):
     The prepared input (:meth:`prepare`) is ``[phi (C x 3N, choice-major), context, valid-choice mask (C)]``.
     """
 
-    context_index: Tensor
-
     def __init__(
         self, fusion_slices: Mapping[str, slice], n_models: int, n_choices: int, *, init_vote: bool = True
     ) -> None:
@@ -272,7 +271,7 @@ class FusionActor(Actor):
         self.mask_slice = fusion_slices["action_mask"]
         size = max(part.stop for part in fusion_slices.values())
         context = [i for i in range(size) if not (_inside(i, self.probs_slice) or _inside(i, self.mask_slice))]
-        self.register_buffer("context_index", torch.tensor(context, dtype=torch.long), persistent=False)
+        self.context_columns = np.array(context, dtype=np.int64)
         self.n_features = n_choices * 3 * n_models
         self.n_context = len(context)
         self.gate = layer_init(nn.Linear(len(context), 3 * n_models), gain=0.01)
@@ -287,17 +286,25 @@ class FusionActor(Actor):
 
     def choice_features(self, obs: Tensor) -> Tensor:
         """(B, C, 3N) features phi_c of every choice."""
-        b, n, c = obs.shape[0], self.n_models, self.n_choices
-        probs = obs[:, self.probs_slice].reshape(b, n, c)
-        members = obs[:, self.team_slice].unsqueeze(-1)  # (B, N, 1)
-        valid = obs[:, self.mask_slice].unsqueeze(1) > 0  # (B, 1, C)
-        logs = members * torch.log(probs + LOG_EPS)
-        votes = functional.one_hot(torch.where(valid, probs, -1.0).argmax(-1), c).to(obs.dtype) * members
-        return torch.cat([probs, logs, votes], dim=1).transpose(1, 2)
+        return self.prepare(obs)[:, : self.n_features].reshape(obs.shape[0], self.n_choices, 3 * self.n_models)
 
     def prepare(self, obs: Tensor) -> Tensor:
-        features = self.choice_features(obs).reshape(obs.shape[0], self.n_features)
-        return torch.cat([features, obs[:, self.context_index], obs[:, self.mask_slice]], dim=1)
+        """``[phi (C x 3N, choice-major), context, valid-choice mask]`` per row, computed with numpy (observations
+        carry no gradient, and numpy's cost per call is a fraction of torch's at these sizes)."""
+        x = obs.detach().cpu().numpy()
+        b, n, c, f = x.shape[0], self.n_models, self.n_choices, self.n_features
+        out = np.empty((b, self.input_size), dtype=x.dtype)
+        probs = x[:, self.probs_slice].reshape(b, n, c)
+        members = x[:, self.team_slice][:, :, None]  # (B, N, 1)
+        valid = x[:, self.mask_slice][:, None, :] > 0  # (B, 1, C)
+        votes = np.where(valid, probs, -1.0).argmax(-1)[..., None] == np.arange(c)  # (B, N, C)
+        phi = out[:, :f].reshape(b, c, 3, n)
+        phi[:, :, 0] = probs.transpose(0, 2, 1)
+        phi[:, :, 1] = (np.log(probs + LOG_EPS) * members).transpose(0, 2, 1)
+        phi[:, :, 2] = (votes * members).transpose(0, 2, 1)
+        out[:, f : f + self.n_context] = x[:, self.context_columns]
+        out[:, f + self.n_context :] = x[:, self.mask_slice]
+        return torch.from_numpy(out)
 
     def forward(self, inputs: Tensor) -> Tensor:
         b, f, k = inputs.shape[0], self.n_features, self.n_context
