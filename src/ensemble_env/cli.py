@@ -2,9 +2,10 @@
 
 Commands:
 
-- ``ensemble-env demo``: one episode of the game on a cache (the embedded default by default) with a
-  rendered excerpt, a summary, and the baselines every comparison shows.
-- ``ensemble-env baselines CACHE``: the baselines table of a cache (fitted on train, scored on test).
+- ``ensemble-env demo``: one episode of the game on a cache (the built-in default, ``bbh5``, unless
+  ``--cache``) with a rendered excerpt, a summary, and the baselines every comparison shows.
+- ``ensemble-env baselines [CACHE]``: the baselines table of a cache (fitted on train, scored on test).
+- ``ensemble-env play``: play the game by hand (:mod:`ensemble_env.play`).
 - ``ensemble-env cache ...``: build, check, summarise, re-split and plot logit caches (:mod:`ensemble_env.cache_cli`).
 - the commands of installed packages, e.g. ``train``, ``evaluate`` and ``plot`` of the reference MAPPO
   learner that ships beside this package (the ``mappo`` extra).
@@ -28,52 +29,153 @@ of ``ensemble-env``, ``--help`` included: keep optional dependencies out of its 
 ``run``).
 
 The entry points are loaded in the order of their names (then of their values), so the commands appear in a
-stable order, after ``demo`` and ``baselines``. A plugin that fails to load or to register, or that
+stable order, after ``demo``, ``baselines`` and ``play``. A plugin that fails to load or to register, or that
 redefines an existing command, is skipped whole (the parsers it added are removed) with one
 ``ensemble-env: warning: ...`` line on stderr naming it and the error; every other command works as usual.
+
+Conventions every command follows (and plugins should)
+-------------------------------------------------------
+
+- ``ensemble-env --version`` prints the installed version; every command and option has a help text.
+- **Lists**: an option that takes several names (``--tasks``, ``--models``, ``--only``, ...) is a
+  :class:`ListOption`: ``--tasks a,b``, ``--tasks a b`` and ``--tasks a --tasks b`` all mean ``[a, b]``. The
+  space-separated form takes every word up to the next option, so put it after the positional arguments
+  (or end it with ``--``).
+- **Tables**: a command that prints a table has ``--json``, printing the same numbers as one JSON object on
+  stdout (notes go to stderr then); tables show names in full and give every number of a column the same
+  number of decimals.
+- **Closed pipes**: when the reader of stdout goes away (``ensemble-env baselines | head -3``) the command
+  stops quietly with exit status 141 (128 + SIGPIPE, what a shell reports for ``seq 1 100000 | head -1``), no
+  traceback.
+- **Waits**: a step that takes seconds says what it is doing on stderr (:func:`status`, when stderr is a
+  terminal) or draws a progress bar; the one-time compile of the kernels says so itself
+  (:mod:`ensemble_env.jit`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
 import sys
-from collections.abc import Sequence
-from importlib.metadata import entry_points
+import time
+from collections.abc import Iterator, Sequence
+from importlib.metadata import PackageNotFoundError, entry_points, version
+from typing import Any, TextIO
 
 import numpy as np
 
-from ensemble_env import baselines
-from ensemble_env.cache import LogitCache
+from ensemble_env import baselines, datasets
+from ensemble_env.cache import SPLIT_CHOICES, LogitCache
 from ensemble_env.env import parallel_env, resolve_cache
 from ensemble_env.policies import MeanVote
 
-__all__ = ["COMMAND_GROUP", "build_parser", "main"]
+__all__ = ["CLOSED_PIPE_STATUS", "COMMAND_GROUP", "ListOption", "build_parser", "main", "status", "version_text"]
 
 #: the entry-point group of the commands that packages add to ``ensemble-env`` (see the module docstring)
 COMMAND_GROUP = "ensemble_env.commands"
+#: the exit status after the reader of stdout went away: 128 + SIGPIPE, as a shell reports for ``seq ... | head``
+CLOSED_PIPE_STATUS = 141
+
+
+class ListOption(argparse.Action):
+    """An option taking a list: ``--tasks a,b``, ``--tasks a b`` and ``--tasks a --tasks b`` all give ``[a, b]``.
+
+    Items are stripped and empty ones dropped; an option given with no item at all (``--tasks ,``) is an error.
+    The default must be None (the option absent). Values stay strings: the command converts and checks them,
+    so that its errors name the option.
+
+    >>> parser = argparse.ArgumentParser()
+    >>> _ = parser.add_argument("--tasks", action=ListOption)
+    >>> parser.parse_args(["--tasks", "a,b", "c", "--tasks", "d"]).tasks
+    ['a', 'b', 'c', 'd']
+    >>> parser.parse_args([]).tasks is None
+    True
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        if kwargs.get("default") is not None:
+            raise ValueError(f"ListOption {dest}: the default must be None")
+        kwargs.setdefault("nargs", "+")
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        words = [values] if isinstance(values, str) else list(values or [])
+        items = [item.strip() for word in words for item in str(word).split(",") if item.strip()]
+        if not items:
+            raise argparse.ArgumentError(self, "expected at least one name (comma- or space-separated)")
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), *items])
+
+
+def _stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def status(message: str, stream: TextIO | None = None, *, enabled: bool | None = None) -> Iterator[None]:
+    """Say on stderr what a wait of seconds is for: ``ensemble-env: MESSAGE... done (8.1 s)``.
+
+    ``enabled=None`` writes only when stderr is a terminal (so pipes, logs and ``--json`` stay clean, like
+    the progress bars). The line is ended even when the work fails.
+    """
+    stream = sys.stderr if stream is None else stream
+    if not (_stderr_is_terminal() if enabled is None else enabled):
+        yield
+        return
+    start = time.perf_counter()
+    stream.write(f"ensemble-env: {message}... ")
+    stream.flush()
+    try:
+        yield
+    except BaseException:
+        stream.write("\n")
+        raise
+    stream.write(f"done ({time.perf_counter() - start:.1f} s)\n")
+    stream.flush()
+
+
+def version_text() -> str:
+    """``ensemble-env X.Y.Z`` of the installed distribution (the package's ``__version__`` when not installed)."""
+    try:
+        number = version("ensemble-env")
+    except PackageNotFoundError:  # run from a source tree without installing
+        from ensemble_env import __version__ as number
+    return f"ensemble-env {number}"
+
+
+def _cache_label(cache_arg: str | None) -> str:
+    """How a command names its cache: the default's name, or the name or path as given."""
+    return f"{datasets.DEFAULT} (the default cache)" if cache_arg is None else cache_arg
 
 
 def _describe_cache(cache: LogitCache, cache_arg: str | None) -> str:
-    where = "embedded default cache" if cache_arg is None else cache.path
     return (
-        f"{where}: {cache.n_questions} questions, {cache.n_models} models ({', '.join(cache.models)}), "
-        f"{cache.n_tasks} tasks ({', '.join(cache.task_names)})"
+        f"{_cache_label(cache_arg)}: {cache.n_questions} questions, {cache.n_models} models "
+        f"({', '.join(cache.models)}), {cache.n_tasks} tasks ({', '.join(cache.task_names)})"
     )
 
 
 def _demo(args: argparse.Namespace) -> int:
     cache = resolve_cache(args.cache)
-    print(_describe_cache(cache, args.cache))
+    show = print if not args.json else (lambda *_args, **_kwargs: None)
+    show(_describe_cache(cache, args.cache))
     env = parallel_env(cache, render_mode="ansi", split=args.split, order="shuffled", window=args.window)
     obs, _ = env.reset(seed=args.seed)
     rng = np.random.default_rng(args.seed)
     fuse = MeanVote.from_env(env)
     team_size = min(args.team_size, cache.n_models)
-    print(
+    show(
         f"\nAn episode on the {args.split} split: the decider commits a random team of {team_size} "
         f"(a stand-in for a learned decider), the fusion agent takes the team's mean-probability vote.\n"
     )
-    print(env.render())
+    show(env.render())
     steps = 0
     total_reward, team_sizes = 0.0, []
     while env.agents:
@@ -85,40 +187,55 @@ def _demo(args: argparse.Namespace) -> int:
         team_sizes.append(infos["fusion"]["team_size"])
         steps += 1
         if steps == 1 or args.show_from < steps <= args.show_from + args.show:
-            print(env.render())
+            show(env.render())
         elif steps == 2:
-            print("  ...")
+            show("  ...")
     accuracy = infos["fusion"]["accuracy"]
-    print(
+    show(
         f"  ... {steps} steps in all: accuracy {accuracy:.3f}, mean team size {np.mean(team_sizes):.2f}, "
         f"return {total_reward:.1f}\n"
     )
+    results = baselines.run_all(cache, split=args.split, k=team_size, seed=args.seed)
+    if args.json:
+        episode = {
+            "split": args.split,
+            "seed": args.seed,
+            "team_size": team_size,
+            "steps": steps,
+            "accuracy": float(accuracy),
+            "mean_team_size": float(np.mean(team_sizes)),
+            "return": float(total_reward),
+        }
+        from ensemble_env.comparison import scores
+
+        summary = {"cache": _cache_label(args.cache), "episode": episode, "baselines": scores(cache, results)}
+        print(json.dumps(summary, indent=2))
+        return 0
     print(f"Baselines (fitted on train, scored on {args.split}):")
-    print(baselines.format_table(cache, baselines.run_all(cache, split=args.split, k=team_size, seed=args.seed)))
+    print(baselines.format_table(cache, results))
     return 0
 
 
 def _baselines(args: argparse.Namespace) -> int:
-    import json
-    import os
-
-    from ensemble_env import comparison, datasets, routing
+    from ensemble_env import comparison, routing
     from ensemble_env.cache import SPLITS
 
     alphas: tuple[float, ...] = comparison.DEFAULT_ALPHAS
     if args.alphas is not None:
         try:
-            alphas = tuple(baselines.check_alpha(float(value)) for value in args.alphas.split(","))
+            alphas = tuple(baselines.check_alpha(float(value)) for value in args.alphas)
         except ValueError:
-            raise ValueError(f"--alphas {args.alphas!r}: give comma-separated numbers >= 0, e.g. 0,0.5,1") from None
+            given = ",".join(args.alphas)
+            raise ValueError(f"--alphas {given!r}: give numbers >= 0, e.g. 0,0.5,1") from None
     cache = datasets.resolve(args.cache)
-    names = None if args.only is None else [name.strip() for name in args.only.split(",") if name.strip()]
+    names = args.only
     reward = baselines.RewardSettings(args.alpha, args.size_penalty_mode, args.use_costs)
     common = {"split": args.split, "train_split": args.train_split, "k": args.k, "seed": args.seed, "names": names}
-    routers = comparison.fit_routers(cache, split=args.split, train_split=args.train_split, names=names)
-    results = comparison.compare(cache, reward=reward, **common, routers=routers)
+    with status(f"fitting the baselines on {args.train_split} and scoring them on {args.split}"):
+        routers = comparison.fit_routers(cache, split=args.split, train_split=args.train_split, names=names)
+        results = comparison.compare(cache, reward=reward, **common, routers=routers)
     notes = sys.stderr if args.json else sys.stdout
-    label = args.cache if args.cache is not None else f"{datasets.DEFAULT} (the default cache)"
+    label = _cache_label(args.cache)
     if args.json:
         print(json.dumps(comparison.scores(cache, results, reward), indent=2))
     else:
@@ -140,7 +257,8 @@ def _baselines(args: argparse.Namespace) -> int:
             file=notes,
         )
     if args.frontier is not None:
-        points = comparison.frontier(cache, alphas, reward=reward, **common, routers=routers)
+        with status(f"sweeping alpha over {len(alphas)} values for the frontier"):
+            points = comparison.frontier(cache, alphas, reward=reward, **common, routers=routers)
         title = f"{os.path.basename(label)}: accuracy on {args.split} against team size (numbers: alpha)"
         path = comparison.plot_frontier(points, args.frontier, x="cost" if args.use_costs else "team_size", title=title)
         if not args.json:
@@ -178,18 +296,41 @@ def _check_kept(parsers: dict[str, argparse.ArgumentParser], before: dict[str, a
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ensemble-env",
-        description="Learn to route and fuse LLM ensembles with multi-agent RL (RL-Focal as a PettingZoo env).",
+        description="Learn to route and fuse LLM ensembles with multi-agent RL (RL-Focal as a PettingZoo env). "
+        "List options take comma- or space-separated names (--tasks a,b or --tasks a b); commands that print "
+        "a table take --json.",
     )
+    parser.add_argument("--version", action="version", version=version_text(), help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    builtins = f"{', '.join(datasets.available())}; default: {datasets.DEFAULT}"
+    splits = ", ".join(SPLIT_CHOICES)
 
-    demo = commands.add_parser("demo", help="play one episode with a rendered excerpt, then show the baselines")
-    demo.add_argument("--cache", default=None, help="logit cache file (default: the embedded cache)")
-    demo.add_argument("--split", default="test", choices=("train", "test", "validation", "all"))
-    demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--window", type=int, default=500, help="window T of the decider's statistics")
-    demo.add_argument("--team-size", type=int, default=3, help="size of the demo decider's random teams")
-    demo.add_argument("--show", type=int, default=3, help="how many steps to render after --show-from")
-    demo.add_argument("--show-from", type=int, default=200, help="render the steps after this many (and step 0)")
+    demo = commands.add_parser(
+        "demo",
+        help="play one episode with a rendered excerpt, then show the baselines",
+        description="Play one episode of the game on the questions of --split: the decider commits a random "
+        "team of --team-size models (a stand-in for a learned decider), the fusion agent answers with the team's "
+        "mean-probability vote. Prints the first step and a few later ones as the environment renders them, "
+        "the episode's accuracy, mean team size and return, then the baselines table (fitted on train). "
+        "Needs no torch. The first run compiles the environment's kernels (about 20 s, said on stderr).",
+    )
+    demo.add_argument("--cache", default=None, help=f"logit cache file or built-in name ({builtins})")
+    demo.add_argument(
+        "--split", default="test", choices=SPLIT_CHOICES, help=f"the questions of the episode: {splits} (default test)"
+    )
+    demo.add_argument("--seed", type=int, default=0, help="seed of the episode and of the random teams (default 0)")
+    demo.add_argument("--window", type=int, default=500, help="window T of the decider's statistics (default 500)")
+    demo.add_argument("--team-size", type=int, default=3, help="size of the demo decider's random teams (default 3)")
+    demo.add_argument("--show", type=int, default=3, help="how many steps to render after --show-from (default 3)")
+    demo.add_argument(
+        "--show-from", type=int, default=200, help="render the steps after this many, and step 0 (default 200)"
+    )
+    demo.add_argument(
+        "--json",
+        action="store_true",
+        help="print {cache, episode: {steps, accuracy, mean_team_size, return, ...}, baselines: {name: scores}} "
+        "instead of the excerpt and the table",
+    )
     demo.set_defaults(run=_demo)
 
     table = commands.add_parser(
@@ -197,31 +338,48 @@ def build_parser() -> argparse.ArgumentParser:
         help="baselines of a cache: fitted on train, scored on test on accuracy, reward, team size and cost",
         description="Every baseline (best single, static team per task, per-question router, stacking, votes, "
         "oracle, ...) fitted on train and scored on test: macro accuracy, the environment's mean reward at "
-        "--alpha, mean team size and mean cost. See docs/baselines.md.",
+        "--alpha, mean team size and mean cost. See docs/baselines.md. Takes about 10 s on bbh5 (the router "
+        "fits a logistic model per team).",
     )
-    from ensemble_env import datasets
-
+    table.add_argument("cache", nargs="?", default=None, help=f"logit cache file or built-in name ({builtins})")
     table.add_argument(
-        "cache",
-        nargs="?",
-        default=None,
-        help=f"logit cache file or built-in name ({', '.join(datasets.available())}; default: {datasets.DEFAULT})",
+        "--split", default="test", choices=SPLIT_CHOICES, help=f"the questions scored: {splits} (default test)"
     )
-    table.add_argument("--split", default="test", choices=("train", "test", "validation", "all"))
-    table.add_argument("--train-split", default="train", choices=("train", "test", "validation", "all"))
+    table.add_argument(
+        "--train-split",
+        default="train",
+        choices=SPLIT_CHOICES,
+        help="the questions the baselines are fitted on (default train; settings are tuned on validation)",
+    )
     table.add_argument("--alpha", type=float, default=1.0, help="size penalty of the reward (default 1.0)")
-    table.add_argument("--size-penalty-mode", default="on_error", choices=("on_error", "always"))
+    table.add_argument(
+        "--size-penalty-mode",
+        default="on_error",
+        choices=("on_error", "always"),
+        help="on_error (default, the paper): the size penalty applies to wrong answers only; always: to every answer",
+    )
     table.add_argument("--use-costs", action="store_true", help="penalise the team's share of the cache's costs")
-    table.add_argument("-k", type=int, default=3, help="team size of the random and greedy-focal teams")
-    table.add_argument("--seed", type=int, default=0)
-    table.add_argument("--only", metavar="NAME,...", help="run only these baselines (comma-separated names)")
-    table.add_argument("--json", action="store_true", help="print {name: {accuracy, reward, team_size, cost, tasks}}")
+    table.add_argument("-k", type=int, default=3, help="team size of the random and greedy-focal teams (default 3)")
+    table.add_argument("--seed", type=int, default=0, help="seed of the random team (default 0)")
+    table.add_argument(
+        "--only", action=ListOption, metavar="NAME", help="run only these baselines (comma- or space-separated)"
+    )
+    table.add_argument(
+        "--json",
+        action="store_true",
+        help="print {name: {accuracy, reward, team_size, cost, tasks}} instead of the tables (notes go to stderr)",
+    )
     table.add_argument(
         "--frontier",
         metavar="OUT",
         help="also sweep alpha and plot accuracy against mean team size: OUT.png, or a folder for frontier.png",
     )
-    table.add_argument("--alphas", metavar="A,...", help="the alphas --frontier sweeps (default 0,0.25,...,16)")
+    table.add_argument(
+        "--alphas",
+        action=ListOption,
+        metavar="A",
+        help="the alphas --frontier sweeps, comma- or space-separated (default 0,0.25,...,16)",
+    )
     table.set_defaults(run=_baselines)
 
     from ensemble_env import play
@@ -239,14 +397,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stdout_closed() -> int:
+    """The reader of stdout went away: stop quietly (see the module docstring)."""
+    try:  # Python flushes stdout again at exit: send what is left to /dev/null, not to the closed pipe
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout without a file descriptor (e.g. captured): nothing to redirect
+        pass
+    return CLOSED_PIPE_STATUS
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run ``ensemble-env`` with ``argv`` (default: the command line); returns the exit status."""
     try:
-        return int(args.run(args))
-    except (ValueError, FileNotFoundError) as error:
-        print(f"ensemble-env {args.command}: error: {error}", file=sys.stderr)
-        return 2
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        try:
+            return int(args.run(args))
+        except (ValueError, FileNotFoundError) as error:
+            print(f"ensemble-env {args.command}: error: {error}", file=sys.stderr)
+            return 2
+    except BrokenPipeError:
+        return _stdout_closed()
 
 
 if __name__ == "__main__":

@@ -4,24 +4,48 @@ numba keys a function's on-disk cache on its own source file only: after an edit
 cached ``dynamics.step`` (which inlines ``step_reward``) would still load, silently running the old reward.
 Every kernel of the package is compiled through :func:`kernel`, whose cache stamp also holds a digest of all
 the modules in :data:`KERNEL_MODULES`, so editing any of them recompiles every kernel on next use (about
-10 s) instead of running stale code. If numba's cache classes ever move, :func:`kernel` falls back to plain
+20 s) instead of running stale code. If numba's cache classes ever move, :func:`kernel` falls back to plain
 ``njit(cache=True)``.
+
+The first compile of a process that finds no usable compiled copy on disk (a fresh install, an empty
+``NUMBA_CACHE_DIR``, an edited kernel module) says so once on stderr, :data:`COMPILE_MESSAGE`, so that the
+one-time wait (about 20 s of CPU for ``ensemble-env demo`` or ``train``) is never silent; runs that load the
+kernels from the disk cache print nothing. The message is printed when numba's disk cache has no entry
+for a kernel, just before numba compiles it: nothing is compiled to find out.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from numba import njit
 
-__all__ = ["KERNEL_MODULES", "kernel", "kernel_sources_digest"]
+__all__ = ["COMPILE_MESSAGE", "KERNEL_MODULES", "kernel", "kernel_sources_digest"]
 
 #: the modules whose compiled code depends on one another (files of this package)
 KERNEL_MODULES = ("actions.py", "dynamics.py", "jit.py", "records.py", "reward.py", "window.py")
+
+#: printed once per process on stderr when a kernel is about to compile (``{where}``: the disk cache folder)
+COMPILE_MESSAGE = (
+    "ensemble-env: compiling the environment's kernels with numba (first run only, about 20 s; "
+    "then loaded from {where})..."
+)
+
+_announced = False
+
+
+def _announce_compile(where: str) -> None:
+    """Print :data:`COMPILE_MESSAGE` on stderr, the first time only."""
+    global _announced
+    if _announced:
+        return
+    _announced = True
+    print(COMPILE_MESSAGE.format(where=where), file=sys.stderr, flush=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -52,7 +76,17 @@ def _dependency_cache_class() -> type | None:
         for locator in CompileResultCacheImpl._locator_classes
     ]
     implementation = type("KernelCacheImpl", (CompileResultCacheImpl,), {"_locator_classes": locators})
-    return type("KernelFunctionCache", (FunctionCache,), {"_impl_class": implementation})
+
+    class KernelFunctionCache(FunctionCache):  # type: ignore[misc]
+        _impl_class = implementation
+
+        def load_overload(self, sig: Any, target_context: Any) -> Any:
+            loaded = super().load_overload(sig, target_context)
+            if loaded is None:  # nothing usable on disk: numba compiles next
+                _announce_compile(self._cache_path)
+            return loaded
+
+    return KernelFunctionCache
 
 
 _KERNEL_CACHE = _dependency_cache_class()

@@ -1,0 +1,310 @@
+"""How ``ensemble-env`` behaves in a shell: ``--version``, help everywhere, one list syntax, ``--json``, quiet
+closed pipes, tables that keep names whole, and waits that say what they are for (the first-run compile)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
+
+import numba
+import numpy as np
+import pytest
+
+from ensemble_env import cli, datasets, jit
+from ensemble_env.cache import LogitCache, save_cache
+
+#: the commands this package's cli.py and cache_cli.py define (play.py and plugins own the others' parsers)
+OWN_COMMANDS = {"demo", "baselines", "cache"}
+PYTHON_CLI = [sys.executable, "-m", "ensemble_env.cli"]
+
+
+def _parsers(
+    parser: argparse.ArgumentParser, path: str = "ensemble-env"
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every (command path, parser) of :data:`OWN_COMMANDS` and their actions, the top level included."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                if path != "ensemble-env" or name in OWN_COMMANDS:
+                    yield from _parsers(sub, f"{path} {name}")
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def long_names_cache() -> LogitCache:
+    """Two tasks and two models with long names; 12 questions, half of them test."""
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, 12)
+    scores = rng.normal(size=(12, 2, 3))
+    scores[np.arange(12), 0, labels] += 2.0
+    return LogitCache(
+        scores=scores,
+        labels=labels,
+        models=("an-organisation__a-model-with-a-very-long-name-v0.1", "short"),
+        score_kind="logit",
+        tasks=np.repeat([0, 1], 6),
+        task_names=("tracking_shuffled_objects_seven_objects_and_more", "b"),
+        split=np.tile([0, 0, 0, 1, 1, 1], 2),
+    )
+
+
+# -- version and help ----------------------------------------------------------------------------------------
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out == f"ensemble-env {version('ensemble-env')}\n"
+
+
+def test_every_command_and_option_has_a_description_and_help() -> None:
+    missing = []
+    for path, parser in _parsers(cli.build_parser()):
+        if not parser.description:
+            missing.append(f"{path}: no description")
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                own = [a for a in action._choices_actions if path != "ensemble-env" or a.dest in OWN_COMMANDS]
+                missing += [f"{path} {a.dest}: no help" for a in own if not a.help]
+            elif not action.help:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}: no help")
+    assert missing == []
+
+
+# -- one list syntax -----------------------------------------------------------------------------------------
+
+LIST_OPTIONS = [
+    (["baselines"], "--only", "only"),
+    (["baselines"], "--alphas", "alphas"),
+    (["cache", "from-lm-eval", "runs/", "-o", "x.h5"], "--tasks", "tasks"),
+    (["cache", "from-arrays", "s.npz", "-o", "x.h5", "--score-kind", "prob"], "--models", "models"),
+]
+
+
+@pytest.mark.parametrize(("prefix", "option", "dest"), LIST_OPTIONS)
+@pytest.mark.parametrize("form", ["commas", "spaces", "repeated", "mixed"])
+def test_list_options_take_commas_spaces_and_repeats(prefix: list[str], option: str, dest: str, form: str) -> None:
+    given = {
+        "commas": [option, "a,b,c"],
+        "spaces": [option, "a", "b", "c"],
+        "repeated": [option, "a", option, "b", option, "c"],
+        "mixed": [option, "a, b", option, "c,"],
+    }[form]
+    args = cli.build_parser().parse_args([*prefix, *given])
+    assert getattr(args, dest) == ["a", "b", "c"]
+    assert getattr(cli.build_parser().parse_args(prefix), dest) is None
+
+
+def test_every_list_option_of_the_package_follows_the_rule() -> None:
+    listed = {(path, action.dest) for path, parser in _parsers(cli.build_parser()) for action in parser._actions}
+    for path, parser in _parsers(cli.build_parser()):
+        for action in parser._actions:
+            takes_several = action.option_strings and (
+                action.nargs in ("+", "*") or isinstance(action, argparse._AppendAction)
+            )
+            assert not takes_several or isinstance(action, cli.ListOption), f"{path} {action.option_strings}"
+    assert ("ensemble-env baselines", "only") in listed
+
+
+def test_an_empty_list_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["baselines", "--only", ","])
+    assert stop.value.code == 2
+    assert "argument --only: expected at least one name" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="default must be None"):
+        argparse.ArgumentParser().add_argument("--x", action=cli.ListOption, default=["a"])
+
+
+def test_bad_alphas_in_any_list_form_name_the_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cache = save_cache(tmp_path / "c.h5", long_names_cache())
+    code, _, err = _run(capsys, "baselines", str(cache), "--frontier", str(tmp_path / "f.png"), "--alphas", "0", "x")
+    assert code == 2 and "--alphas '0,x': give numbers >= 0" in err
+
+
+# -- --json on the commands that print tables -----------------------------------------------------------------
+
+
+def test_demo_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "demo", "--cache", "toy8", "--json", "--team-size", "2")
+    assert code == 0
+    data = json.loads(out)
+    cache = datasets.load("toy8")
+    assert data["cache"] == "toy8"
+    assert data["episode"]["steps"] == int((cache.split == 1).sum()) and data["episode"]["team_size"] == 2
+    steps = data["episode"]["steps"]  # the first question is answered by E_0, all 8 models; then teams of 2
+    assert data["episode"]["mean_team_size"] == pytest.approx(2 + 6 / steps) and 0 <= data["episode"]["accuracy"] <= 1
+    assert {"best_single", "oracle", "mean_probability_vote"} <= set(data["baselines"])
+    assert set(data["baselines"]["oracle"]) == {"accuracy", "reward", "team_size", "cost", "tasks"}
+
+
+def test_demo_text_names_the_default_cache(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "demo", "--show", "0")
+    assert code == 0 and out.startswith(f"{datasets.DEFAULT} (the default cache): 4000 questions, 5 models")
+
+
+def test_table_commands_have_json() -> None:
+    parser = cli.build_parser()
+    for argv in (["demo"], ["baselines"], ["cache", "info", "toy8"]):
+        assert parser.parse_args([*argv, "--json"]).json is True
+
+
+# -- tables --------------------------------------------------------------------------------------------------
+
+
+def _table_rows(text: str, header_start: str) -> list[list[str]]:
+    """The rows of the plain-text table whose header line starts with ``header_start`` (up to a blank line)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.strip():
+            break
+        rows.append(re.split(r"\s{2,}", line.strip()))
+    return rows
+
+
+def _decimals_per_column(rows: list[list[str]]) -> dict[int, set[int]]:
+    decimals: dict[int, set[int]] = {}
+    for row in rows:
+        for column, cell in enumerate(row):
+            if re.fullmatch(r"[+-]?\d+\.\d+", cell):
+                decimals.setdefault(column, set()).add(len(cell.split(".")[1]))
+    return decimals
+
+
+def test_tables_keep_names_whole_and_give_a_column_one_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = save_cache(tmp_path / "long.h5", long_names_cache())
+    code, info, _ = _run(capsys, "cache", "info", str(path))
+    assert code == 0
+    assert "m0 an-organisation__a-model-with-a-very-long-name-v0.1 (accuracy" in info
+    rows = _table_rows(info, "task ")
+    assert [row[0] for row in rows[:2]] == ["tracking_shuffled_objects_seven_objects_and_more", "b"]
+    assert all(len(found) == 1 for found in _decimals_per_column(rows).values())
+    code, table, _ = _run(capsys, "baselines", str(path), "--only", "best_single,mean_probability_vote,oracle")
+    assert code == 0 and "models: an-organisation__a-model-with-a-very-long-name-v0.1, short" in table
+    per_task = _table_rows(table, "task ")
+    assert [row[0] for row in per_task] == ["tracking_shuffled_objects_seven_objects_and_more", "b"]
+    assert all(len(found) == 1 for found in _decimals_per_column(_table_rows(table, "baseline ")).values())
+
+
+# -- closed pipes --------------------------------------------------------------------------------------------
+
+
+def _with_stdout_closed(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run the CLI with the reading end of its stdout closed before it writes anything."""
+    process = subprocess.Popen([*PYTHON_CLI, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    process.stdout.close()
+    _, err = process.communicate(timeout=300)
+    return subprocess.CompletedProcess(argv, process.returncode, "", err)
+
+
+@pytest.mark.parametrize(
+    ("argv", "status"),
+    [
+        (["--help"], 0),  # argparse itself ignores a failed write of the help
+        (["cache", "info", "toy8"], cli.CLOSED_PIPE_STATUS),
+        (["baselines", "toy8", "--only", "best_single"], cli.CLOSED_PIPE_STATUS),
+        pytest.param(["demo", "--cache", "toy8"], cli.CLOSED_PIPE_STATUS, marks=pytest.mark.slow),
+    ],
+    ids=["help", "cache-info", "baselines", "demo"],
+)
+def test_a_closed_pipe_ends_quietly(argv: list[str], status: int) -> None:
+    done = _with_stdout_closed(argv)
+    assert done.returncode == status
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
+
+
+def test_head_reads_the_first_lines_without_a_traceback() -> None:
+    command = " ".join(PYTHON_CLI) + " cache info toy8 | head -3"
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == 3
+    assert "Traceback" not in done.stderr, done.stderr
+
+
+# -- waits that say what they are for ------------------------------------------------------------------------
+
+
+def test_status_says_what_a_wait_is_for_and_ends_its_line() -> None:
+    stream = io.StringIO()
+    with cli.status("fitting", stream, enabled=True):
+        pass
+    assert re.fullmatch(r"ensemble-env: fitting\.\.\. done \(\d+\.\d s\)\n", stream.getvalue())
+    quiet = io.StringIO()
+    with cli.status("fitting", quiet, enabled=False):
+        pass
+    assert quiet.getvalue() == ""
+    failed = io.StringIO()
+    with pytest.raises(KeyError), cli.status("fitting", failed, enabled=True):
+        raise KeyError("x")
+    assert failed.getvalue() == "ensemble-env: fitting... \n"
+
+
+def test_baselines_say_what_they_fit_on_a_terminal_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = str(save_cache(tmp_path / "long.h5", long_names_cache()))
+    code, _, err = _run(capsys, "baselines", path, "--only", "best_single")
+    assert code == 0 and "fitting" not in err  # stderr is not a terminal: nothing
+    monkeypatch.setattr(cli, "_stderr_is_terminal", lambda: True)
+    code, out, err = _run(capsys, "baselines", path, "--only", "best_single", "--json")
+    assert code == 0 and list(json.loads(out)) == ["best_single"]
+    assert re.search(r"ensemble-env: fitting the baselines on train and scoring them on test\.\.\. done \(", err)
+
+
+@pytest.fixture
+def fresh_numba_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty numba disk cache for kernels defined from now on, and the compile message not yet printed."""
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(jit, "_announced", False)
+    return tmp_path
+
+
+def _add_one_kernel() -> object:
+    @jit.kernel()
+    def add_one(x: float) -> float:
+        return x + 1
+
+    return add_one
+
+
+def test_the_first_compile_says_so_once_and_a_cached_kernel_is_silent(
+    fresh_numba_cache: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add_one = _add_one_kernel()
+    assert add_one(1) == 2  # type: ignore[operator]
+    err = capsys.readouterr().err
+    assert err.count("compiling the environment's kernels") == 1 and str(fresh_numba_cache) in err
+    assert add_one(1.5) == 2.5  # type: ignore[operator]  # a second compile in the process: said once only
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(jit, "_announced", False)  # as in a new process
+    assert _add_one_kernel()(2) == 3  # type: ignore[operator]  # found in the disk cache: no compile, no message
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.slow
+def test_demo_with_an_empty_numba_cache_says_it_compiles_once(tmp_path: Path) -> None:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    argv = [*PYTHON_CLI, "demo", "--cache", "toy8", "--json"]
+    first = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.count("ensemble-env: compiling the environment's kernels with numba (first run only") == 1
+    again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert again.returncode == 0 and "compiling" not in again.stderr
+    assert json.loads(again.stdout) == json.loads(first.stdout)
