@@ -8,6 +8,8 @@ counters, the run's config as a dict, and the environment's snapshot as the byte
 from __future__ import annotations
 
 import io
+import pickle
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,16 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         path = path / CHECKPOINT_NAME
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}: train with `ensemble-env train --out DIR` first")
-    payload = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        with warnings.catch_warnings():  # torch warns about foreign pickles before refusing them; we explain
+            warnings.simplefilter("ignore", UserWarning)
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, ValueError, OSError, pickle.UnpicklingError) as error:
+        first = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+        raise ValueError(
+            f"{path} is not a readable checkpoint (damaged, truncated or not written by ensemble_mappo): {first}; "
+            "train again, or resume from an intact copy"
+        ) from None
     if not isinstance(payload, dict) or "networks" not in payload:
         raise ValueError(f"{path} is not an ensemble_mappo checkpoint (no 'networks' entry)")
     return payload

@@ -21,6 +21,7 @@ namespaced columns such as ``env/accuracy`` and ``losses/value_loss``), ``checkp
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import time
@@ -39,6 +40,7 @@ from ensemble_env.engine import EnsembleVectorEnv
 from ensemble_env.policies import PluralityVote
 from ensemble_mappo.checkpoint import CHECKPOINT_NAME, load_checkpoint, pack_arrays, save_checkpoint, unpack_arrays
 from ensemble_mappo.config import TrainConfig, config_from_dict
+from ensemble_mappo.files import atomic_write
 from ensemble_mappo.networks import (
     VALUE_HEADS,
     Actor,
@@ -366,11 +368,14 @@ class ProgressLog:
         if resume_after is not None and path.exists():
             with path.open(newline="") as file:
                 kept = [row for row in csv.DictReader(file) if int(row["iteration"]) <= resume_after]
-        self.file = path.open("w", newline="")
+        # the kept history is rewritten atomically (a kill here loses nothing), then appended to
+        text = io.StringIO()
+        header = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
+        header.writeheader()
+        header.writerows(kept)
+        atomic_write(path, lambda file: file.write(text.getvalue().encode("utf-8")))
+        self.file = path.open("a", newline="")
         self.writer = csv.DictWriter(self.file, fieldnames=columns, extrasaction="ignore")
-        self.writer.writeheader()
-        self.writer.writerows(kept)
-        self.file.flush()
         self.tensorboard: Any = None
         if tensorboard:
             try:
