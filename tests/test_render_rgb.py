@@ -11,7 +11,7 @@ from pettingzoo.test import render_test
 
 import ensemble_env
 from ensemble_env.cache import LogitCache
-from ensemble_env.render import _FONT, _RIGHT, _WRONG, STRIP_STEPS, FrameGeometry, draw_text
+from ensemble_env.render import _FONT, _RIGHT, _WRONG, STRIP_STEPS, FrameGeometry, draw_text, short_names
 from ensemble_env.synthetic import make_cache
 
 
@@ -128,6 +128,15 @@ def test_draw_text_writes_the_glyphs() -> None:
     np.testing.assert_array_equal(image[1:8, 7:12, 0] > 0, _FONT["1"])
     assert not image[:, :, 1:].any() and not image[0].any() and not image[8].any()
     draw_text(image, 10, 5, "W")  # clipped at the border, no error
+
+
+def test_short_names_stay_distinct() -> None:
+    assert short_names(["org__gemma-7b", "complement_a", "complement_b", "x" * 12]) == [
+        "gemma-7b",
+        "complem~_a",
+        "complem~_b",
+        "x" * 10,
+    ]
 
 
 def test_render_before_reset_is_an_error(synthetic: LogitCache) -> None:

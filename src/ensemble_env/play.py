@@ -234,8 +234,8 @@ def play(
                 term.say(f"  (text, which no agent sees) {excerpt}")
         if role == "fusion":
             term.say("what you observe: the probabilities your team gives each valid choice")
-            for line in _describe_fusion_obs(env, obs["fusion"]):
-                term.say(line)
+            for text in _describe_fusion_obs(env, obs["fusion"]):
+                term.say(text)
             valid = np.flatnonzero(infos["fusion"]["action_mask"])
             action: Any = None
             while action is None:
@@ -257,8 +257,8 @@ def play(
             term.say("which you committed one step ago. What you observe:")
             if step == env.engine.episode_length:
                 term.say("  (this is the last question: the team you commit now answers none of this game's questions)")
-            for line in _describe_decider_obs(env, obs["decider"]):
-                term.say(line)
+            for text in _describe_decider_obs(env, obs["decider"]):
+                term.say(text)
             choice: np.ndarray | None = None
             while choice is None:
                 line = term.ask("team for the NEXT question (e.g. 0,2 or all; Enter keeps it): ")

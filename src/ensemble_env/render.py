@@ -27,6 +27,7 @@ __all__ = [
     "draw_frame",
     "draw_text",
     "question_excerpt",
+    "short_names",
 ]
 
 
@@ -195,9 +196,15 @@ def _outline(image: np.ndarray, x: int, y: int, w: int, h: int, color: tuple[int
     _fill(image, x + w - 1, y, 1, h, color)
 
 
-def _short_name(name: str, width: int = 10) -> str:
-    """A model name for the picture: the part after an organisation prefix (``org__model``), cut to ``width``."""
-    return name.split("__")[-1][:width]
+def short_names(models: tuple[str, ...] | list[str], width: int = 10) -> list[str]:
+    """Model names for the picture, at most ``width`` characters: the part after an organisation prefix
+    (``org__model``), cut at the end, or, where that makes two names equal, in the middle (``complem~_a``)."""
+    names = [model.split("__")[-1] for model in models]
+    cut = [name[:width] for name in names]
+    return [
+        name[: width - 3] + "~" + name[-2:] if len(name) > width and cut.count(short) > 1 else short
+        for name, short in zip(names, cut, strict=True)
+    ]
 
 
 class EpisodeTrace:
@@ -345,8 +352,9 @@ def draw_frame(
     draw_text(image, geo.strip_x, geo.strip_y - LINE_HEIGHT, f"TEAM PER QUESTION (LAST {STRIP_STEPS})")
     draw_text(image, geo.next_x - 2, geo.strip_y - LINE_HEIGHT, "NEXT")
     every = -(-(LINE_HEIGHT - 1) // row)  # label every model when rows are tall enough, else every k-th
+    labels = short_names(cache.models)
     for model in range(0, n, every):
-        draw_text(image, x0, geo.strip_y + model * row + (row - 7) // 2, _short_name(cache.models[model]))
+        draw_text(image, x0, geo.strip_y + model * row + (row - 7) // 2, labels[model])
     draw_text(image, x0, geo.answer_y + max(row - 7, 2) // 2, "ANSWER")
     first = STRIP_STEPS - len(trace.teams)
     for k, (members, right, answer_right) in enumerate(

@@ -1,0 +1,121 @@
+"""What every lesson of the course shares: the budget switch, the output folder and saving figures.
+
+The lessons import this module from the folder they live in (``python docs/tutorials/NN_name.py`` puts the
+folder on ``sys.path``; Jupyter starts a notebook in its own folder). It is not part of the package.
+
+Budget. ``ENSEMBLE_ENV_TUTORIAL_QUICK=1`` switches every lesson to its quick budget (what CI runs: a few
+seconds of training, fewer seeds); without it a lesson runs its default budget, under two minutes on two
+cores.
+
+Output folder (figures, GIFs, training runs), the first that applies:
+
+1. ``ENSEMBLE_ENV_TUTORIAL_OUT``, if set;
+2. a new temporary folder, if ``CI`` is set (continuous integration never writes into the repository);
+3. ``runs/tutorials`` under the current folder (``runs/`` is ignored by git in this repository).
+
+The folder is created if needed and each lesson prints the paths it writes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+QUICK_VARIABLE = "ENSEMBLE_ENV_TUTORIAL_QUICK"
+OUT_VARIABLE = "ENSEMBLE_ENV_TUTORIAL_OUT"
+
+QUICK = os.environ.get(QUICK_VARIABLE, "").strip().lower() in ("1", "true", "yes")
+_OUT: Path | None = None
+
+
+def budget(default: Any, quick: Any) -> Any:
+    """``quick`` under ``ENSEMBLE_ENV_TUTORIAL_QUICK=1``, else ``default``."""
+    return quick if QUICK else default
+
+
+def in_notebook() -> bool:
+    """True inside Jupyter (an IPython kernel), where figures show inline."""
+    shell = sys.modules.get("IPython")
+    return shell is not None and getattr(shell.get_ipython(), "kernel", None) is not None
+
+
+def output_dir() -> Path:
+    """The folder the lessons write to (the rule is in the module docstring)."""
+    global _OUT
+    if _OUT is None:
+        if os.environ.get(OUT_VARIABLE):
+            _OUT = Path(os.environ[OUT_VARIABLE])
+        elif os.environ.get("CI"):
+            _OUT = Path(tempfile.mkdtemp(prefix="ensemble_env_tutorials_"))
+        else:
+            _OUT = Path("runs") / "tutorials"
+        _OUT.mkdir(parents=True, exist_ok=True)
+    return _OUT
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot, with a file-only backend outside notebooks; a clear error without matplotlib."""
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        raise SystemExit(
+            "the lessons draw their figures with matplotlib: pip install -e '.[plot]' (or '.[mappo,plot]' for "
+            "the lessons that train)"
+        ) from None
+    if not in_notebook():
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(figure: Any, name: str) -> Path:
+    """Save ``figure`` as ``name`` in the output folder, print the path; close it unless in a notebook."""
+    path = output_dir() / name
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+    print(f"figure written to {path}")
+    if not in_notebook():
+        pyplot().close(figure)
+    return path
+
+
+def save_gif(frames: list[Any], name: str, fps: float = 4.0) -> Path:
+    """Write ``frames`` ((H, W, 3) uint8 arrays) as an animated GIF with Pillow (installed with matplotlib)."""
+    try:
+        from PIL import Image
+    except ModuleNotFoundError:
+        raise SystemExit("writing a GIF needs Pillow: pip install -e '.[plot]' (matplotlib brings it)") from None
+    path = output_dir() / name
+    images = [Image.fromarray(frame) for frame in frames]
+    images[0].save(path, save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0)
+    print(f"animation written to {path} ({len(images)} frames)")
+    return path
+
+
+# two-sided 95% quantiles of Student's t for 1..10 degrees of freedom (beyond: the normal 1.96)
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+
+
+def mean_ci(values: Any) -> tuple[float, float]:
+    """Mean and the half-width of its 95% confidence interval (Student's t; 0 for a single value)."""
+    import numpy as np
+
+    values = np.asarray(values, dtype=float)
+    if values.size < 2:
+        return float(values.mean()), 0.0
+    t = _T95[values.size - 2] if values.size - 1 <= len(_T95) else 1.96
+    return float(values.mean()), float(t * values.std(ddof=1) / np.sqrt(values.size))
+
+
+def read_progress(path: Any) -> dict[str, Any]:
+    """The columns of a training run's ``progress.csv`` (``ensemble-env train``) as float arrays, by name."""
+    import csv
+
+    import numpy as np
+
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return {key: np.array([float(row[key]) if row[key] else np.nan for row in rows]) for key in rows[0]}
