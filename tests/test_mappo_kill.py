@@ -1,0 +1,43 @@
+"""Kill -9 during training, then --resume: the run completes, no temporary file is left, no log row is lost."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+TRAIN = ["--cache", "toy8", "--total-steps", "16384", "--num-envs", "16", "--num-steps", "32"]
+TRAIN += ["--checkpoint-every", "1", "--no-progress", "--seed", "4"]
+
+
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-c", "import sys; from ensemble_env.cli import main; sys.exit(main())", *args]
+
+
+@pytest.mark.slow
+def test_training_killed_mid_run_resumes_to_the_end(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    process = subprocess.Popen(_command("train", "--out", str(run), *TRAIN), stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and process.poll() is None:
+        rows = (run / "progress.csv").read_text().count("\n") - 1 if (run / "progress.csv").exists() else 0
+        if rows >= 5:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "training ended before it could be killed"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    done = subprocess.run(_command("train", "--resume", str(run), "--no-progress"), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    with (run / "progress.csv").open(newline="") as file:
+        iterations = [int(row["iteration"]) for row in csv.DictReader(file)]
+    assert iterations == list(range(1, 33))  # 16384 steps / (16 x 32): every update once, none lost
+    assert not [path.name for path in run.iterdir() if path.name.endswith(".tmp")]
