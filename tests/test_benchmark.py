@@ -122,3 +122,19 @@ def test_registration_and_answers_are_checked(cache_file: str, tmp_path: Path):
         benchmark.benchmark(["empty_team"], range(1), [cache_file], tmp_path, progress=False, plot=False)
     with pytest.raises(ValueError, match="unknown algorithm 'nope'"):
         benchmark.benchmark(["nope"], range(1), [cache_file], tmp_path, progress=False, plot=False)
+
+
+def test_ippo_critics_read_only_their_own_observation():
+    import torch
+    from ensemble_mappo.networks import VALUE_HEADS, LocalCritics
+
+    torch.manual_seed(0)
+    critics = LocalCritics(decider_size=5, fusion_size=3, hidden=8)
+    state = torch.randn(4, 8)
+    changed = state.clone()
+    changed[:, 5:] += 1.0  # only the fusion agent's observation
+    before, after = critics(state), critics(changed)
+    fusion = VALUE_HEADS.index("fusion")
+    others = [index for index in range(len(VALUE_HEADS)) if index != fusion]
+    assert torch.equal(before[:, others], after[:, others])
+    assert not torch.equal(before[:, fusion], after[:, fusion])
