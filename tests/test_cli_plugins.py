@@ -16,7 +16,7 @@ import pytest
 from ensemble_env import cli
 
 #: the commands of a plain install, in the order ``ensemble-env --help`` lists them
-COMMANDS = ["demo", "baselines", "play", "cache", "train", "evaluate", "plot"]
+COMMANDS = ["demo", "baselines", "play", "cache", "train", "evaluate", "plot", "benchmark"]
 HINT = 'pip install torch==2.13.0 && pip install -e ".[mappo]"'
 
 
