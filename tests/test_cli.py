@@ -308,3 +308,46 @@ def test_demo_with_an_empty_numba_cache_says_it_compiles_once(tmp_path: Path) ->
     again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
     assert again.returncode == 0 and "compiling" not in again.stderr
     assert json.loads(again.stdout) == json.loads(first.stdout)
+
+
+# -- converted caches a newcomer makes (issue 14) -------------------------------------------------------------
+
+
+def _one_model_npz(path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    np.savez(path, scores=rng.normal(size=(10, 1, 3)), labels=rng.integers(0, 3, 10), models=np.array(["solo"]))
+    return path
+
+
+def test_a_pool_of_one_model_is_called_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    npz = _one_model_npz(tmp_path / "solo.npz")
+    code, out, err = _run(
+        capsys, "cache", "from-arrays", str(npz), "--score-kind", "logit", "-o", str(tmp_path / "s.h5")
+    )
+    assert code == 0 and "split 8 train, 2 test, 0 validation" in out  # a test split by default
+    assert "warning: " in err and "holds one model (solo): there is no team to choose" in err
+    code, out, _ = _run(capsys, "cache", "info", str(tmp_path / "s.h5"))
+    assert code == 0 and "note: one model: there is no team to choose and no answers to fuse" in out
+    code, out, err = _run(capsys, "baselines", str(tmp_path / "s.h5"))  # -k defaults to the pool's size
+    assert code == 0 and "random_team(k=1)" in out and "holds one model: every baseline is that model" in err
+    two = tmp_path / "two.npz"
+    np.savez(two, scores=np.zeros((10, 2, 3)), labels=np.zeros(10, dtype=int), models=np.array(["a", "b"]))
+    code, _, err = _run(capsys, "cache", "from-arrays", str(two), "--score-kind", "logit", "-o", str(tmp_path / "t.h5"))
+    assert code == 0 and "warning" not in err
+
+
+def test_a_cache_without_a_test_split_gets_the_command_that_makes_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    npz = _one_model_npz(tmp_path / "solo.npz")
+    out_h5 = str(tmp_path / "train_only.h5")
+    code, _, _ = _run(
+        capsys, "cache", "from-arrays", str(npz), "--score-kind", "logit", "-o", out_h5, "--test-fraction", "0"
+    )
+    assert code == 0
+    hint = f"ensemble-env cache split {out_h5} -o split.h5 --test-fraction 0.2"
+    for command in (["baselines", out_h5], ["demo", "--cache", out_h5]):
+        code, _, err = _run(capsys, *command)
+        assert code == 2 and f"{out_h5} has no test question (--split test)" in err and hint in err
+    code, _, err = _run(capsys, "baselines", out_h5, "--split", "train", "--train-split", "validation")
+    assert code == 2 and "has no validation question (--train-split validation)" in err

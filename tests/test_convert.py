@@ -787,6 +787,9 @@ def test_from_csv_with_header_padding_and_tasks(tmp_path: Path) -> None:
     )
     assert cache.scores.shape == (2, 2, 3) and cache.n_choices.tolist() == [3, 2]
     assert cache.preds.tolist() == [[0, 1], [0, 1]] and cache.task_names == ("math", "logic")
+    inferred = from_array_files(scores, score_kind="loglik", labels=tmp_path / "labels.csv", models=["a", "b"])
+    assert inferred.n_choices.tolist() == [3, 2]  # the empty cells are padding: the same counts as n.txt
+    scores.write_text("-1,-2,-3,-2,-1,-3\n-0.5,-1,,-1,-0.5,-2\n", encoding="utf-8")  # one model only: an error
     with pytest.raises(ValueError, match=r"field 'scores': question 1, model 'a', choice 2: non-finite value nan"):
         from_array_files(scores, score_kind="loglik", labels=tmp_path / "labels.csv", models=["a", "b"])
 
@@ -874,3 +877,70 @@ def test_real_bbh_normalized_scores_reproduce_lm_eval_acc_norm(bbh_data: Path) -
         .splitlines()
     ]
     assert cache.correct[:, cache.models.index("google__gemma-7b")].astype(float).tolist() == acc_norm
+
+
+# -- corners of a newcomer's data (issue 14) ---------------------------------------------------------------------------
+
+
+def test_a_renamed_samples_file_takes_the_task_before_its_date_or_from_the_results_file(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    for model in MODELS:  # cut copies, renamed after the run: the date is no longer at the end of the name
+        for path in sorted((run / model).glob("samples_*.jsonl")):
+            path.rename(path.with_name(path.name.replace(".jsonl", ".first25.jsonl")))
+    cache = from_lm_eval([run])
+    assert cache.task_names == ("colors", "numbers") and cache.labels.tolist() == LABELS
+    folder = tmp_path / "undated" / "org__alpha"  # no date at all: the results file names the task
+    folder.mkdir(parents=True)
+    for task in TASKS:
+        write_samples(tmp_path / "scratch", "org__alpha", task, records("org__alpha", task))
+        (tmp_path / "scratch" / f"samples_{task}_2024-07-01T12-30-45.123456.jsonl").rename(
+            folder / f"samples_{task}_v2.jsonl"
+        )
+    assert sorted(find_task_files(folder)) == ["suite_colors_v2", "suite_numbers_v2"]  # no hint: the whole name
+    results = {"results": {task: {"acc": 0.5} for task in TASKS}, "configs": {task: {} for task in TASKS}}
+    (folder / "results_2024-07-01T12-30-45.123456.json").write_text(json.dumps(results), encoding="utf-8")
+    assert sorted(find_task_files(folder)) == ["suite_colors", "suite_numbers"]
+    assert from_lm_eval([folder]).task_names == ("colors", "numbers")
+
+
+def test_minus_infinity_and_nan_padding_give_the_choice_counts(tmp_path: Path) -> None:
+    scores = np.log(np.array([[[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]], [[0.4, 0.6, 1.0], [0.7, 0.3, 1.0]]]))
+    scores[1, :, 2] = -np.inf  # how caches pad a question of 2 choices when C = 3
+    npz = tmp_path / "pool.npz"
+    np.savez(npz, scores=scores, labels=np.array([2, 0]), models=np.array(["a", "b"]))
+    cache = from_array_files(npz, score_kind="logprob")
+    assert cache.n_choices.tolist() == [3, 2] and cache.preds.tolist() == [[2, 0], [1, 0]]
+    with_nan = scores.copy()
+    with_nan[1, 0, 2] = np.nan  # NaN (an empty CSV cell) pads as well, mixed with -inf
+    assert from_arrays(with_nan, [2, 0], ["a", "b"], score_kind="logprob").n_choices.tolist() == [3, 2]
+    partial = scores.copy()
+    partial[1, 1, 2] = np.log(0.5)  # model b scores the third choice: not padding, model a's -inf is an error
+    with pytest.raises(ValueError, match=r"question 1, model 'a', choice 2: non-finite value -inf"):
+        from_arrays(partial, [2, 0], ["a", "b"], score_kind="logprob")
+    short = scores.copy()
+    short[1, :, 1:] = -np.inf
+    with pytest.raises(ConversionError, match=r"question 1 has 1 choice\(s\) before its padding"):
+        from_arrays(short, [2, 0], ["a", "b"], score_kind="logprob")
+    given = from_arrays(scores, [2, 0], ["a", "b"], score_kind="logprob", n_choices=[3, 2])
+    np.testing.assert_array_equal(given.n_choices, cache.n_choices)  # the same as stating the counts
+
+
+def test_array_files_get_a_test_split_per_task_unless_they_hold_one(tmp_path: Path) -> None:
+    npz = tmp_path / "pool.npz"
+    labels = np.array([0, 1, 1, 0, 1])
+    tasks = np.array(["x", "x", "x", "y", "y"])
+    scores = np.stack([SCORES[0]] * 5)
+    np.savez(npz, scores=scores, labels=labels, models=np.array(["a", "b"]), tasks=tasks)
+    cache = from_array_files(npz, score_kind="prob")
+    assert cache.split.tolist() == [0, 0, 1, 0, 1]  # per task, the last 20% in file order: floor(0.8 n) train
+    assert cache.source == "arrays: pool.npz; split per task: last 0.2 in file order is test"
+    assert from_array_files(npz, score_kind="prob", test_fraction=0.0).split.tolist() == [0] * 5
+    carved = from_array_files(npz, score_kind="prob", test_fraction=0.4, validation_fraction=0.5)
+    assert carved.split.tolist() == [2, 1, 1, 2, 1]  # x: 3 -> floor(0.6 * 3) = 1 not test -> 0 train; y: 2 -> 1 -> 0
+    seeded = from_array_files(npz, score_kind="prob", split_seed=1)
+    assert (seeded.split == 1).sum() == 2 and "seed 1" in seeded.source
+    with pytest.raises(ValueError, match="test_fraction must be a number in"):
+        from_array_files(tmp_path / "absent.npz", score_kind="prob", test_fraction=2.0)  # before reading a file
+    np.savez(npz, scores=scores, labels=labels, models=np.array(["a", "b"]), split=np.array([0, 0, 0, 0, 1]))
+    kept = from_array_files(npz, score_kind="prob")
+    assert kept.split.tolist() == [0, 0, 0, 0, 1] and kept.source == "arrays: pool.npz"

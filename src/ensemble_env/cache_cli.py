@@ -154,6 +154,7 @@ def _from_lm_eval(args: argparse.Namespace) -> int:
     print(f"wrote {_describe(output, cache)}")
     print(f"  tasks: {', '.join(cache.task_names)}")
     print(f"  models: {', '.join(cache.models)}")
+    _pool_note(output, cache)
     return 0
 
 
@@ -167,9 +168,13 @@ def _from_arrays(args: argparse.Namespace) -> int:
         models=args.models,
         n_choices=args.n_choices,
         tasks=args.tasks,
+        test_fraction=args.test_fraction,
+        validation_fraction=args.validation_fraction,
+        split_seed=args.split_seed,
     )
     save_cache(output, cache)
     print(f"wrote {_describe(output, cache)}")
+    _pool_note(output, cache)
     return 0
 
 
@@ -247,6 +252,41 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_split_options(parser: argparse.ArgumentParser, order: str, when: str = "") -> None:
+    """--test-fraction, --validation-fraction and --split-seed of a converter (questions ordered ``order``)."""
+    parser.add_argument(
+        "--test-fraction",
+        type=float,
+        default=0.2,
+        metavar="F",
+        help=f"{when}per task, the last F of the questions {order} are test: n_train = floor((1 - F) n) (default 0.2)",
+    )
+    parser.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=0.0,
+        metavar="V",
+        help=f"per task, the last V of the train questions {order} become validation (default 0: none)",
+    )
+    parser.add_argument(
+        "--split-seed",
+        type=int,
+        default=None,
+        metavar="S",
+        help="random test (and validation) sets of the same sizes per task, seeded, instead",
+    )
+
+
+def _pool_note(output: Path | str, cache: LogitCache) -> None:
+    """Warn about a pool of one model: there is no team to choose and nothing to fuse."""
+    if cache.n_models == 1:
+        _note(
+            f"warning: {output} holds one model ({cache.models[0]}): there is no team to choose and no answers "
+            "to fuse, so the environment, training and baselines run but have nothing to learn about routing; "
+            "convert the outputs of two or more models"
+        )
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -314,27 +354,7 @@ def register(commands: Any) -> None:
         metavar="TASK",
         help="only these tasks, comma- or space-separated (full or stored names)",
     )
-    lm_eval.add_argument(
-        "--test-fraction",
-        type=float,
-        default=0.2,
-        metavar="F",
-        help="per task, the last F of the questions by doc_id are test: n_train = floor((1 - F) n) (default 0.2)",
-    )
-    lm_eval.add_argument(
-        "--validation-fraction",
-        type=float,
-        default=0.0,
-        metavar="V",
-        help="per task, the last V of the train questions by doc_id become validation (default 0: none)",
-    )
-    lm_eval.add_argument(
-        "--split-seed",
-        type=int,
-        default=None,
-        metavar="S",
-        help="random test (and validation) sets of the same sizes per task, seeded, instead",
-    )
+    _add_split_options(lm_eval, "by doc_id")
     lm_eval.add_argument(
         "--normalize",
         choices=NORMALIZATIONS,
@@ -384,8 +404,9 @@ def register(commands: Any) -> None:
         "Build a logit cache from arrays. SCORES is a .npz with arrays named like the cache datasets "
         "(scores, labels, models, n_choices, tasks, task_names, split, question_ids, costs, features), a .npy "
         "of scores, or a CSV/TSV table with one row per question. Scores have shape (Q, N, C) or (Q, N*C), "
-        "model-major (column n*C + c); in a CSV an optional header row is skipped and an empty cell is "
-        "padding beyond a question's choices.",
+        "model-major (column n*C + c); in a CSV an optional header row is skipped. Without --n-choices, trailing "
+        "scores that are -inf or NaN (an empty CSV cell) for every model are padding beyond a question's "
+        "choices. Without a split array, the last --test-fraction of each task, in file order, is test.",
         "examples:\n"
         "  ensemble-env cache from-arrays pool.npz --score-kind logit -o pool.h5\n"
         "  ensemble-env cache from-arrays scores.csv --labels labels.csv --models a,b,c --score-kind prob -o p.h5",
@@ -401,6 +422,7 @@ def register(commands: Any) -> None:
     )
     arrays.add_argument("--n-choices", metavar="FILE", help="valid choices per question: .npy or one integer per line")
     arrays.add_argument("--tasks", metavar="FILE", help="task name per question: .npy of strings or one per line")
+    _add_split_options(arrays, "in file order", "when the arrays hold no split: ")
 
     info = _add(
         actions,

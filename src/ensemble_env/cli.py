@@ -67,11 +67,20 @@ from typing import Any, TextIO
 import numpy as np
 
 from ensemble_env import baselines, datasets
-from ensemble_env.cache import SPLIT_CHOICES, LogitCache
+from ensemble_env.cache import SPLIT_CHOICES, SPLITS, LogitCache
 from ensemble_env.env import parallel_env, resolve_cache
 from ensemble_env.policies import MeanVote
 
-__all__ = ["CLOSED_PIPE_STATUS", "COMMAND_GROUP", "ListOption", "build_parser", "main", "status", "version_text"]
+__all__ = [
+    "CLOSED_PIPE_STATUS",
+    "COMMAND_GROUP",
+    "ListOption",
+    "build_parser",
+    "counted",
+    "main",
+    "status",
+    "version_text",
+]
 
 #: the entry-point group of the commands that packages add to ``ensemble-env`` (see the module docstring)
 COMMAND_GROUP = "ensemble_env.commands"
@@ -141,6 +150,15 @@ def status(message: str, stream: TextIO | None = None, *, enabled: bool | None =
     stream.flush()
 
 
+def counted(number: int, noun: str) -> str:
+    """``number noun`` with the plural ``s`` when needed.
+
+    >>> counted(1, "model"), counted(5, "model")
+    ('1 model', '5 models')
+    """
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
 def version_text() -> str:
     """``ensemble-env X.Y.Z`` of the installed distribution (the package's ``__version__`` when not installed)."""
     try:
@@ -157,13 +175,26 @@ def _cache_label(cache_arg: str | None) -> str:
 
 def _describe_cache(cache: LogitCache, cache_arg: str | None) -> str:
     return (
-        f"{_cache_label(cache_arg)}: {cache.n_questions} questions, {cache.n_models} models "
-        f"({', '.join(cache.models)}), {cache.n_tasks} tasks ({', '.join(cache.task_names)})"
+        f"{_cache_label(cache_arg)}: {cache.n_questions} questions, {counted(cache.n_models, 'model')} "
+        f"({', '.join(cache.models)}), {counted(cache.n_tasks, 'task')} ({', '.join(cache.task_names)})"
+    )
+
+
+def _require_split(cache: LogitCache, cache_arg: str | None, split: str, option: str) -> None:
+    """Refuse a split with no question, saying how to give the cache one (``cache split``)."""
+    if split == "all" or (cache.split == SPLITS[split]).any():
+        return
+    name = datasets.DEFAULT if cache_arg is None else cache_arg
+    raise ValueError(
+        f"{name} has no {split} question ({option} {split}): write a copy with a train/validation/test split, e.g. "
+        f"ensemble-env cache split {name} -o split.h5 --test-fraction 0.2 --validation-fraction 0.2, "
+        f"or choose another {option}"
     )
 
 
 def _demo(args: argparse.Namespace) -> int:
     cache = resolve_cache(args.cache)
+    _require_split(cache, args.cache, args.split, "--split")
     show = print if not args.json else (lambda *_args, **_kwargs: None)
     show(_describe_cache(cache, args.cache))
     env = parallel_env(cache, render_mode="ansi", split=args.split, order="shuffled", window=args.window)
@@ -218,7 +249,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _baselines(args: argparse.Namespace) -> int:
     from ensemble_env import comparison, routing
-    from ensemble_env.cache import SPLITS
 
     alphas: tuple[float, ...] = comparison.DEFAULT_ALPHAS
     if args.alphas is not None:
@@ -228,9 +258,14 @@ def _baselines(args: argparse.Namespace) -> int:
             given = ",".join(args.alphas)
             raise ValueError(f"--alphas {given!r}: give numbers >= 0, e.g. 0,0.5,1") from None
     cache = datasets.resolve(args.cache)
+    _require_split(cache, args.cache, args.split, "--split")
+    _require_split(cache, args.cache, args.train_split, "--train-split")
+    if cache.n_models == 1:
+        print(f"note: {_cache_label(args.cache)} holds one model: every baseline is that model", file=sys.stderr)
     names = args.only
     reward = baselines.RewardSettings(args.alpha, args.size_penalty_mode, args.use_costs)
-    common = {"split": args.split, "train_split": args.train_split, "k": args.k, "seed": args.seed, "names": names}
+    k = min(3, cache.n_models) if args.k is None else args.k  # the default fits pools of fewer than 3 models
+    common = {"split": args.split, "train_split": args.train_split, "k": k, "seed": args.seed, "names": names}
     with status(f"fitting the baselines on {args.train_split} and scoring them on {args.split}"):
         routers = comparison.fit_routers(cache, split=args.split, train_split=args.train_split, names=names)
         results = comparison.compare(cache, reward=reward, **common, routers=routers)
@@ -242,7 +277,8 @@ def _baselines(args: argparse.Namespace) -> int:
         counts = {name: int((cache.split == code).sum()) for name, code in SPLITS.items()}
         splits = ", ".join(f"{count} {name}" for name, count in counts.items() if count)
         print(
-            f"{label}: {cache.n_questions} questions ({splits}), {cache.n_models} models, {cache.n_tasks} tasks\n"
+            f"{label}: {cache.n_questions} questions ({splits}), {counted(cache.n_models, 'model')}, "
+            f"{counted(cache.n_tasks, 'task')}\n"
             f"models: {', '.join(cache.models)}"
         )
         print(
@@ -359,7 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="on_error (default, the paper): the size penalty applies to wrong answers only; always: to every answer",
     )
     table.add_argument("--use-costs", action="store_true", help="penalise the team's share of the cache's costs")
-    table.add_argument("-k", type=int, default=3, help="team size of the random and greedy-focal teams (default 3)")
+    table.add_argument(
+        "-k", type=int, default=None, help="team size of the random and greedy-focal teams (default 3, at most N)"
+    )
     table.add_argument("--seed", type=int, default=0, help="seed of the random team (default 0)")
     table.add_argument(
         "--only", action=ListOption, metavar="NAME", help="run only these baselines (comma- or space-separated)"

@@ -189,6 +189,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append(f"  question text: {'yes' if summary['question_text'] else 'no'}; features: {described}")
     if summary["source"]:
         lines.append(f"  source: {summary['source']}")
+    if summary["n_models"] == 1:
+        lines.append("  note: one model: there is no team to choose and no answers to fuse")
     lines.append("  models:")
     overall = summary["overall"]["models"]
     lines += [f"    m{m} {name} (accuracy {overall[name]:.3f})" for m, name in enumerate(models)]

@@ -3,11 +3,21 @@
 
 The files are read without pickle; a problem raises :class:`~ensemble_env.convert.common.ConversionError`
 naming the file, the line (or array) and the field.
+
+Two rules fill what the arrays leave out:
+
+- **Choice counts from padding.** Without ``n_choices``, trailing choices whose score is ``-inf`` or NaN (an
+  empty CSV cell) for every model are padding: a question's choice count is the number before them, as the
+  caches themselves pad. A question with fewer than 2 choices before its padding is an error.
+- **A test split by default** (:func:`from_array_files`): without a ``split`` array, each task's last
+  ``test_fraction`` (0.2) of questions, in file order, is test (:func:`~ensemble_env.convert.splits.split_by_task`,
+  as :func:`~ensemble_env.convert.from_lm_eval` does), so that baselines and evaluation have questions to score.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import re
 import zipfile
@@ -19,8 +29,9 @@ import numpy as np
 
 from ensemble_env.cache import LogitCache
 from ensemble_env.convert.common import ConversionError, _error, _number_problem, _parse_float, _show
+from ensemble_env.convert.splits import describe_split, split_by_task
 
-__all__ = ["ARRAY_FIELDS", "from_array_files", "from_arrays"]
+__all__ = ["ARRAY_FIELDS", "choices_before_padding", "from_array_files", "from_arrays"]
 
 #: arrays a ``.npz`` file given to :func:`from_array_files` may hold (the datasets of the cache format)
 ARRAY_FIELDS = (
@@ -61,12 +72,16 @@ def from_arrays(
     """A validated cache from arrays; ``scores`` is (Q, N, C) or (Q, N*C) (model-major: column ``n*C + c``).
 
     ``tasks`` holds per-question task names (strings; ``task_names`` then follows their first appearance)
-    or task indices into ``task_names``. Every other argument is as in :class:`~ensemble_env.cache.LogitCache`,
-    which validates the result (errors name ``path``).
+    or task indices into ``task_names``. Without ``n_choices``, trailing ``-inf``/NaN scores of every model
+    are padding (:func:`choices_before_padding`). Every other argument is as in
+    :class:`~ensemble_env.cache.LogitCache`, which validates the result (errors name ``path``).
 
     >>> cache = from_arrays([[0.1, 0.9, 0.6, 0.4]], [1], ["a", "b"], score_kind="prob", tasks=["t"])
     >>> cache.scores.shape, cache.preds.tolist(), cache.task_names
     ((1, 2, 2), [[1, 0]], ('t',))
+    >>> inf = float("inf")
+    >>> from_arrays([[[-1.0, -2.0, -inf]], [[-1.0, -2.0, -0.5]]], [0, 2], ["a"], score_kind="loglik").n_choices.tolist()
+    [2, 3]
     """
     try:
         array = np.asarray(scores)
@@ -84,6 +99,8 @@ def from_arrays(
         array = array.reshape(array.shape[0], n_models, array.shape[1] // n_models)
     elif array.ndim != 3:
         raise ConversionError(f"{path}: scores must have shape (Q, N, C) or (Q, N*C), got shape {array.shape}")
+    if n_choices is None:
+        n_choices = choices_before_padding(array, path)
     if tasks is not None:
         task_array = np.asarray(tasks)
         if task_array.dtype.kind in "US":
@@ -111,6 +128,33 @@ def from_arrays(
         source=source,
         path=path,
     )
+
+
+def choices_before_padding(scores: np.ndarray, path: str = "<memory>") -> np.ndarray | None:
+    """Per question, the choices before its padding: the trailing choices whose score is ``-inf`` or NaN for
+    every model. None when no question is padded (every question then has all C choices).
+
+    >>> nan = float("nan")
+    >>> choices_before_padding(np.array([[[0.2, 0.8, nan], [0.5, 0.5, nan]], [[0.1, 0.2, 0.7], [0.3, 0.3, 0.4]]]))
+    array([2, 3])
+    >>> choices_before_padding(np.array([[[0.2, 0.8, nan], [0.5, 0.5, 0.0]]])) is None  # one model has a score
+    True
+    """
+    if scores.dtype.kind != "f" or scores.ndim != 3 or scores.size == 0:
+        return None
+    padding = (np.isneginf(scores) | np.isnan(scores)).all(axis=1)  # (Q, C): no model has a score there
+    trailing = np.cumprod(padding[:, ::-1], axis=1).sum(axis=1)
+    if not trailing.any():
+        return None
+    counts = scores.shape[2] - trailing
+    short = np.flatnonzero(counts < 2)
+    if short.size:
+        q = int(short[0])
+        raise ConversionError(
+            f"{path}: field 'scores': question {q} has {counts[q]} choice(s) before its padding (-inf or NaN in "
+            "every model's last scores); a question needs at least 2 choices"
+        )
+    return counts.astype(np.int64)
 
 
 def _strings(path: str, name: str, values: Sequence[str] | None) -> tuple[str, ...] | None:
@@ -266,6 +310,9 @@ def from_array_files(
     models: Sequence[str] | None = None,
     n_choices: str | Path | None = None,
     tasks: str | Path | None = None,
+    test_fraction: float = 0.2,
+    validation_fraction: float = 0.0,
+    split_seed: int | None = None,
 ) -> LogitCache:
     """A cache from files of arrays.
 
@@ -284,10 +331,15 @@ def from_array_files(
         The model names, in column order.
     tasks
         Per-question task names (``.npy`` of strings or one per line).
+    test_fraction, validation_fraction, split_seed
+        The split when the files hold none (no ``split`` array in the ``.npz``): per task, as
+        :func:`~ensemble_env.convert.splits.split_by_task` assigns it to the questions in file order
+        (default: the last 20% of each task is test, the rest train).
 
     A field given both in the ``.npz`` and as an argument is an error, as is a missing ``labels`` or
-    ``models``.
+    ``models``. Without ``n_choices``, trailing ``-inf``/NaN scores (empty CSV cells) are padding.
     """
+    split_by_task(np.zeros(0, dtype=np.int64), test_fraction, validation_fraction=validation_fraction, seed=split_seed)
     path = Path(scores)
     if not path.is_file():
         raise FileNotFoundError(f"{scores}: no such file")
@@ -323,12 +375,21 @@ def from_array_files(
             raise _error(path, None, "models", f"must hold strings (a numpy str array), got dtype {model_names.dtype}")
         model_names = model_names.reshape(-1).tolist()
     files = ", ".join(str(p) for p in (scores, labels, n_choices, tasks) if p is not None)
-    return from_arrays(
+    source = f"arrays: {', '.join(Path(p).name for p in (scores, labels, n_choices, tasks) if p is not None)}"
+    split_rule = None
+    if "split" not in arrays:
+        split_rule = describe_split(test_fraction, validation_fraction, split_seed, order="in file order")
+        source += f"; {split_rule}"
+    cache = from_arrays(
         arrays.pop("scores"),
         arrays.pop("labels"),
         model_names,
         score_kind=score_kind,
-        source=f"arrays: {', '.join(Path(p).name for p in (scores, labels, n_choices, tasks) if p is not None)}",
+        source=source,
         path=files,
         **arrays,
     )
+    if split_rule is None:
+        return cache
+    split = split_by_task(cache.tasks, test_fraction, validation_fraction=validation_fraction, seed=split_seed)
+    return dataclasses.replace(cache, split=split)

@@ -4,7 +4,9 @@ task names stored in a cache.
 - :func:`find_model_folders`: a folder of samples files is one model; else each such sub-folder is one.
 - :func:`find_task_files`: the task of each samples file, from its name (``samples_<task>_<date>.jsonl``,
   lm-eval >= 0.4.3) or, for ``<model_args>_<task>.jsonl`` (0.4.0-0.4.2), with hints from the run's results
-  ``*.json`` or from the task names given.
+  ``*.json`` or from the task names given. A ``samples_`` file renamed after lm-eval wrote it takes the text
+  before its date (``samples_<task>_<date>.first25.jsonl``) or, without a date, the longest task of the
+  results file (or of the names given) that its name starts with, else all of it.
 - :func:`strip_task_prefix`: the shared prefix (e.g. ``leaderboard_bbh_``) removed from the stored names.
 """
 
@@ -19,7 +21,10 @@ from ensemble_env.convert.common import ConversionError, _json_decoder
 __all__ = ["find_model_folders", "find_task_files", "strip_task_prefix"]
 
 # lm-eval >= 0.4.3: samples_<task>_<datetime.isoformat() with ':' replaced by '-'>.jsonl
-_NEW_NAME = re.compile(r"samples_(?P<task>.+?)(?:_\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?)?\.jsonl")
+_DATE = r"_\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"
+_NEW_NAME = re.compile(rf"samples_(?P<task>.+?)(?P<date>{_DATE})?\.jsonl")
+# the same name with more after the date (a renamed or cut copy): the task is what precedes the first date
+_DATED_NAME = re.compile(rf"samples_(?P<task>.+?){_DATE}")
 
 
 def find_model_folders(path: str | Path) -> list[tuple[str, Path]]:
@@ -99,10 +104,26 @@ def find_task_files(
 
 
 def _task_of(file: Path, prefixes: set[str], names: set[str]) -> str:
-    match = _NEW_NAME.fullmatch(file.name)
-    if match:
-        return match["task"]
+    """The task of a samples file, by the rules of :func:`find_task_files`.
+
+    >>> _task_of(Path("samples_arc_easy_2024-06-17T16-06-39.458097.jsonl"), set(), set())
+    'arc_easy'
+    >>> _task_of(Path("samples_bias_2024-06-17T16-06-39.458097.first25.jsonl"), set(), set())
+    'bias'
+    >>> _task_of(Path("samples_bias_classification_v2.jsonl"), set(), {"bias_classification", "bias"})
+    'bias_classification'
+    """
     stem = file.name.removesuffix(".jsonl")
+    match = _NEW_NAME.fullmatch(file.name)
+    if match and match["date"]:
+        return match["task"]
+    dated = _DATED_NAME.match(stem)
+    if dated:  # more after the date: a renamed or cut copy
+        return dated["task"]
+    if match:  # samples_<name>.jsonl without a date: the longest known task it starts with, else all of it
+        rest = match["task"]
+        starts = [name for name in names if rest == name or rest.startswith((name + "_", name + "."))]
+        return max(starts, key=len) if starts else rest
     for prefix in sorted(prefixes, key=len, reverse=True):
         if stem.startswith(prefix) and len(stem) > len(prefix):
             return stem[len(prefix) :]
