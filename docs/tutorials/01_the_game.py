@@ -19,7 +19,7 @@
 # label. This lesson shows what each agent observes, lets you play either role, runs scripted policies
 # over the whole test stream, and measures how far they stay from the oracle, and why.
 #
-# Run it as a script (`python docs/tutorials/01_the_game.py`, about 15 s) or as a notebook
+# Run it as a script (`python docs/tutorials/01_the_game.py`, about 5 s of CPU) or as a notebook
 # (`jupytext --to notebook docs/tutorials/01_the_game.py`). Figures go to the output folder described in
 # [the course README](README.md). Needs `pip install -e ".[plot]"`.
 

@@ -21,7 +21,7 @@
 # (`decider_extras=("task",)` / `("features",)`).
 #
 # No learning here: every decider below is a few lines of numpy reading its observation, fitted on the
-# train split, tuned on validation and scored on test. About 15 s as a script; needs `.[plot]`.
+# train split, tuned on validation and scored on test. About 15 s of CPU as a script; needs `.[plot]`.
 
 # %%
 import course

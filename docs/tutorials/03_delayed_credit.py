@@ -26,7 +26,7 @@
 # and a decider that finds it lets the fusion agent answer about 90% right. The size penalty is paid on
 # every answer (`size_penalty_mode="always"`), so the pair is the unique best team.
 #
-# About 90 s as a script (three short MAPPO runs); needs `pip install -e ".[mappo,plot]"`.
+# About 80 s of CPU as a script (nine short MAPPO runs); needs `pip install -e ".[mappo,plot]"`.
 
 # %%
 import shutil
