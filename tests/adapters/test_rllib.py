@@ -26,6 +26,9 @@ from ensemble_env.adapters.rllib import (
 )
 from ensemble_env.synthetic import make_cache
 
+# RLlib registers its env with gymnasium under one name for every env runner it builds in the process:
+pytestmark = pytest.mark.filterwarnings("ignore:.*Overriding environment rllib-multi-agent-env-v0:UserWarning")
+
 POLICIES = ("decider", "fusion")
 HASH_SEED_ENV = {"env_vars": {"PYTHONHASHSEED": "0"}}
 
@@ -135,8 +138,6 @@ def test_the_fusion_module_never_samples_an_invalid_answer(cache: LogitCache) ->
         assert (logits[~valid] < -1e30).all()
 
 
-# RLlib registers its env with gymnasium under one name for every env runner it builds:
-@pytest.mark.filterwarnings("ignore:.*Overriding environment rllib-multi-agent-env-v0:UserWarning")
 @pytest.mark.parametrize(("options", "terminated"), [({"episode_length": 12}, False), ({"split": "test"}, True)])
 def test_env_runner_episodes_keep_termination_and_truncation_apart(
     cache: LogitCache, options: dict, terminated: bool
