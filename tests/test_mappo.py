@@ -201,7 +201,8 @@ def test_central_critic_outputs_one_value_per_head() -> None:
 # -- config -------------------------------------------------------------------------------------------------------
 def test_config_defaults_are_the_mappo_papers_and_every_field_is_documented() -> None:
     config = TrainConfig()
-    assert (config.learning_rate, config.clip_coef, config.gamma, config.gae_lambda) == (5e-4, 0.2, 0.99, 0.95)
+    assert (config.learning_rate, config.clip_coef, config.gae_lambda) == (5e-4, 0.2, 0.95)
+    assert (config.gamma, config.fusion_gamma) == (0.0, 0.0)  # each action earns one question's reward
     docs = field_docs()
     assert set(docs) == set(config.to_dict())
     assert all(docs.values())

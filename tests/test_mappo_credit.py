@@ -124,11 +124,12 @@ def test_a_truncated_episode_bootstraps_from_its_final_state() -> None:
     with torch.no_grad():
         np.testing.assert_allclose(rollout.final_values[9].numpy(), agents.critic(final_state).numpy(), rtol=1e-6)
         assert not rollout.final_values[[0, 8, 10]].any()
-        advantages, _ = advantages_and_returns(agents, rollout, venv.state(), TrainConfig())
+        config = TrainConfig(gamma=0.99)
+        advantages, _ = advantages_and_returns(agents, rollout, venv.state(), config)
         final = agents.value(final_state)
         values = agents.value_norm.denormalize(rollout.values)
     # the decider's last action of the episode: the critic's reward estimate and decider value at the final state
-    gamma = TrainConfig().gamma
+    gamma = config.gamma
     expected = final[:, 2] + gamma * final[:, 0] - values[9, :, 0]
     np.testing.assert_allclose(advantages[9, :, 0].numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
 
@@ -139,7 +140,9 @@ def test_an_exhausted_stream_terminates_without_bootstrap() -> None:
     assert rollout.terminated[-1].all() and rollout.dones[-1].all() and rollout.dones.sum() == 2
     assert not rollout.final_values.any()  # a termination needs no value
     with torch.no_grad():
-        advantages, returns = advantages_and_returns(agents, rollout, venv.state(), TrainConfig(gae_lambda=1.0))
+        advantages, returns = advantages_and_returns(
+            agents, rollout, venv.state(), TrainConfig(gamma=0.99, gae_lambda=1.0)
+        )
         values = agents.value_norm.denormalize(rollout.values)
     # the last team answers nothing: the decider's return there is 0, whatever the state after the rollout is worth
     assert returns[-1, :, 0].tolist() == [0.0, 0.0]
