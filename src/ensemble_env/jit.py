@@ -9,9 +9,10 @@ the modules in :data:`KERNEL_MODULES`, so editing any of them recompiles every k
 
 The first compile of a process that finds no usable compiled copy on disk (a fresh install, an empty
 ``NUMBA_CACHE_DIR``, an edited kernel module) says so once on stderr, :data:`COMPILE_MESSAGE`, so that the
-one-time wait (about 20 s of CPU for ``ensemble-env demo`` or ``train``) is never silent; runs that load the
-kernels from the disk cache print nothing. The message is printed when numba's disk cache has no entry
-for a kernel, just before numba compiles it: nothing is compiled to find out.
+one-time wait (about 20 s of CPU for the first ``ensemble-env demo`` or ``train``, a second for a kernel a
+later command adds, such as the baselines' reward) is never silent; runs that load the kernels from the
+disk cache print nothing. The message is printed when numba's disk cache has no entry for a kernel, just
+before numba compiles it: nothing is compiled to find out.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ KERNEL_MODULES = ("actions.py", "dynamics.py", "jit.py", "records.py", "reward.p
 
 #: printed once per process on stderr when a kernel is about to compile (``{where}``: the disk cache folder)
 COMPILE_MESSAGE = (
-    "ensemble-env: compiling the environment's kernels with numba (first run only, about 20 s; "
-    "then loaded from {where})..."
+    "ensemble-env: compiling the environment's kernels with numba (once, up to about 20 s; "
+    "later runs load them from {where})..."
 )
 
 _announced = False
