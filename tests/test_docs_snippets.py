@@ -14,11 +14,13 @@ Rules, applied to each block's text (:func:`classify`), in this order:
    commands (``.ci/run`` checks that the README shows them word for word and runs them on a clean clone) and
    the adapters' installs (``.ci/adapters.sh``).
 2. **skipped: cannot run here.** A block that runs a model with lm-evaluation-harness (``lm_eval ...``: a GPU
-   and the network), starts a Ray cluster (``ray start``: several machines), or rebuilds a data file inside
-   the package (``scripts/build_*``: it would rewrite the installed package's data).
+   and the network), starts a Ray cluster (``ray start``: several machines), rebuilds a data file inside
+   the package (``scripts/build_*``: it would rewrite the installed package's data), or is a usage synopsis
+   (optional parts in brackets, ``[--alpha 1]``: a pattern, not a command).
 3. **long: skipped unless** ``ENSEMBLE_ENV_DOCS_LONG=1``. A block that trains for minutes: SB3's ``.learn(``,
-   RLlib's ``algo.train(``, BenchMARL's ``experiment.run(`` or ``-m ensemble_env.adapters.benchmarl``, or an
-   ``ensemble-env train`` without ``--passes`` of 20 or fewer (the default is 200 passes, about 3 minutes).
+   RLlib's ``algo.train(``, BenchMARL's ``experiment.run(`` or ``-m ensemble_env.adapters.benchmarl``,
+   ``ensemble-env benchmark`` (learners x seeds), or an ``ensemble-env train`` without ``--passes`` of 20 or
+   fewer (the default is 200 passes, about 2 minutes of CPU).
    Their durations are stated in the documents; CI keeps this test under about 5 minutes.
 4. **needs a library:** a block that imports (or runs ``-m``) a package that is not installed is skipped
    naming it (the adapters' libraries live in their own virtualenvs, ``.ci/adapters.sh``); ``ensemble-env
@@ -153,6 +155,8 @@ def _imported_modules(block: Block) -> set[str]:
 def _trains_for_minutes(code: str) -> bool:
     if re.search(r"\.learn\(|algo\.train\(|experiment\.run\(|-m ensemble_env\.adapters\.benchmarl", code):
         return True
+    if re.search(r"\bensemble-env benchmark\b", code):
+        return True
     for command in re.findall(r"ensemble-env train\b[^\n]*", code):
         passes = re.search(r"--passes (\d+(?:\.\d+)?)", command)
         if passes is None or float(passes.group(1)) > 20:
@@ -171,6 +175,8 @@ def classify(block: Block) -> Plan:
         return Plan("skip", "starts a Ray cluster")
     if "scripts/build_" in code:
         return Plan("skip", "rebuilds a data file inside the package")
+    if re.search(r"\[--?\w", code):
+        return Plan("skip", "a usage synopsis (optional parts in brackets), not a command")
     modules = tuple(sorted(_imported_modules(block)))
     shared = "../shared" in code or any(needs and re.search(pattern, code) for pattern, (_, _, needs) in INPUTS.items())
     if _trains_for_minutes(code):
@@ -382,6 +388,8 @@ def test_rules_classify_by_content() -> None:
     assert plan("python -m ensemble_env.adapters.benchmarl task=x\n").modules == ("benchmarl",)
     assert plan("ensemble-env cache plot bbh.h5 -o p/\n") == Plan("slow", "", ("matplotlib",), True)
     assert plan("lm_eval --model hf\nensemble-env cache from-lm-eval runs/ -o bbh.h5\n").tier == "skip"
+    assert plan("ensemble-env benchmark --cache bbh5 --out OUT [--alpha 1]\n").tier == "skip"  # a synopsis
+    assert plan("ensemble-env benchmark --seeds 5 --cache bbh5 --out OUT\n").tier == "long"
 
 
 def test_a_python_block_that_continues_the_one_above_runs_after_it(tmp_path: Path) -> None:
