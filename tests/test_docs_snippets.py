@@ -20,7 +20,7 @@ Rules, applied to each block's text (:func:`classify`), in this order:
 3. **long: skipped unless** ``ENSEMBLE_ENV_DOCS_LONG=1``. A block that trains for minutes: SB3's ``.learn(``,
    RLlib's ``algo.train(``, BenchMARL's ``experiment.run(`` or ``-m ensemble_env.adapters.benchmarl``,
    ``ensemble-env benchmark`` (learners x seeds), or an ``ensemble-env train`` without ``--passes`` of 20 or
-   fewer (the default is 200 passes, about 2 minutes of CPU).
+   fewer (the default budget, 100 passes, takes minutes).
    Their durations are stated in the documents; CI keeps this test under about 5 minutes.
 4. **needs a library:** a block that imports (or runs ``-m``) a package that is not installed is skipped
    naming it (the adapters' libraries live in their own virtualenvs, ``.ci/adapters.sh``); ``ensemble-env
@@ -357,7 +357,7 @@ def test_block_runs_as_written(block: Block, plan: Plan, scratch_folders: dict[P
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"{block.where}: needs {module}")
     if plan.shared and not SHARED.exists():
-        pytest.skip(f"{block.where}: needs the shared data in {SHARED.name}/")
+        pytest.skip(f"{block.where}: needs the shared data in ../{SHARED.name}/")
     done = run_block(block, ALL_BLOCKS, scratch_folders[block.document])
     assert done.returncode == 0, _report(block, done)
 
