@@ -4,9 +4,11 @@ Install the ``mappo`` extra with the CPU wheel first: ``pip install torch==2.13.
 
 - :class:`DeciderActor` (one Bernoulli per model) and :class:`FusionActor` (a categorical over the valid
   choices), both :class:`Actor`; :class:`CentralCritic` on ``venv.state()``; :class:`ValueNormalizer`.
-- :func:`compute_gae`, :func:`clipped_policy_loss`, :func:`clipped_value_loss`, :func:`ppo_update`.
-- :class:`TrainConfig`, :func:`train`, :func:`evaluate_run`; the ``ensemble-env train | evaluate | plot``
-  commands of :mod:`ensemble_mappo.cli` wrap them.
+- :func:`agent_targets` (each agent's advantages: the decider earns r_{t+1}, the fusion agent r_t),
+  :func:`compute_gae`, :func:`clipped_policy_loss`, :func:`clipped_value_loss`, :func:`ppo_update`,
+  :class:`FlatAdam`.
+- :class:`TrainConfig`, :func:`train`, :func:`evaluate_run`, :func:`evaluate_agents`; the
+  ``ensemble-env train | evaluate | plot`` commands of :mod:`ensemble_mappo.cli` wrap them.
 
 Only :mod:`ensemble_mappo.config` and :mod:`ensemble_mappo.cli` are importable without torch (the command
 line builds its options from the config); the other names load torch on first use.
@@ -22,12 +24,15 @@ __all__ = [
     "CentralCritic",
     "DeciderActor",
     "Evaluation",
+    "FlatAdam",
     "FusionActor",
     "TrainConfig",
     "ValueNormalizer",
+    "agent_targets",
     "clipped_policy_loss",
     "clipped_value_loss",
     "compute_gae",
+    "evaluate_agents",
     "evaluate_run",
     "load_checkpoint",
     "load_config",
@@ -45,12 +50,15 @@ _WHERE = {
     "clipped_policy_loss": "ppo",
     "clipped_value_loss": "ppo",
     "compute_gae": "ppo",
+    "agent_targets": "ppo",
     "ppo_update": "ppo",
+    "FlatAdam": "optim",
     "TrainConfig": "config",
     "load_config": "config",
     "train": "training",
     "Evaluation": "evaluation",
     "evaluate_run": "evaluation",
+    "evaluate_agents": "evaluation",
     "load_checkpoint": "checkpoint",
     "save_checkpoint": "checkpoint",
 }
