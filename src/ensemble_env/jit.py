@@ -76,9 +76,9 @@ def _dependency_cache_class() -> type | None:
         type(f"Kernel{locator.__name__}", (DependencyStamp, locator), {})
         for locator in CompileResultCacheImpl._locator_classes
     ]
-    implementation = type("KernelCacheImpl", (CompileResultCacheImpl,), {"_locator_classes": locators})
+    implementation: Any = type("KernelCacheImpl", (CompileResultCacheImpl,), {"_locator_classes": locators})
 
-    class KernelFunctionCache(FunctionCache):  # type: ignore[misc]
+    class KernelFunctionCache(FunctionCache):
         _impl_class = implementation
 
         def load_overload(self, sig: Any, target_context: Any) -> Any:
