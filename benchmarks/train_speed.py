@@ -1,6 +1,6 @@
 """Training speed of the reference MAPPO on the default BBH run, and where the CPU time goes.
 
-    python benchmarks/train_speed.py              # the default run: `ensemble-env train` on bbh5 (512k env steps)
+    python benchmarks/train_speed.py              # the default run: `ensemble-env train` on bbh5 (258k env steps)
     python benchmarks/train_speed.py --write      # ... and update the speed block of benchmarks/README.md
     python benchmarks/train_speed.py --passes 10  # a quick look (10 passes over the 2,560 train questions)
 
@@ -59,7 +59,7 @@ def _instrument() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", default="bbh5", help="a built-in cache name or a cache file (default bbh5)")
-    parser.add_argument("--passes", type=float, default=None, help="override TrainConfig.passes (default 200)")
+    parser.add_argument("--passes", type=float, default=None, help="override TrainConfig.passes (default 100)")
     parser.add_argument("--write", action="store_true", help="update the speed block of benchmarks/README.md")
     args = parser.parse_args()
 

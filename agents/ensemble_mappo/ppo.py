@@ -39,10 +39,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ensemble_mappo.config import TrainConfig
-from ensemble_mappo.networks import VALUE_HEADS, Actor, CentralCritic, ValueNormalizer
+from ensemble_mappo.networks import VALUE_HEADS, Actor, ValueNormalizer
 from ensemble_mappo.optim import FlatAdam
 
 __all__ = [
@@ -240,7 +240,7 @@ def clipped_value_loss(values: Tensor, old_values: Tensor, targets: Tensor, clip
 # -- the update ---------------------------------------------------------------------------------------------
 def ppo_update(
     actors: dict[str, Actor],
-    critic: CentralCritic,
+    critic: nn.Module,
     value_norm: ValueNormalizer,
     optimizer: FlatAdam,
     rollout: Rollout,
@@ -251,7 +251,9 @@ def ppo_update(
 ) -> dict[str, float]:
     """PPO epochs over one rollout for the actors in ``actors`` (a subset of :data:`AGENTS`) and the critic.
 
-    ``advantages`` (T, B, 2) are per agent, ``returns`` (T, B, H) per critic head. ``optimizer`` holds the
+    ``critic`` maps states (B, S) to (B, H) outputs, one per head of :data:`~ensemble_mappo.networks.VALUE_HEADS`
+    (:class:`~ensemble_mappo.networks.CentralCritic` or IPPO's local critics). ``advantages`` (T, B, 2) are per
+    agent, ``returns`` (T, B, H) per critic head. ``optimizer`` holds the
     actors' and the critic's parameters (by the names "decider", "fusion", "critic") and clips each one's
     gradient norm; only the given actors and the critic step. ``settings`` supplies clip_coef, clip_value,
     ent_coef, update_epochs, num_minibatches and normalize_advantages. The value normaliser is updated with this
@@ -316,7 +318,7 @@ def ppo_update(
         if name in learners:
             result[f"losses/{name}_grad_norm"] = means[offset]
         offset += 1
-    for agent, column in zip(AGENTS, range(len(AGENTS)), strict=True):
+    for column, agent in enumerate(AGENTS):
         result[f"losses/{agent}_explained_variance"] = explained[column]
     return result
 
