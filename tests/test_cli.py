@@ -21,21 +21,27 @@ import pytest
 from ensemble_env import cli, datasets, jit
 from ensemble_env.cache import LogitCache, save_cache
 
-#: the commands this package's cli.py and cache_cli.py define (play.py and plugins own the others' parsers)
-OWN_COMMANDS = {"demo", "baselines", "cache"}
 PYTHON_CLI = [sys.executable, "-m", "ensemble_env.cli"]
+#: options that are repeatable but not lists of names: (command, dest) -> why
+NOT_LISTS = {("ensemble-env train", "env"): "KEY=VALUE pairs, whose JSON values hold commas"}
+#: list options of commands owned elsewhere that do not follow the rule yet: (command, dest) -> the fix. When
+#: one is fixed, the test below fails until its entry goes.
+PENDING_LISTS = {
+    ("ensemble-env benchmark", "algorithms"): "ListOption (default None: the default algorithms)",
+    ("ensemble-env benchmark", "cache"): "ListOption instead of action='append'",
+    ("ensemble-env benchmark", "register"): "ListOption instead of action='append'",
+}
 
 
 def _parsers(
     parser: argparse.ArgumentParser, path: str = "ensemble-env"
 ) -> Iterator[tuple[str, argparse.ArgumentParser]]:
-    """Every (command path, parser) of :data:`OWN_COMMANDS` and their actions, the top level included."""
+    """Every (command path, parser) of ``ensemble-env`` (built-in and plugin commands), the top level included."""
     yield path, parser
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
-                if path != "ensemble-env" or name in OWN_COMMANDS:
-                    yield from _parsers(sub, f"{path} {name}")
+                yield from _parsers(sub, f"{path} {name}")
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -73,16 +79,18 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_command_and_option_has_a_description_and_help() -> None:
     missing = []
+    paths = set()
     for path, parser in _parsers(cli.build_parser()):
+        paths.add(path)
         if not parser.description:
             missing.append(f"{path}: no description")
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
-                own = [a for a in action._choices_actions if path != "ensemble-env" or a.dest in OWN_COMMANDS]
-                missing += [f"{path} {a.dest}: no help" for a in own if not a.help]
+                missing += [f"{path} {a.dest}: no help" for a in action._choices_actions if not a.help]
             elif not action.help:
                 missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}: no help")
     assert missing == []
+    assert {"ensemble-env train", "ensemble-env evaluate", "ensemble-env plot", "ensemble-env play"} <= paths
 
 
 # -- one list syntax -----------------------------------------------------------------------------------------
@@ -92,6 +100,9 @@ LIST_OPTIONS = [
     (["baselines"], "--alphas", "alphas"),
     (["cache", "from-lm-eval", "runs/", "-o", "x.h5"], "--tasks", "tasks"),
     (["cache", "from-arrays", "s.npz", "-o", "x.h5", "--score-kind", "prob"], "--models", "models"),
+    (["train", "--out", "runs/x"], "--tasks", "tasks"),
+    (["play"], "--team", "team"),
+    (["play", "--role", "decider"], "--extras", "extras"),
 ]
 
 
@@ -109,15 +120,22 @@ def test_list_options_take_commas_spaces_and_repeats(prefix: list[str], option: 
     assert getattr(cli.build_parser().parse_args(prefix), dest) is None
 
 
-def test_every_list_option_of_the_package_follows_the_rule() -> None:
-    listed = {(path, action.dest) for path, parser in _parsers(cli.build_parser()) for action in parser._actions}
+def test_every_list_option_of_every_command_follows_the_rule() -> None:
+    """An option taking several values (nargs, repeated, or 'comma-separated' in its help) is a ListOption."""
+    lists, breaking = set(), set()
     for path, parser in _parsers(cli.build_parser()):
         for action in parser._actions:
             takes_several = action.option_strings and (
-                action.nargs in ("+", "*") or isinstance(action, argparse._AppendAction)
+                action.nargs in ("+", "*")
+                or isinstance(action, argparse._AppendAction)
+                or "comma-separated" in (action.help or "")
             )
-            assert not takes_several or isinstance(action, cli.ListOption), f"{path} {action.option_strings}"
-    assert ("ensemble-env baselines", "only") in listed
+            if isinstance(action, cli.ListOption):
+                lists.add((path, action.dest))
+            elif takes_several and (path, action.dest) not in NOT_LISTS:
+                breaking.add((path, action.dest))
+    assert breaking == set(PENDING_LISTS)
+    assert {("ensemble-env baselines", "only"), ("ensemble-env train", "tasks"), ("ensemble-env play", "team")} <= lists
 
 
 def test_an_empty_list_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

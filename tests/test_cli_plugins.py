@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,8 @@ from ensemble_env import cli
 
 #: the commands of a plain install, in the order ``ensemble-env --help`` lists them
 COMMANDS = ["demo", "baselines", "play", "cache", "train", "evaluate", "plot", "benchmark"]
-HINT = 'pip install torch==2.13.0 && pip install -e ".[mappo]"'
+#: the README's CPU install (PyTorch's CPU index), not a pinned wheel that exists only on the project's machines
+HINT = 'pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install -e ".[mappo]"'
 
 
 def _command_names(parser: argparse.ArgumentParser) -> list[str]:
@@ -95,3 +97,12 @@ def test_mappo_commands_register_without_torch_and_name_the_extra(
     assert not (tmp_path / "run").exists()
     assert cli.main(["evaluate", str(tmp_path)]) == 2
     assert HINT in capsys.readouterr().err
+
+
+def test_the_install_hint_is_the_readme_cpu_install() -> None:
+    from ensemble_mappo.cli import INSTALL_HINT
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    torch_step = HINT.split(" && ")[0]
+    assert HINT in INSTALL_HINT and "torch==" not in INSTALL_HINT  # works on any machine, not only CI's wheel
+    assert f".venv/bin/{torch_step}" in readme  # the README's CPU-only line

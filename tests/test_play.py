@@ -99,6 +99,18 @@ def test_command_line_and_module(monkeypatch: pytest.MonkeyPatch, capsys: pytest
     text = capsys.readouterr().out
     assert "You are the fusion agent; the decider commits the team {0 logreg, 4 forest}" in text
     assert "You answered 2 question(s)" in text
+    monkeypatch.setattr(sys, "stdin", io.StringIO("all\n"))  # the list options take spaces as well as commas
+    assert (
+        cli.main(
+            ["play", "--cache", "toy8", "--questions", "1", "--role", "decider", "--extras", "task", "model_accuracy"]
+        )
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "next task" in text and "model accuracy" in text
+    monkeypatch.setattr(sys, "stdin", io.StringIO("1\n"))
+    assert cli.main(["play", "--cache", "toy8", "--questions", "1", "--team", "logreg", "4"]) == 0
+    assert "the decider commits the team {0 logreg, 4 forest}" in capsys.readouterr().out
     result = subprocess.run(
         [sys.executable, "-m", "ensemble_env.play", "--role", "decider", "--cache", "toy8", "--questions", "1"],
         input="all\n",

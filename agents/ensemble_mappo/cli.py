@@ -25,12 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from ensemble_env import datasets
+from ensemble_env.cache import SPLIT_CHOICES
+from ensemble_env.cli import ListOption
 from ensemble_env.env import resolve_cache
 
 __all__ = ["register"]
 
+#: how to get torch, as the README says: a CPU build from PyTorch's own index (a plain ``pip install torch`` on
+#: Linux pulls the CUDA build, several GB), then the extra
 INSTALL_HINT = (
-    'install the `mappo` extra with the CPU wheel first: pip install torch==2.13.0 && pip install -e ".[mappo]"'
+    "install a CPU torch (any >= 2.1; for a GPU build see the README), then the `mappo` extra: "
+    'pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install -e ".[mappo]"'
 )
 
 
@@ -204,11 +209,20 @@ def register(commands: Any) -> None:
         description="Train MAPPO (decider + fusion actors, a centralized critic) on the train split of a cache. "
         "Needs torch: " + INSTALL_HINT + ".",
     )
-    train.add_argument("--cache", default=None, help="logit cache file (default: the embedded cache)")
+    train.add_argument(
+        "--cache",
+        default=None,
+        help=f"logit cache file or built-in name ({', '.join(datasets.available())}; default: {datasets.DEFAULT})",
+    )
     train.add_argument("--out", default=None, metavar="DIR", help="run directory (logs, checkpoint)")
     train.add_argument("--resume", default=None, metavar="DIR", help="continue the run saved in DIR")
     train.add_argument("--config", default=None, metavar="FILE", help="TOML or JSON file of training options")
-    train.add_argument("--tasks", nargs="+", default=None, help="train (and later evaluate) on these tasks only")
+    train.add_argument(
+        "--tasks",
+        action=ListOption,
+        metavar="TASK",
+        help="train (and later evaluate) on these tasks only, comma- or space-separated (default: every task)",
+    )
     train.add_argument(
         "--env",
         action="append",
@@ -221,10 +235,24 @@ def register(commands: Any) -> None:
     _add_config_options(train)
     train.set_defaults(run=_train)
 
-    evaluate = commands.add_parser("evaluate", help="evaluate a trained MAPPO run on a split (frozen by default)")
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="evaluate a trained MAPPO run on a split (frozen by default)",
+        description="Play the questions of --split once, in the cache's order, with the run's checkpoint: the "
+        "decider keeps the models it picks with probability > 1/2, the fusion agent its most probable choice "
+        "(--online: the paper's protocol, learning on the stream, labelled as such). Prints macro accuracy, "
+        "the environment's mean reward, team size and cost, per task and per model, then the baselines "
+        "(fitted on train, static_team included) with the policy as one more row; saves "
+        "DIR/evaluation_SPLIT.json. Needs torch: " + INSTALL_HINT + ".",
+    )
     evaluate.add_argument("run_dir", metavar="DIR", help="run directory written by `ensemble-env train`")
     evaluate.add_argument("--cache", default=None, help="logit cache file (default: the run's cache)")
-    evaluate.add_argument("--split", default="test", choices=("train", "test", "validation", "all"))
+    evaluate.add_argument(
+        "--split",
+        default="test",
+        choices=SPLIT_CHOICES,
+        help=f"the questions played: {', '.join(SPLIT_CHOICES)} (default test; choose settings on validation)",
+    )
     evaluate.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     evaluate.add_argument(
         "--online",
@@ -236,7 +264,14 @@ def register(commands: Any) -> None:
     evaluate.add_argument("--no-baselines", action="store_true", help="skip the baselines table")
     evaluate.set_defaults(run=_evaluate)
 
-    plot = commands.add_parser("plot", help="PNG plots of MAPPO runs (needs matplotlib: the plot extra)")
+    plot = commands.add_parser(
+        "plot",
+        help="PNG plots of MAPPO runs (needs matplotlib: the plot extra)",
+        description="Write PNG plots of one or more runs (several, e.g. the seeds of one setting: each run "
+        "thin, their mean thick): learning curves, team size, per-model selection frequency, and test accuracy "
+        "against team size among the baselines (from DIR/evaluation_test.json, computed when missing). Needs "
+        "matplotlib (the plot extra).",
+    )
     plot.add_argument("runs", nargs="+", metavar="DIR", help="run directories (several: seeds of one setting)")
     plot.add_argument("--out", default=None, metavar="FOLDER", help="where the PNGs go (default: the first DIR)")
     plot.add_argument("--cache", default=None, help="logit cache for the baselines (default: the run's cache)")

@@ -34,6 +34,7 @@ import numpy as np
 
 from ensemble_env import datasets
 from ensemble_env.cache import SPLIT_CHOICES, LogitCache
+from ensemble_env.cli import ListOption
 from ensemble_env.env import EnsembleParallelEnv, parallel_env
 from ensemble_env.policies import FixedTeam, MeanVote
 from ensemble_env.render import question_excerpt
@@ -330,13 +331,24 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help=f"logit cache file or built-in name ({', '.join(datasets.available())}; default: {datasets.DEFAULT})",
     )
     parser.add_argument("--questions", type=int, default=5, help="how many questions to play (default 5)")
-    parser.add_argument("--split", default="test", choices=SPLIT_CHOICES)
+    parser.add_argument(
+        "--split",
+        default="test",
+        choices=SPLIT_CHOICES,
+        help=f"the questions played: {', '.join(SPLIT_CHOICES)} (default test)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the episode's random start (default 0)")
-    parser.add_argument("--team", default="all", help="role fusion: the decider's team, e.g. 0,2 (default: all)")
+    parser.add_argument(
+        "--team",
+        action=ListOption,
+        metavar="MODEL",
+        help="role fusion: the decider's team, model indices or names, e.g. 0,2 or 0 2 (default: all)",
+    )
     parser.add_argument(
         "--extras",
-        default="",
-        help="role decider: decider_extras to observe, comma-separated (model_accuracy, task)",
+        action=ListOption,
+        metavar="NAME",
+        help="role decider: decider_extras to observe, comma- or space-separated (model_accuracy, task)",
     )
     parser.add_argument("--alpha", type=float, default=1.0, help="size penalty of the reward (default 1.0)")
     parser.add_argument("--show-text", action="store_true", help="also print the question text (no agent sees it)")
@@ -345,15 +357,14 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    extras = tuple(name.strip() for name in args.extras.split(",") if name.strip())
     play(
         args.role,
         cache=args.cache,
         questions=args.questions,
         split=args.split,
         seed=args.seed,
-        team=args.team,
-        extras=extras,
+        team=" ".join(args.team) if args.team else "all",
+        extras=tuple(args.extras or ()),
         show_text=args.show_text,
         alpha=args.alpha,
         echo=not sys.stdin.isatty(),
