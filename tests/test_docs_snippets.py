@@ -13,10 +13,11 @@ Rules, applied to each block's text (:func:`classify`), in this order:
 1. **skipped: CI runs it elsewhere.** A block that creates a virtualenv (``-m venv``): the README's two
    commands (``.ci/run`` checks that the README shows them word for word and runs them on a clean clone) and
    the adapters' installs (``.ci/adapters.sh``).
-2. **skipped: cannot run here.** A block that runs a model with lm-evaluation-harness (``lm_eval ...``: a GPU
-   and the network), starts a Ray cluster (``ray start``: several machines), rebuilds a data file inside
-   the package (``scripts/build_*``: it would rewrite the installed package's data), or is a usage synopsis
-   (optional parts in brackets, ``[--alpha 1]``: a pattern, not a command).
+2. **skipped: cannot run here.** A block that only runs models with lm-evaluation-harness (``lm_eval ...``: a
+   GPU and the network; the rest of a block that also converts their output runs, below), starts a Ray
+   cluster (``ray start``: several machines), rebuilds a data file inside the package (``scripts/build_*``:
+   it would rewrite the installed package's data), or is a usage synopsis (optional parts in brackets,
+   ``[--alpha 1]``: a pattern, not a command).
 3. **long: skipped unless** ``ENSEMBLE_ENV_DOCS_LONG=1``. A block that trains for minutes: SB3's ``.learn(``,
    RLlib's ``algo.train(``, BenchMARL's ``experiment.run(`` or ``-m ensemble_env.adapters.benchmarl``,
    ``ensemble-env benchmark`` (learners x seeds), or an ``ensemble-env train`` without ``--passes`` of 20 or
@@ -35,7 +36,9 @@ Rules, applied to each block's text (:func:`classify`), in this order:
 Three more rules make blocks runnable as written:
 
 - **Install steps are dropped** from shell blocks that do not create a virtualenv (``pip install ...``, alone
-  or chained with ``&&``): the test runs in the environment they set up, the one running the tests.
+  or chained with ``&&``): the test runs in the environment they set up, the one running the tests. So are
+  **lm-eval runs** (``lm_eval ...`` with its continuation lines): their output, ``runs/``, is the shared
+  data's lm-eval output (below), so the commands that convert it run.
 
 - **Inputs a block names but does not make** (:data:`INPUTS`: ``my_cache.h5``, ``bbh.h5``, ``pool.npz``,
   ``runs/``, ...) are created in the scratch folder before it runs, when missing: a copy of a built-in cache,
@@ -75,12 +78,7 @@ HEAVY_CALLS = ("compare(", "fit_router(", "with_text_features(", "from_lm_eval("
 #: the Python packages a library adapter imports (rule 4: ``-m ensemble_env.adapters.X`` or ``examples/X_...``)
 ADAPTER_LIBRARIES = {"sb3": "stable_baselines3", "rllib": "ray", "torchrl": "torchrl", "benchmarl": "benchmarl"}
 #: blocks of documents owned elsewhere that do not run as written: (document, a line of the block) -> the fix
-KNOWN_BROKEN: dict[tuple[str, str], str] = {
-    (
-        "docs/caches.md",
-        "samples = read_samples(",
-    ): "the samples file is named ..._2024-07-01T00-00-00.000000.jsonl in ../shared/data/bbh-leaderboard",
-}
+KNOWN_BROKEN: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)
@@ -169,7 +167,7 @@ def classify(block: Block) -> Plan:
     code = block.code
     if "-m venv" in code:
         return Plan("skip", "creates a virtualenv: CI runs it (.ci/run, .ci/adapters.sh)")
-    if re.search(r"^\s*lm_eval\b", code, re.M):
+    if re.search(r"^\s*lm_eval\b", code, re.M) and not without_setup(code).strip():
         return Plan("skip", "runs a model with lm-evaluation-harness (GPU, network)")
     if "ray start" in code:
         return Plan("skip", "starts a Ray cluster")
@@ -305,13 +303,33 @@ def without_installs(code: str) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
+def without_lm_eval_runs(code: str) -> str:
+    r"""Shell code without its ``lm_eval`` commands (and their ``\`` continuation lines) and comment lines.
+
+    >>> without_lm_eval_runs("# run it\nlm_eval --model hf \\\n    --output_path runs/\nensemble-env cache info a.h5\n")
+    'ensemble-env cache info a.h5\n'
+    """
+    lines, continued = [], False
+    for line in code.splitlines():
+        if continued or re.match(r"\s*lm_eval\b", line):
+            continued = line.rstrip().endswith("\\")
+        elif not line.lstrip().startswith("#"):
+            lines.append(line)
+    return "".join(f"{line}\n" for line in lines)
+
+
+def without_setup(code: str) -> str:
+    """Shell code as the test runs it: without install steps and lm-eval runs (see the module docstring)."""
+    return without_installs(without_lm_eval_runs(code))
+
+
 def run_block(block: Block, blocks: list[Block], folder: Path) -> subprocess.CompletedProcess[str]:
     """Run ``block`` in ``folder`` (its inputs made first); the completed process."""
     _make_inputs(block, folder)
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "MPLBACKEND": "Agg"}
     if block.language == "sh":
-        argv = ["bash", "-e", "-o", "pipefail", "-c", without_installs(block.code)]
+        argv = ["bash", "-e", "-o", "pipefail", "-c", without_setup(block.code)]
     else:
         argv = [sys.executable, "-c", program(block, blocks)]
     return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False)
@@ -387,7 +405,9 @@ def test_rules_classify_by_content() -> None:
     assert plan("from sb3_contrib import MaskablePPO\n", "python").modules == ("sb3_contrib",)
     assert plan("python -m ensemble_env.adapters.benchmarl task=x\n").modules == ("benchmarl",)
     assert plan("ensemble-env cache plot bbh.h5 -o p/\n") == Plan("slow", "", ("matplotlib",), True)
-    assert plan("lm_eval --model hf\nensemble-env cache from-lm-eval runs/ -o bbh.h5\n").tier == "skip"
+    assert plan("lm_eval --model hf \\\n  --output_path runs/ --log_samples\n").tier == "skip"
+    converts = plan("lm_eval --model hf \\\n  --output_path runs/\nensemble-env cache from-lm-eval runs/ -o bbh.h5\n")
+    assert converts == Plan("slow", "", (), True)  # the lm-eval run dropped, its output made from ../shared
     assert plan("ensemble-env benchmark --cache bbh5 --out OUT [--alpha 1]\n").tier == "skip"  # a synopsis
     assert plan("ensemble-env benchmark --seeds 5 --cache bbh5 --out OUT\n").tier == "long"
 
