@@ -6,8 +6,8 @@
 #   bash .ci/adapters.sh rllib torchrl   # some of them
 #
 # In each .venv-NAME: torch==2.13.0 first (the CPU wheel on this machine's disk; an unpinned torch would pull a
-# multi-GB CUDA build), then `pip install -e ".[NAME,dev]"` (plus EXTRA_PACKAGES[NAME]) with torch held at that
-# version by a constraint (BenchMARL's torchvision requirement would otherwise replace it), then pytest --run-slow
+# multi-GB CUDA build), then `pip install -e ".[NAME,dev]"` with torch held at that version by a constraint
+# (BenchMARL's torchvision requirement would otherwise replace it), then pytest --run-slow
 # on tests/adapters/test_NAME.py and the adapter's doctests, then `python examples/EXAMPLE.py --smoke`. Existing
 # .venv-NAME folders are reused (a fresh clone has none). A smoke run must show learning: each of its
 # "[label] test accuracy BEFORE -> AFTER" lines must gain at least MIN_GAIN. Exits non-zero if any step of any
@@ -18,8 +18,6 @@ cd "$(dirname "$0")/.."
 TORCH="torch==2.13.0"
 PYTHON="${PYTHON:-python3}"
 MIN_GAIN="0.05"  # test accuracy a smoke run must gain, at its fixed seed
-# Packages the examples need beyond the extra (MaskablePPO for the fusion agent and the shared policy).
-declare -A EXTRA_PACKAGES=([sb3]="sb3-contrib>=2.4")
 # BenchMARL's environment also runs the TorchRL adapter's tests: torchrl 0.11 there, the lower bound of the extra.
 declare -A TESTS=(
     [sb3]="tests/adapters/test_sb3.py src/ensemble_env/adapters/sb3.py"
@@ -70,12 +68,10 @@ for lib in "${libraries[@]}"; do
         [ $status = ok ] && echo "*" >"$venv/.gitignore" # keep the environment out of git status
     fi
     if [ $status = ok ]; then
-        extra="${EXTRA_PACKAGES[$lib]:-}"
-        echo "   install $TORCH, then -e .[$lib,dev] $extra"
-        # shellcheck disable=SC2086 # extra may be empty or hold several requirements
+        echo "   install $TORCH, then -e .[$lib,dev]"
         step "install $TORCH" "$logs/$lib-torch.log" "$venv/bin/pip" install -q "$TORCH" &&
             step "install .[$lib,dev]" "$logs/$lib-install.log" \
-                "$venv/bin/pip" install -q -c "$constraints" -e ".[$lib,dev]" $extra || status=FAILED
+                "$venv/bin/pip" install -q -c "$constraints" -e ".[$lib,dev]" || status=FAILED
     fi
     if [ $status = ok ]; then
         versions=$("$venv/bin/pip" list 2>/dev/null |

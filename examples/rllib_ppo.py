@@ -1,7 +1,7 @@
 """RLlib PPO on the ensemble game: one policy per role, rollouts in 2 env-runner processes.
 
     pip install -e ".[rllib]"
-    python examples/rllib_ppo.py --smoke                  # 6 iterations, about a minute on 2 CPU cores
+    python examples/rllib_ppo.py --smoke                  # 4 iterations, about a minute on 2 CPU cores
     python examples/rllib_ppo.py                          # 40 iterations on toy8 (about 6 minutes)
     python examples/rllib_ppo.py --cache bbh5             # the 5 LLMs on BIG-Bench-Hard
     python examples/rllib_ppo.py --address auto --num-env-runners 16 --num-learners 2   # on a Ray cluster
@@ -65,10 +65,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-learners", type=int, default=0, help="0: the update runs in the driver")
     parser.add_argument("--address", default=None, help="a running Ray cluster ('auto'); default: start one here")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--smoke", action="store_true", help="6 iterations (about a minute)")
+    parser.add_argument("--smoke", action="store_true", help="4 iterations (about a minute)")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.iterations = 6
+        args.iterations = 4
 
     if os.environ.get("PYTHONHASHSEED") != HASH_SEED:  # see HASH_SEED
         os.environ["PYTHONHASHSEED"] = HASH_SEED

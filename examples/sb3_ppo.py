@@ -1,6 +1,6 @@
 """Stable-Baselines3 on the ensemble game: the paper's two stages, or one shared policy (SuperSuit + MaskablePPO).
 
-    pip install -e ".[sb3]" sb3-contrib
+    pip install -e ".[sb3]"                       # stable-baselines3, sb3-contrib (MaskablePPO), SuperSuit
     python examples/sb3_ppo.py                    # toy8: 1. decider (mean vote fuses), 2. fuser, decider frozen
     python examples/sb3_ppo.py --cache bbh5       # the 5 LLMs on BIG-Bench-Hard
     python examples/sb3_ppo.py --train shared     # both roles through one parameter-shared MaskablePPO policy
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # small networks: more threads only contend for the cores
     if args.smoke:
-        args.decider_steps, args.fusion_steps, args.shared_steps = 8192, 24_576, 24_576
+        args.decider_steps, args.fusion_steps, args.shared_steps = 8192, 16_384, 16_384
         two_stage(args)
         shared(args)
     elif args.train == "two-stage":

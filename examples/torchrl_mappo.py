@@ -188,10 +188,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cache", default=Config.cache, help="a built-in cache (toy8, bbh5) or a cache file")
     parser.add_argument("--iterations", type=int, default=Config.iterations)
     parser.add_argument("--seed", type=int, default=Config.seed)
-    parser.add_argument("--smoke", action="store_true", help="12 iterations: about a minute on 2 CPU cores")
+    parser.add_argument("--smoke", action="store_true", help="8 iterations: about a minute on 2 CPU cores")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # small networks: more threads only contend for the cores
-    train(Config(iterations=12 if args.smoke else args.iterations, seed=args.seed, cache=args.cache))
+    train(Config(iterations=8 if args.smoke else args.iterations, seed=args.seed, cache=args.cache))
 
 
 if __name__ == "__main__":

@@ -50,6 +50,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ensemble_env.actions import choose_encoding
 from ensemble_env.adapters import lazy_class, require
 from ensemble_env.env import parallel_env
@@ -136,7 +138,8 @@ def _build_env_class() -> type:
             """The centralized state (both roles' observations), for a centralized critic."""
             return self.env.state()
 
-        def render(self) -> str | None:  # type: ignore[override]
+        def render(self) -> str | np.ndarray | None:  # type: ignore[override]
+            """The last step as text (render modes ansi, human), or the episode as an image (rgb_array)."""
             return self.env.render()
 
         def close(self) -> None:

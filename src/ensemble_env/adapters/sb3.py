@@ -136,7 +136,7 @@ class SingleRoleEnv(gymnasium.Env[np.ndarray, Any]):
         """The centralized state of the underlying game (both roles' observations)."""
         return self.parallel.state()
 
-    def render(self) -> str | None:  # type: ignore[override]
+    def render(self) -> str | np.ndarray | None:  # type: ignore[override]
         return self.parallel.render()
 
 
