@@ -76,6 +76,23 @@ def test_resume_a_finished_run_and_refuse_options(run_dir: Path, capsys: pytest.
     assert "--overwrite" in capsys.readouterr().err
 
 
+def test_train_says_what_its_budget_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--passes 1 on iris's 120 train questions is 120 steps: a whole rollout of 16 x 32 = 512 steps runs."""
+    small = ["--cache", "toy8", "--tasks", "iris", "--num-envs", "16", "--num-steps", "32", "--no-progress"]
+    assert main(["train", "--out", str(tmp_path / "run"), "--passes", "1", *small]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == (
+        "budget: 1 pass x 120 train questions = 120 steps, rounded up to 1 rollout of 16 copies x 32 steps "
+        "= 512 steps (4.267 passes)"
+    )
+    assert out[-1].startswith("done: 512 steps;")
+    assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["global_step"] == 512
+    assert main(["train", "--out", str(tmp_path / "exact"), "--total-steps", "1024", *small]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "budget: 1,024 steps (--total-steps) = 2 rollouts of 16 copies x 32 steps (8.533 passes of 120 train questions)"
+    )
+
+
 def test_train_options_from_a_config_file_and_flags(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('seed = 5\nmode = "two-stage"\nhidden_size = 8\n[env]\nalpha = 0.5\n')

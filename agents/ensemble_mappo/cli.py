@@ -106,7 +106,7 @@ def _train(args: argparse.Namespace) -> int:
     if not _torch_available("train"):
         return 2
     from ensemble_mappo.config import TrainConfig
-    from ensemble_mappo.training import load_run, train
+    from ensemble_mappo.training import Budget, load_run, train
 
     if args.resume:
         given = [
@@ -139,6 +139,7 @@ def _train(args: argparse.Namespace) -> int:
     cache = resolve_cache(cache_path)
     where = f"the default built-in cache {datasets.DEFAULT!r}" if cache_path is None else cache_path
     print(f"MAPPO ({config.mode}) on {where}: {cache.n_models} models, train split; run directory {out}")
+    print(Budget.of_cache(config, cache).describe())
     row = train(config, cache, out, cache_path=cache_path, resume=bool(args.resume), progress=args.progress)
     if not row:
         print(f"nothing to do: the run in {out} is complete; evaluate with: ensemble-env evaluate {out}")

@@ -58,6 +58,7 @@ __all__ = [
     "PROGRESS_NAME",
     "Agents",
     "Behaviour",
+    "Budget",
     "StepRecord",
     "collect",
     "env_options",
@@ -195,6 +196,73 @@ def episode_plan(n_stream: int, episode_length: int, num_steps: int) -> tuple[in
         return length, length // num_steps
     divisor = max(d for d in range(1, length + 1) if num_steps % d == 0)
     return divisor, 1
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a training budget runs: whole rollouts of ``num_envs x num_steps`` steps, at least the steps asked.
+
+    >>> print(Budget.plan(TrainConfig(passes=5), 20).describe())  # doctest: +NORMALIZE_WHITESPACE
+    budget: 5 passes x 20 train questions = 100 steps, rounded up to 1 rollout of 64 copies x 64 steps
+    = 4,096 steps (204.8 passes)
+    >>> print(Budget.plan(TrainConfig(total_steps=8192), 2560).describe())
+    budget: 8,192 steps (--total-steps) = 2 rollouts of 64 copies x 64 steps (3.2 passes of 2,560 train questions)
+    """
+
+    questions: int
+    """Questions in the training stream (the train split of the config's tasks)."""
+    passes: float | None
+    """The passes asked for (None: the budget was given as ``total_steps``)."""
+    requested: int
+    """Env steps asked for: ``total_steps``, else ``passes x questions`` rounded up."""
+    num_envs: int
+    num_steps: int
+    iterations: int
+    """Rollouts (and updates) run: ``requested / (num_envs x num_steps)`` rounded up, at least 1."""
+
+    @classmethod
+    def plan(cls, config: TrainConfig, questions: int) -> Budget:
+        batch_size = config.num_envs * config.num_steps
+        requested = config.total_steps or math.ceil(config.passes * questions)
+        return cls(
+            questions=questions,
+            passes=None if config.total_steps else config.passes,
+            requested=requested,
+            num_envs=config.num_envs,
+            num_steps=config.num_steps,
+            iterations=max(1, math.ceil(requested / batch_size)),
+        )
+
+    @classmethod
+    def of_cache(cls, config: TrainConfig, cache: LogitCache) -> Budget:
+        """The budget of training with ``config`` on ``cache``'s train split (of the config's tasks)."""
+        return cls.plan(config, int(cache.select("train", _tasks(config)).size))
+
+    @property
+    def batch_size(self) -> int:
+        """Steps of one rollout, ``num_envs x num_steps``."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def steps(self) -> int:
+        """Env steps run: ``iterations x batch_size``."""
+        return self.iterations * self.batch_size
+
+    def describe(self) -> str:
+        """One line: the budget asked for and what runs, saying when it is rounded up to whole rollouts."""
+        rollouts = f"{self.iterations:,} rollout{'' if self.iterations == 1 else 's'}"
+        shape = f"{rollouts} of {self.num_envs} copies x {self.num_steps} steps"
+        questions = f"{self.questions:,} train question{'' if self.questions == 1 else 's'}"
+        ran = self.steps / self.questions if self.questions else float("nan")
+        passes = f"{ran:.4g} pass{'' if ran == 1 else 'es'}"
+        if self.passes is None:
+            asked = f"{self.requested:,} steps (--total-steps)"
+            passes += f" of {questions}"
+        else:
+            asked = f"{self.passes:g} pass{'' if self.passes == 1 else 'es'} x {questions} = {self.requested:,} steps"
+        if self.steps == self.requested:
+            return f"budget: {asked} = {shape} ({passes})"
+        return f"budget: {asked}, rounded up to {shape} = {self.steps:,} steps ({passes})"
 
 
 def round_seed(seed: int, round_index: int) -> int:
@@ -481,15 +549,14 @@ def train(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(config.threads)
-    n_stream = int(cache.select("train", _tasks(config)).size)
+    budget = Budget.of_cache(config, cache)
+    n_stream = budget.questions
     episode_length, rounds = episode_plan(n_stream, config.episode_length, config.num_steps)
     options = env_options(config, cache)
     venv = make_env(
         cache, options, num_envs=config.num_envs, split="train", order=config.order, episode_length=episode_length
     )
-    batch_size = config.num_envs * config.num_steps
-    total_steps = config.total_steps or math.ceil(config.passes * n_stream)
-    num_iterations = max(1, math.ceil(total_steps / batch_size))
+    batch_size, num_iterations = budget.batch_size, budget.iterations
     stage_two_from = round(config.stage_one_fraction * num_iterations) if config.mode == "two-stage" else 0
     models = tuple(cache.models)
 
