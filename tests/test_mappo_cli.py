@@ -7,10 +7,16 @@ import importlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from ensemble_mappo.evaluation import Evaluation, format_report  # noqa: E402
+from test_cli import _decimals_per_column, _table_rows  # noqa: E402
+
+from ensemble_env import cli, comparison, datasets  # noqa: E402
+from ensemble_env.baselines import RewardSettings  # noqa: E402
 from ensemble_env.cli import main  # noqa: E402
 
 TINY = ["--cache", "toy8", "--total-steps", "1024", "--num-envs", "16", "--num-steps", "32", "--no-progress"]
@@ -66,6 +72,62 @@ def test_evaluate_text_and_online_is_labelled(run_dir: Path, capsys: pytest.Capt
     assert summary["protocol"] == "online" and summary["update_every"] == 200
     assert "ONLINE" in summary["protocol_description"]
     assert (run_dir / "evaluation_test_online.json").is_file()
+
+
+def test_evaluate_tables_keep_names_whole_format_columns_alike_and_list_static_team(
+    run_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli, "_stderr_is_terminal", lambda: True)  # the waits say what they are for
+    assert main(["evaluate", str(run_dir)]) == 0
+    text, err = capsys.readouterr()
+    assert "ensemble-env: fitting the baselines on train and scoring them on test... done (" in err
+    assert "ensemble-env: playing the test split with the run's policy... done (" in err
+    tables = [_table_rows(text, header) for header in ("task ", "model ", "baseline ")]
+    assert [row[0] for row in tables[0]] == ["iris", "wine", "breast_cancer", "digits", "diabetes"]
+    assert [row[0] for row in tables[1]][:2] == ["logreg", "naive_bayes"]
+    for rows in tables:  # e.g. a mean cost of 3.5 printed 3.50 like 2.35 above it
+        assert all(len(found) == 1 for found in _decimals_per_column(rows).values()), rows
+    names = [row[0].split(" ", 1)[1] for row in tables[2]]
+    assert names[:2] == ["best_single", "static_team"] and names[-1] == "mappo"
+    summary = json.loads((run_dir / "evaluation_test.json").read_text())
+    assert {"static_team", "stacking(per_task)", "oracle"} <= set(summary["baselines"])
+    mappo = tables[2][-1]  # the table's row of the policy: the summary's numbers, same rounding
+    assert mappo[1:4] == [f"{summary['macro_accuracy']:.4f}", f"{summary['accuracy']:.4f}", f"{summary['reward']:.4f}"]
+    assert f"reward {summary['reward']:+.4f}" in text.splitlines()[2]
+
+
+def test_report_prints_3_5_as_3_50_under_2_25() -> None:
+    """Mean team sizes and costs of 3.5 and 2.25 in one column: both with 2 decimals (issue 14)."""
+    cache = datasets.load("toy8")
+    questions = np.concatenate([np.flatnonzero(cache.tasks == task)[:4] for task in (0, 1)])
+    sizes = [3, 4, 3, 4, 2, 2, 2, 3]  # iris: mean 3.5, wine: 2.25
+    teams = np.array([[1] * size + [0] * (cache.n_models - size) for size in sizes], dtype=np.int8)
+    answers = cache.labels[questions]
+    evaluation = Evaluation(
+        "frozen", "test", None, "run", 1, 512, tuple(cache.models), questions, answers, answers >= 0, teams,
+        teams.sum(axis=1).astype(float), np.ones(8),
+    )  # fmt: skip
+    text = format_report(evaluation, cache, None)
+    rows = _table_rows(text, "task ")
+    assert [row[-2:] for row in rows] == [["3.50", "3.50"], ["2.25", "2.25"]]
+    assert "mean cost 2.88 (36% of the whole pool)" in text.splitlines()[2]
+    assert [row[2] for row in _table_rows(text, "model ")][:2] == ["1.00", "1.00"]  # cost/question, not "1"
+
+
+def test_evaluate_scores_the_baselines_on_the_runs_reward(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--env", "alpha=0.5", *TINY]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert main(["evaluate", str(out)]) == 0
+    assert "reward(alpha=0.5)" in capsys.readouterr().out
+    # static_team chose its teams for alpha = 0.5: its reward is the one ensemble_env.comparison gives at 0.5
+    cache = datasets.load("toy8")
+    [static] = comparison.compare(cache, reward=RewardSettings(alpha=0.5), names=["static_team"])
+    assert summary["baselines"]["static_team"]["reward"] == pytest.approx(
+        static.scores(cache, RewardSettings(alpha=0.5))["reward"]
+    )
 
 
 def test_resume_a_finished_run_and_refuse_options(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from ensemble_env import datasets
 from ensemble_env.cache import SPLIT_CHOICES
-from ensemble_env.cli import ListOption
+from ensemble_env.cli import ListOption, status
 from ensemble_env.env import resolve_cache
 
 __all__ = ["register"]
@@ -179,13 +179,18 @@ def _evaluate(args: argparse.Namespace) -> int:
     )
 
     cache = _run_cache(Path(args.run_dir), args.cache)
-    evaluation = evaluate_run(
-        args.run_dir, cache, split=args.split, online=args.online, update_every=args.update_every, seed=args.seed
-    )
-    results = None if args.no_baselines else run_baselines(cache, args.split, args.seed)
+    protocol = "learning online on" if args.online else "playing"
+    with status(f"{protocol} the {args.split} split with the run's policy"):
+        evaluation = evaluate_run(
+            args.run_dir, cache, split=args.split, online=args.online, update_every=args.update_every, seed=args.seed
+        )
+    results = None
+    if not args.no_baselines:
+        with status(f"fitting the baselines on train and scoring them on {args.split}"):
+            results = run_baselines(cache, args.split, args.seed, evaluation.reward)
     summary = evaluation.summary(cache)
     if results is not None:
-        summary["baselines"] = baseline_summary(cache, results)
+        summary["baselines"] = baseline_summary(cache, results, evaluation.reward)
     save_evaluation(evaluation, summary)
     if args.json:
         print(json.dumps(summary, indent=2))

@@ -11,8 +11,9 @@
 
 Reports per-task accuracy, mean reward per question (the environment's reward at the run's options), mean
 team size, per-model selection frequency and cost, and (as a table) the baselines of
-:mod:`ensemble_env.baselines` fitted on train, with the learned policy as one more row. Any split works,
-``validation`` included (choose settings there; report test).
+:mod:`ensemble_env.comparison` fitted on train (:data:`BASELINES`: ``static_team``, the best fixed team per
+task, is the strongest simple opponent), scored on the run's reward, with the learned policy as one more row.
+Any split works, ``validation`` included (choose settings there; report test).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ensemble_env import baselines
-from ensemble_env.baselines import BaselineResult
+import ensemble_env
+from ensemble_env import baselines, comparison
+from ensemble_env.baselines import DEFAULT_REWARD, BaselineResult, RewardSettings
 from ensemble_env.cache import LogitCache
 from ensemble_mappo.checkpoint import load_checkpoint
 from ensemble_mappo.config import TrainConfig
@@ -44,6 +46,7 @@ from ensemble_mappo.training import (
 )
 
 __all__ = [
+    "BASELINES",
     "PROTOCOLS",
     "Evaluation",
     "baseline_summary",
@@ -51,9 +54,23 @@ __all__ = [
     "evaluate_run",
     "evaluation_path",
     "format_report",
+    "reward_settings",
     "run_baselines",
     "save_evaluation",
 ]
+
+#: the baselines ``evaluate`` lists, in :data:`ensemble_env.comparison.BASELINES` order (the team-enumerating
+#: ``static_team`` only on pools of at most :data:`ensemble_env.routing.MAX_TEAM_MODELS` models)
+BASELINES = (
+    "best_single",
+    "static_team",
+    "stacking(per_task)",
+    "plurality_vote",
+    "mean_probability_vote",
+    "random_team",
+    "greedy_focal_team",
+    "oracle",
+)
 
 PROTOCOLS = {
     "frozen": "frozen policy: no learning on the evaluated questions",
@@ -79,6 +96,10 @@ class Evaluation:
     teams: np.ndarray
     cost: np.ndarray
     rewards: np.ndarray
+    reward: RewardSettings = DEFAULT_REWARD
+    """The reward the run plays for (:func:`reward_settings`): the baselines are scored on it."""
+    diversity_bonus: float = 0.0
+    """The run's diversity bonus, in ``rewards`` but not in the baselines' reward."""
 
     @property
     def name(self) -> str:
@@ -229,7 +250,7 @@ def evaluate_agents(
         if optimizer is not None:
             update(agents, optimizer, rollout, next_state, online_config, generator)
     joined = {key: np.concatenate(value) for key, value in parts.items()}
-    return Evaluation(
+    evaluation = Evaluation(
         protocol="online" if online else "frozen",
         split=split,
         update_every=update_every if online else None,
@@ -243,7 +264,17 @@ def evaluate_agents(
         teams=joined["teams"],
         cost=joined["cost"],
         rewards=joined["reward"],
+        reward=reward_settings(config, cache),
+        diversity_bonus=float(venv.config.diversity_bonus),
     )
+    if evaluation.diversity_bonus:
+        return evaluation
+    # the environment's rewards travel as float32: recomputed in float64 by the same reward function
+    # (ensemble_env.reward.reward_value), so that the summary and the baselines table print the same numbers
+    exact = evaluation.result(cache).rewards(cache, evaluation.reward)
+    if not np.allclose(exact, evaluation.rewards, rtol=0, atol=1e-5):
+        raise RuntimeError("the evaluation's rewards differ from the environment's reward of its answers")
+    return dataclasses.replace(evaluation, rewards=exact)
 
 
 def save_evaluation(evaluation: Evaluation, summary: dict[str, Any]) -> Path:
@@ -253,60 +284,102 @@ def save_evaluation(evaluation: Evaluation, summary: dict[str, Any]) -> Path:
     return path
 
 
-def baseline_summary(cache: LogitCache, results: list[BaselineResult]) -> dict[str, dict[str, float]]:
-    """Macro accuracy, accuracy and mean team size of each baseline, by name."""
-    return {
-        result.name: {
-            "macro_accuracy": result.macro_accuracy(cache),
+def reward_settings(config: TrainConfig, cache: LogitCache) -> RewardSettings:
+    """The environment's reward of a run on ``cache`` (its ``alpha``, ``size_penalty_mode`` and ``use_costs``
+    options), without the diversity bonus, which :class:`~ensemble_env.baselines.RewardSettings` leaves out."""
+    options, defaults = env_options(config, cache), ensemble_env.EnvConfig()
+    return RewardSettings(
+        alpha=options.get("alpha", defaults.alpha),
+        size_penalty_mode=options.get("size_penalty_mode", defaults.size_penalty_mode),
+        use_costs=options.get("use_costs", defaults.use_costs),
+    )
+
+
+def baseline_summary(
+    cache: LogitCache, results: list[BaselineResult], reward: RewardSettings = DEFAULT_REWARD
+) -> dict[str, dict[str, float]]:
+    """Each baseline's accuracy and mean reward (at ``reward``) as the evaluation's summary gives them: macro
+    (mean over tasks) and over all questions, and its mean team size; by name."""
+    summary = {}
+    for result in results:
+        scores = result.scores(cache, reward)
+        summary[result.name] = {
+            "macro_accuracy": scores["accuracy"],
             "accuracy": result.accuracy,
+            "macro_reward": float(np.mean([task["reward"] for task in scores["tasks"].values()])),
+            "reward": scores["reward"],
             "mean_team_size": result.mean_team_size,
         }
-        for result in results
-    }
+    return summary
 
 
-def run_baselines(cache: LogitCache, split: str, seed: int = 0) -> list[BaselineResult]:
-    """The baselines of :func:`ensemble_env.baselines.run_all` fitted on train, scored on ``split``."""
-    return baselines.run_all(cache, split=split, k=min(3, cache.n_models), seed=seed)
+def run_baselines(
+    cache: LogitCache, split: str, seed: int = 0, reward: RewardSettings = DEFAULT_REWARD
+) -> list[BaselineResult]:
+    """The :data:`BASELINES` fitted on train, scored on ``split``; the routing one (``static_team``) chooses
+    its teams by ``reward``. The random and greedy teams have ``min(3, N)`` models."""
+    names = [name for name in BASELINES if name in comparison.default_baselines(cache)]
+    return comparison.compare(cache, split=split, reward=reward, k=min(3, cache.n_models), seed=seed, names=names)
 
 
 def format_report(evaluation: Evaluation, cache: LogitCache, baseline_results: list[BaselineResult] | None) -> str:
-    """The text ``ensemble-env evaluate`` prints."""
+    """The text ``ensemble-env evaluate`` prints: names in full, each column's numbers with one format
+    (accuracies and rewards 4 decimals, team sizes 2, costs :func:`ensemble_env.baselines.cost_format`)."""
+    from ensemble_env.report import _align  # the tables of ensemble_env.baselines.format_table
+
     summary = evaluation.summary(cache)
+    cost = baselines.cost_format(cache)
     n_models = len(evaluation.models)
     lines = [
         f"MAPPO evaluation [{evaluation.protocol}] - {evaluation.description}",
-        f"run {evaluation.run} (update {evaluation.iteration}, {evaluation.global_step} training steps); "
+        f"run {evaluation.run} (update {evaluation.iteration}, {evaluation.global_step:,} training steps); "
         f"split {evaluation.split}: {summary['n_questions']} questions in the cache's order",
         f"macro accuracy {summary['macro_accuracy']:.4f}   macro reward {summary['macro_reward']:+.4f}   "
-        f"accuracy {summary['accuracy']:.4f}   "
-        f"mean team size {summary['mean_team_size']:.2f} of {n_models}   mean cost {summary['mean_cost']:.3g} "
-        f"({100 * summary['relative_cost']:.0f}% of the whole pool)",
+        f"accuracy {summary['accuracy']:.4f}   reward {summary['reward']:+.4f}   "
+        f"mean team size {summary['mean_team_size']:.2f} of {n_models}   "
+        f"mean cost {cost.format(summary['mean_cost'])} ({100 * summary['relative_cost']:.0f}% of the whole pool)",
         "",
     ]
-    width = max(len("task"), *(len(name) for name in summary["tasks"]))
-    lines.append(f"{'task'.ljust(width)}  questions  accuracy   reward  team size  mean cost")
-    for name, task in summary["tasks"].items():
-        lines.append(
-            f"{name.ljust(width)}  {task['n_questions']:9d}  {task['accuracy']:8.4f}  {task['reward']:+.4f}  "
-            f"{task['mean_team_size']:9.2f}  {task['mean_cost']:9.3g}"
-        )
+    task_rows = [
+        [
+            name,
+            str(task["n_questions"]),
+            f"{task['accuracy']:.4f}",
+            f"{task['reward']:+.4f}",
+            f"{task['mean_team_size']:.2f}",
+            cost.format(task["mean_cost"]),
+        ]
+        for name, task in summary["tasks"].items()
+    ]
+    lines += _align(["task", "questions", "accuracy", "reward", "team size", "mean cost"], task_rows)
     lines.append("")
-    width = max(len("model"), *(len(model) for model in evaluation.models))
-    lines.append(f"{'model'.ljust(width)}  selected  cost/question  cost share")
     total = sum(summary["model_cost"][m] * summary["selection_frequency"][m] for m in evaluation.models)
+    model_rows = []
     for model in evaluation.models:
         spent = summary["model_cost"][model] * summary["selection_frequency"][model]
         share = spent / total if total > 0 else 0.0
-        lines.append(
-            f"{model.ljust(width)}  {summary['selection_frequency'][model]:8.3f}  "
-            f"{summary['model_cost'][model]:13.3g}  {100 * share:9.1f}%"
+        model_rows.append(
+            [
+                model,
+                f"{summary['selection_frequency'][model]:.3f}",
+                cost.format(summary["model_cost"][model]),
+                f"{100 * share:.1f}%",
+            ]
         )
+    lines += _align(["model", "selected", "cost/question", "cost share"], model_rows)
     if baseline_results is not None:
+        reward = evaluation.reward
         lines += [
             "",
             f"against the baselines (fitted on train, scored on {evaluation.split}; {evaluation.name} is "
-            f"{'frozen' if evaluation.protocol == 'frozen' else 'ONLINE'}):",
-            baselines.format_table(cache, [*baseline_results, evaluation.result(cache)]),
+            f"{'frozen' if evaluation.protocol == 'frozen' else 'ONLINE'}; reward: the run's, "
+            f"{reward.size_penalty_mode}{', cost shares' if reward.use_costs else ''}; static_team: the best fixed "
+            "team per task on train):",
         ]
+        if evaluation.diversity_bonus:
+            lines.append(
+                f"(the run's diversity bonus, {evaluation.diversity_bonus:g}, is in the macro reward above, not in "
+                "this table)"
+            )
+        lines.append(baselines.format_table(cache, [*baseline_results, evaluation.result(cache)], reward))
     return "\n".join(lines)
