@@ -87,7 +87,7 @@ def test_every_command_and_option_has_a_description_and_help() -> None:
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 missing += [f"{path} {a.dest}: no help" for a in action._choices_actions if not a.help]
-            elif not action.help:
+            elif not action.help or action.help.lstrip().startswith("(default"):  # a default is not a help
                 missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}: no help")
     assert missing == []
     assert {"ensemble-env train", "ensemble-env evaluate", "ensemble-env plot", "ensemble-env play"} <= paths
