@@ -274,6 +274,21 @@ def test_status_says_what_a_wait_is_for_and_ends_its_line() -> None:
     assert failed.getvalue() == "ensemble-env: fitting... \n"
 
 
+def test_text_written_during_a_status_line_gets_its_own_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first-run compile message inside ``evaluate``'s wait: not glued to the open status line."""
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    with cli.status("playing the test split", enabled=True):
+        print("ensemble-env: compiling the environment's kernels...", file=sys.stderr)
+    assert sys.stderr is err
+    lines = err.getvalue().splitlines()
+    assert lines[:2] == [
+        "ensemble-env: playing the test split... ",
+        "ensemble-env: compiling the environment's kernels...",
+    ]
+    assert re.fullmatch(r"ensemble-env: playing the test split\.\.\. done \(\d+\.\d s\)", lines[2]) and len(lines) == 3
+
+
 def test_baselines_say_what_they_fit_on_a_terminal_only(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -127,12 +127,31 @@ def _stderr_is_terminal() -> bool:
     return sys.stderr.isatty()
 
 
+class _OpenLine:
+    """Stands for stderr while a :func:`status` line is open: the first other text written (the first-run
+    compile message, a warning, a progress bar) ends the line first, so that it starts a line of its own."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.open = stream, True
+
+    def write(self, text: str) -> int:
+        if self.open and text:
+            self.stream.write("\n")
+            self.open = False
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 @contextlib.contextmanager
 def status(message: str, stream: TextIO | None = None, *, enabled: bool | None = None) -> Iterator[None]:
     """Say on stderr what a wait of seconds is for: ``ensemble-env: MESSAGE... done (8.1 s)``.
 
     ``enabled=None`` writes only when stderr is a terminal (so pipes, logs and ``--json`` stay clean, like
-    the progress bars). The line is ended even when the work fails.
+    the progress bars). The line is ended even when the work fails. When the work writes to stderr meanwhile
+    (``sys.stderr``, e.g. the first-run compile message), that text gets lines of its own and the message is
+    said again when done: ``ensemble-env: MESSAGE... done (8.1 s)`` on a line of its own.
     """
     stream = sys.stderr if stream is None else stream
     if not (_stderr_is_terminal() if enabled is None else enabled):
@@ -141,12 +160,20 @@ def status(message: str, stream: TextIO | None = None, *, enabled: bool | None =
     start = time.perf_counter()
     stream.write(f"ensemble-env: {message}... ")
     stream.flush()
+    guard = _OpenLine(stream)
+    swap = stream is sys.stderr
+    if swap:
+        sys.stderr = guard  # type: ignore[assignment]
     try:
         yield
     except BaseException:
-        stream.write("\n")
+        stream.write("\n" if guard.open else "")
         raise
-    stream.write(f"done ({time.perf_counter() - start:.1f} s)\n")
+    finally:
+        if swap:
+            sys.stderr = stream
+    done = f"done ({time.perf_counter() - start:.1f} s)\n"
+    stream.write(done if guard.open else f"ensemble-env: {message}... {done}")
     stream.flush()
 
 
