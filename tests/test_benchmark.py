@@ -138,3 +138,44 @@ def test_ippo_critics_read_only_their_own_observation():
     others = [index for index in range(len(VALUE_HEADS)) if index != fusion]
     assert torch.equal(before[:, others], after[:, others])
     assert not torch.equal(before[:, fusion], after[:, fusion])
+
+
+def test_team_changes_counts_modes_changes_and_flip_flops():
+    a, b, c = [True, False, False], [False, True, False], [False, False, True]
+    teams = np.array([a, b, a, a, c, c, c, c])  # task 0: a b a a (2 changes, one A-B-A); task 1: c c c c
+    tasks = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    stats = benchmark.team_changes(teams, tasks)
+    assert stats == {"mode_share": 7 / 8, "teams_per_task": 1.5, "change_rate": 2 / 6, "flip_flops": 1 / 2}
+    assert benchmark._mode_teams(teams, tasks).tolist() == [a, a, a, a, c, c, c, c]
+
+
+def test_routing_counterfactuals_of_a_vote_of_fixed_teams_are_the_algorithm_itself(tmp_path: Path):
+    """static_team answers by its team's vote with one team per task: both counterfactuals reproduce its
+    scores exactly; a team that changes every question is counted as such."""
+    cache = small_cache()
+    test = cache.select("test")
+    tasks = np.asarray(cache.tasks)[test]
+    (result,) = benchmark.comparison.compare(cache, split="test", train_split="train", names=["static_team"])
+    run = {
+        "algorithm": "static_team",
+        "seed": 0,
+        **benchmark._answers_to_json(benchmark._baseline("static_team")(cache, 0, 1.0, tmp_path)),
+    }
+    summary = benchmark.routing(cache, [run], 1.0)
+    assert summary["mode_share"] == 1.0 and summary["change_rate"] == 0.0 and summary["teams_per_task"] == 1.0
+    for label in ("teams_by_vote", "task_team_by_vote"):
+        assert summary[label]["accuracy"]["mean"] == pytest.approx(np.mean(list(result.task_accuracy(cache).values())))
+    alternating = np.zeros((test.size, cache.n_models), dtype=bool)
+    for task in np.unique(tasks):  # within each task (in playing order): models 0, 1, 0, 1, ...
+        rows = np.flatnonzero(tasks == task)
+        alternating[rows, np.arange(rows.size) % 2] = True
+    flipping = {**run, "teams": alternating.astype(np.int8).tolist()}
+    stats = benchmark.routing(cache, [flipping], 1.0)
+    sizes = np.bincount(tasks)
+    assert stats["change_rate"] == 1.0 and stats["teams_per_task"] == 2.0
+    assert stats["flip_flops"] == pytest.approx((sizes - 2).sum() / (sizes - 1).sum())  # all but each first change
+    # without per-question routing each task keeps its most used team: model 0 (the first used of the tie)
+    right = np.asarray(cache.probs)[test, 0].argmax(-1) == np.asarray(cache.labels)[test]
+    model_0 = np.mean([right[tasks == task].mean() for task in np.unique(tasks)])
+    assert stats["task_team_by_vote"]["accuracy"]["mean"] == pytest.approx(model_0)
+    assert stats["task_team_by_vote"]["team_size"]["mean"] == 1.0

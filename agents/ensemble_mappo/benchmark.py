@@ -37,6 +37,8 @@ from ensemble_env import comparison, datasets
 from ensemble_env.baselines import BaselineResult, RewardSettings
 from ensemble_env.cache import LogitCache, atomic_path
 from ensemble_env.env import resolve_cache
+from ensemble_env.routing import team_vote
+from ensemble_mappo.config import TrainConfig
 
 __all__ = [
     "ALGORITHMS",
@@ -49,12 +51,15 @@ __all__ = [
     "register_command",
 ]
 
-#: MAPPO/IPPO budgets in passes over the train stream, and how many evaluations on validation choose the checkpoint
+#: MAPPO/IPPO budgets in passes over the train stream, and how many evaluations on validation choose the
+#: checkpoint; ``default`` is :class:`~ensemble_mappo.config.TrainConfig`'s own budget
 BUDGETS: dict[str, dict[str, float]] = {
     "tiny": {"passes": 2.0, "checkpoints": 2},
     "quick": {"passes": 40.0, "checkpoints": 4},
-    "default": {"passes": 200.0, "checkpoints": 5},
+    "default": {"passes": TrainConfig().passes, "checkpoints": 5},
 }
+#: what ``ensemble-env benchmark`` runs without --algorithms
+DEFAULT_ALGORITHMS = ("mappo", "ippo", "static_team", "router", "stacking", "best_single")
 #: what the baselines of the benchmark are called in ensemble_env.comparison
 _BASELINE_NAMES = {"stacking": "stacking(per_task)"}
 METRICS = ("accuracy", "reward", "team_size", "cost")
@@ -127,7 +132,7 @@ def learner_answers(
     out_dir: Path,
     *,
     critic: str = "central",
-    passes: float = 200.0,
+    passes: float = TrainConfig().passes,
     checkpoints: int = 5,
     progress: bool = False,
 ) -> Answers:
@@ -137,7 +142,6 @@ def learner_answers(
     Test is played once, after the choice; the choice reads the validation split only.
     """
     from ensemble_mappo.checkpoint import load_checkpoint
-    from ensemble_mappo.config import TrainConfig
     from ensemble_mappo.evaluation import evaluate_agents
     from ensemble_mappo.training import train
 
@@ -295,6 +299,75 @@ def paired_differences(
     }
 
 
+def team_changes(teams: np.ndarray, tasks: np.ndarray) -> dict[str, float]:
+    """How a sequence of teams ((Q, N) bool, questions in playing order) varies within each task.
+
+    ``mode_share``: share of the questions answered by their task's most used team; ``teams_per_task``: distinct
+    teams per task (mean over tasks); ``change_rate``: share of consecutive questions of a task whose teams
+    differ; ``flip_flops``: share of those changes that return to the team before (A-B-A).
+    """
+    teams, tasks = np.asarray(teams, dtype=bool), np.asarray(tasks)
+    codes = teams.astype(np.int64) @ (1 << np.arange(teams.shape[1], dtype=np.int64))
+    on_mode, distinct, changes, pairs, flips = 0, [], 0, 0, 0
+    for task in np.unique(tasks):
+        sequence = codes[tasks == task]
+        _, counts = np.unique(sequence, return_counts=True)
+        on_mode += int(counts.max())
+        distinct.append(counts.size)
+        changed = sequence[1:] != sequence[:-1]
+        changes += int(changed.sum())
+        pairs += max(sequence.size - 1, 0)
+        flips += int((changed[1:] & (sequence[2:] == sequence[:-2])).sum())
+    return {
+        "mode_share": on_mode / max(tasks.size, 1),
+        "teams_per_task": float(np.mean(distinct)) if distinct else 0.0,
+        "change_rate": changes / max(pairs, 1),
+        "flip_flops": flips / max(changes, 1),
+    }
+
+
+def _mode_teams(teams: np.ndarray, tasks: np.ndarray) -> np.ndarray:
+    """(Q, N): each question gets its task's most used team (ties to the team first used)."""
+    replaced = np.empty_like(teams)
+    for task in np.unique(tasks):
+        rows = np.flatnonzero(tasks == task)
+        unique, first, counts = np.unique(teams[rows], axis=0, return_index=True, return_counts=True)
+        best = max(range(len(unique)), key=lambda k: (counts[k], -first[k]))
+        replaced[rows] = unique[best]
+    return replaced
+
+
+def routing(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -> dict[str, Any]:
+    """What an algorithm's teams do on test (means over its runs) and two counterfactuals with intervals: its
+    own teams answered by their mean-probability vote (``teams_by_vote``: without its fusion step), and each
+    task's most used team on every question of the task, by vote (``task_team_by_vote``: without per-question
+    routing). Questions are taken in the order the environment plays them (the cache's)."""
+    test = cache.select("test")
+    tasks = np.asarray(cache.tasks)[test]
+    changes = [team_changes(_answers_from_json(run).teams, tasks) for run in runs]
+    summary: dict[str, Any] = {key: float(np.mean([c[key] for c in changes])) for key in changes[0]}
+    for label, transform in (("teams_by_vote", lambda t: t), ("task_team_by_vote", lambda t: _mode_teams(t, tasks))):
+        variants = []
+        for run in runs:
+            members = transform(_answers_from_json(run).teams)
+            result = team_vote(label, cache, test, members)
+            variants.append(
+                {**run, "predictions": result.predictions.tolist(), "teams": members.astype(np.int8).tolist()}
+            )
+        matrices = _matrices(cache, variants, alpha)
+        summary[label] = {
+            key: dict(
+                zip(
+                    ("mean", "low", "high"),
+                    bootstrap_interval(matrices[key], tasks, macro=key == "accuracy"),
+                    strict=True,
+                )
+            )
+            for key in ("accuracy", "reward", "team_size")
+        }
+    return summary
+
+
 def aggregate(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -> dict[str, Any]:
     """Means over the seeds of one algorithm's runs with 95% intervals: macro and per task, every metric."""
     test = cache.select("test")
@@ -366,7 +439,7 @@ def benchmark(
     out: str | os.PathLike[str],
     *,
     alpha: float = 1.0,
-    budget: str = "quick",
+    budget: str = "default",
     progress: bool = True,
     plot: bool = True,
 ) -> dict[str, Any]:
@@ -413,6 +486,7 @@ def benchmark(
             per_algorithm[name] = {
                 "aggregate": aggregate(cache, group, alpha),
                 "runs": [_run_summary(cache, run, alpha) for run in group],
+                "routing": routing(cache, group, alpha),
                 "versus": {
                     reference: paired_differences(cache, group, runs[(cache_name, reference)], alpha)
                     for reference in REFERENCES
@@ -473,6 +547,7 @@ def format_markdown(results: dict[str, Any]) -> str:
             cells += [_interval(aggregate_["team_size"], 2), _interval(aggregate_["cost"], 2)]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
+        lines += _routing_table(per_algorithm)
         pairs = [(name, entry["versus"]) for name, entry in per_algorithm.items() if entry.get("versus")]
         if pairs:
             lines += [
@@ -487,6 +562,29 @@ def format_markdown(results: dict[str, Any]) -> str:
                     lines.append(f"| {name} | {reference} | " + " | ".join(cells) + " |")
             lines.append("")
     return "\n".join(lines)
+
+
+def _routing_table(per_algorithm: dict[str, Any]) -> list[str]:
+    """How each algorithm's teams vary within a task, and what its teams earn by the mean vote."""
+    rows = [(name, entry["routing"]) for name, entry in per_algorithm.items() if entry.get("routing")]
+    if not rows:
+        return []
+    lines = [
+        "How the teams vary within a task (test questions in playing order; mean over seeds), and what the "
+        "algorithm's own teams earn when their mean-probability vote answers (no fusion step), and when every "
+        "question of a task gets the task's most used team (no per-question routing) [95% interval]:",
+        "",
+        "| algorithm | on the task's most used team | teams per task | team changes | A-B-A share of changes "
+        "| own teams by vote: accuracy | reward | task's most used team by vote: accuracy | reward |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, entry in rows:
+        cells = [f"{entry['mode_share']:.0%}", f"{entry['teams_per_task']:.1f}", f"{entry['change_rate']:.0%}"]
+        cells.append(f"{entry['flip_flops']:.0%}")
+        for label in ("teams_by_vote", "task_team_by_vote"):
+            cells += [_interval(entry[label]["accuracy"]), _interval(entry[label]["reward"])]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def _plot(per_algorithm: dict[str, Any], path: Path, cache_name: str, alpha: float) -> None:
@@ -523,9 +621,8 @@ def _load_plugins(paths: Sequence[str]) -> None:
 
 def _command(args: Any) -> int:
     _load_plugins(args.register or [])
-    algorithms = [name.strip() for name in args.algorithms.split(",") if name.strip()]
     results = benchmark(
-        algorithms,
+        args.algorithms or list(DEFAULT_ALGORITHMS),
         range(args.seeds),
         args.cache or [datasets.DEFAULT],
         args.out,
@@ -542,6 +639,8 @@ def register_command(commands: Any) -> None:
     """Add ``benchmark`` to the ``ensemble-env`` sub-parsers (called by :func:`ensemble_mappo.cli.register`)."""
     import argparse
 
+    from ensemble_env.cli import ListOption
+
     parser = commands.add_parser(
         "benchmark",
         help="run algorithms x seeds x caches on the test split, with confidence intervals",
@@ -554,27 +653,33 @@ def register_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--algorithms",
-        default="mappo,ippo,static_team,router,stacking,best_single",
-        help="comma-separated: mappo, ippo, stacking, any baseline of `ensemble-env baselines`, or a name "
-        "registered by a --register file (default: %(default)s)",
+        action=ListOption,
+        metavar="NAME",
+        help="mappo, ippo, stacking, any baseline of `ensemble-env baselines`, or a name registered by a "
+        f"--register file; a,b or a b (default: {','.join(DEFAULT_ALGORITHMS)})",
     )
     parser.add_argument("--seeds", type=int, default=5, metavar="S", help="seeds 0..S-1 (default: %(default)s)")
     parser.add_argument(
-        "--cache", action="append", default=None, help="built-in name or cache file, repeatable (default: bbh5)"
+        "--cache",
+        action=ListOption,
+        metavar="CACHE",
+        help=f"built-in name or cache file; several: a,b or a b (default: {datasets.DEFAULT})",
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="results folder (reused runs live in DIR/runs)")
     parser.add_argument("--alpha", type=float, default=1.0, help="size penalty of the reward (default: %(default)s)")
     parser.add_argument(
         "--budget",
         choices=tuple(BUDGETS),
-        default="quick",
-        help="MAPPO/IPPO training budget: " + "; ".join(f"{k}: {v['passes']:g} passes" for k, v in BUDGETS.items()),
+        default="default",
+        help="MAPPO/IPPO training budget: "
+        + "; ".join(f"{k}: {v['passes']:g} passes, {v['checkpoints']:g} checkpoints" for k, v in BUDGETS.items())
+        + " (default: %(default)s, the train command's own budget)",
     )
     parser.add_argument(
         "--register",
-        action="append",
+        action=ListOption,
         metavar="FILE",
-        help="Python file that registers algorithms with register_algorithm (e.g. examples/register_algorithm.py)",
+        help="Python file(s) that register algorithms with register_algorithm (e.g. examples/register_algorithm.py)",
     )
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="show a progress bar")
     parser.set_defaults(run=_command)

@@ -71,6 +71,7 @@ __all__ = [
     "router",
     "static_team",
     "team_correct",
+    "team_vote",
 ]
 
 #: the most models whose every team is enumerated (2**12 - 1 = 4095 teams)
@@ -127,10 +128,16 @@ def _team_shares(cache: LogitCache, questions: np.ndarray, teams: np.ndarray, re
     return reward.share(cache, sizes, teams.astype(np.float64) @ costs.T, costs.sum(axis=1)[None, :])
 
 
-def _result(
-    name: str, cache: LogitCache, test: np.ndarray, members: np.ndarray, info: dict[str, Any]
+def team_vote(
+    name: str, cache: LogitCache, test: ArrayLike, members: np.ndarray, info: dict[str, Any] | None = None
 ) -> BaselineResult:
-    """The answers of per-question ``members`` ((Q, N) bool) by mean-probability vote."""
+    """The answers of per-question ``members`` ((Q, N) bool, a team for each of the ``test`` questions) by the
+    mean-probability vote of each question's team (e.g. to score a learned decider's teams without its fusion
+    agent)."""
+    test = _indices(cache, test, "test")
+    members = np.asarray(members, dtype=bool)
+    if members.shape != (test.size, cache.n_models) or not members.any(axis=1).all():
+        raise ValueError(f"members must be ({test.size}, {cache.n_models}) bool with a model in every row")
     predictions = _mean_vote(cache.probs[test], members, _valid(cache, test))
     return BaselineResult.from_cache(name, cache, test, predictions, members.sum(axis=1), info, members)
 
@@ -204,7 +211,7 @@ def static_team(
         "train_accuracy": {names[t]: train_score(correct, t) for t in eval_tasks},
     }
     name = "static_team" if criterion == "reward" else "static_team_acc"
-    return _result(name, cache, test, teams[chosen[test_tasks]], info)
+    return team_vote(name, cache, test, teams[chosen[test_tasks]], info)
 
 
 # -- router ------------------------------------------------------------------------------------
@@ -438,4 +445,4 @@ def router(
         "teams": {"+".join(_team_name(cache, teams[k])): int(counts[k]) for k in np.flatnonzero(counts)},
     }
     name = "router" if inputs == "auto" else f"router({inputs})"
-    return _result(name, cache, test, teams[pick], info)
+    return team_vote(name, cache, test, teams[pick], info)
