@@ -1,6 +1,7 @@
 """ensemble_mappo: the reference MAPPO learner for ensemble_env (RL-Focal's two agents, a centralized critic).
 
-Install the ``mappo`` extra with the CPU wheel first: ``pip install torch==2.13.0 && pip install -e ".[mappo]"``.
+Install a torch >= 2.1 first (CPU build: ``pip install torch --index-url https://download.pytorch.org/whl/cpu``; the
+README says how on each machine), then the ``mappo`` extra: ``pip install -e ".[mappo]"``.
 
 - :class:`DeciderActor` (one Bernoulli per model) and :class:`FusionActor` (a categorical over the valid
   choices), both :class:`Actor`; :class:`CentralCritic` on ``venv.state()``; :class:`ValueNormalizer`.

@@ -68,7 +68,8 @@ class TrainConfig:
     """Two-stage mode: share of the step budget spent in the first (decider) stage."""
     passes: float = 100.0
     """Budget in passes over the training stream: total env steps = passes x questions in the stream
-    (summed over the parallel copies). Ignored when ``total_steps`` is set. 100 passes over bbh5's 2,560
+    (summed over the parallel copies), rounded up to whole rollouts of num_envs x num_steps (train prints what it
+    runs). Ignored when ``total_steps`` is set. 100 passes over bbh5's 2,560
     train questions (256k env steps) take about half a minute of CPU; on its validation split they score as
     well as 200 passes with 10 epochs did (see docs/mappo.md)."""
     total_steps: int = 0
