@@ -76,6 +76,8 @@ def test_table_has_every_algorithm_and_resume_skips_finished_runs(cache_file: st
     same = benchmark.paired_differences(small_cache(), results_runs(out), results_runs(out), 1.0)
     assert same == {key: {"mean": 0.0, "low": 0.0, "high": 0.0} for key in ("accuracy", "reward")}
     assert "| counted | static_team |" in table
+    assert "| static_team | 100% | 1.0 | 0% | 0% |" in table  # the routing table: one team per task
+    assert "| stacking | 100% |" not in table  # every model on every question: nothing routed
 
     again = benchmark.benchmark(names, range(3), [cache_file], out, budget="tiny", progress=False, plot=False)
     assert calls == [0, 1, 2]  # only the new seed ran

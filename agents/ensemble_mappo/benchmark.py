@@ -487,6 +487,7 @@ def benchmark(
                 "aggregate": aggregate(cache, group, alpha),
                 "runs": [_run_summary(cache, run, alpha) for run in group],
                 "routing": routing(cache, group, alpha),
+                "n_models": cache.n_models,
                 "versus": {
                     reference: paired_differences(cache, group, runs[(cache_name, reference)], alpha)
                     for reference in REFERENCES
@@ -566,13 +567,18 @@ def format_markdown(results: dict[str, Any]) -> str:
 
 def _routing_table(per_algorithm: dict[str, Any]) -> list[str]:
     """How each algorithm's teams vary within a task, and what its teams earn by the mean vote."""
-    rows = [(name, entry["routing"]) for name, entry in per_algorithm.items() if entry.get("routing")]
+    rows = [
+        (name, entry["routing"])
+        for name, entry in per_algorithm.items()
+        if entry.get("routing") and entry["aggregate"]["team_size"]["low"] < entry.get("n_models", np.inf)
+    ]
     if not rows:
         return []
     lines = [
         "How the teams vary within a task (test questions in playing order; mean over seeds), and what the "
         "algorithm's own teams earn when their mean-probability vote answers (no fusion step), and when every "
-        "question of a task gets the task's most used team (no per-question routing) [95% interval]:",
+        "question of a task gets the task's most used team (no per-question routing) [95% interval]; algorithms "
+        "that consult every model on every question are left out:",
         "",
         "| algorithm | on the task's most used team | teams per task | team changes | A-B-A share of changes "
         "| own teams by vote: accuracy | reward | task's most used team by vote: accuracy | reward |",
