@@ -61,15 +61,10 @@ __all__ = [
 
 #: the baselines ``evaluate`` lists, in :data:`ensemble_env.comparison.BASELINES` order (the team-enumerating
 #: ``static_team`` only on pools of at most :data:`ensemble_env.routing.MAX_TEAM_MODELS` models)
-BASELINES = (
-    "best_single",
-    "static_team",
-    "stacking(per_task)",
-    "plurality_vote",
-    "mean_probability_vote",
-    "random_team",
-    "greedy_focal_team",
-    "oracle",
+BASELINES = tuple(
+    name
+    for name in comparison.BASELINES
+    if name not in ("best_single(per_task)", "static_team_acc", "router", "router(tasks)")
 )
 
 PROTOCOLS = {
