@@ -171,7 +171,7 @@ def test_a_frozen_decider_that_wants_no_model_still_plays_one() -> None:
     cache = datasets.load("bbh5")
     venv = make_env(cache, env_options(TrainConfig(), cache), num_envs=1, split="validation")
     torch.manual_seed(0)
-    agents = Agents.build(venv, hidden=8, decider_initial_prob=0.01)  # every model below 1/2
+    agents = Agents.build(venv, hidden=8, decider_initial_prob=0.01, decider_policy="bernoulli")  # all below 1/2
     rollout = agents.rollout(venv, venv.episode_length)
     obs, _ = venv.reset(seed=0)
     _, record = collect(venv, agents, rollout, obs, torch.Generator().manual_seed(0), Behaviour("mode", "mode"))

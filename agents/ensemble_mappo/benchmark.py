@@ -145,11 +145,7 @@ def learner_answers(
     from ensemble_mappo.evaluation import evaluate_agents
     from ensemble_mappo.training import train
 
-    fields = {item.name for item in dataclasses.fields(TrainConfig)}
-    extra = {"critic": critic} if "critic" in fields else {}
-    if critic != "central" and not extra:
-        raise ValueError(f"critic={critic!r} needs the TrainConfig field 'critic' (IPPO), missing in this version")
-    base = TrainConfig(seed=seed, passes=passes, **extra)
+    base = TrainConfig(seed=seed, passes=passes, critic=critic)
     config = dataclasses.replace(base, env={**base.env, "alpha": float(alpha)})
     n_stream = int(cache.select("train").size)
     batch = config.num_envs * config.num_steps
@@ -186,7 +182,9 @@ def _learner(critic: str, budget: str) -> tuple[Algorithm, dict[str, Any]]:
             checkpoints=int(settings["checkpoints"]),
         )
 
-    return run, {"budget": budget, **settings}
+    # the learner's whole configuration is part of the run key: a run of other defaults is not reused
+    defaults = {key: value for key, value in dataclasses.asdict(TrainConfig()).items() if key != "seed"}
+    return run, {"budget": budget, **settings, "train_config": defaults}
 
 
 def resolve(name: str, budget: str) -> tuple[Algorithm, dict[str, Any]]:
@@ -374,7 +372,7 @@ def aggregate(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -
     tasks = np.asarray(cache.tasks)[test]
     names = list(cache.task_names)
     matrices = _matrices(cache, runs, alpha)
-    overall = {}
+    overall: dict[str, dict[str, float] | None] = {}
     for key, matrix in matrices.items():
         if np.isnan(matrix).any():
             overall[key] = None

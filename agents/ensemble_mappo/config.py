@@ -29,6 +29,7 @@ from typing import Any
 __all__ = [
     "CHOICES",
     "CRITICS",
+    "DECIDER_POLICIES",
     "DEFAULT_ENV_OPTIONS",
     "MODES",
     "ORDERS",
@@ -44,8 +45,16 @@ MODES = ("joint", "two-stage")
 ORDERS = ("sequential", "shuffled")
 #: critics: "central" (MAPPO) or "local" (IPPO, each agent's values from its own observation)
 CRITICS = ("central", "local")
+#: the decider's policy: one Bernoulli per model, a categorical over the non-empty teams, or "auto" (teams for
+#: pools of up to ensemble_env.routing.MAX_TEAM_MODELS models, else Bernoulli)
+DECIDER_POLICIES = ("auto", "teams", "bernoulli")
 #: the choices of the str fields (for the command line)
-CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "order": ORDERS, "critic": CRITICS}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "mode": MODES,
+    "order": ORDERS,
+    "critic": CRITICS,
+    "decider_policy": DECIDER_POLICIES,
+}
 
 #: environment options of the training stream unless the config overrides them (see ``TrainConfig.env``)
 DEFAULT_ENV_OPTIONS: dict[str, Any] = {"decider_extras": ["task"], "fusion_extras": ["task"]}
@@ -64,6 +73,11 @@ class TrainConfig:
     critic: str = "central"
     """"central": one critic of the state (both agents' observations), MAPPO. "local": each agent's values
     from its own observation only (IPPO, the Dec-POMDP ablation; ensemble_mappo.networks.LocalCritics)."""
+    decider_policy: str = "auto"
+    """"teams": a categorical over the 2**N - 1 non-empty teams (N <= 12; ensemble_mappo.networks.TeamDeciderActor),
+    which compares whole teams. "bernoulli": the decider draws each model in or out (one Bernoulli per model,
+    starting at ``decider_initial_prob``), changing a team one model at a time. "auto": teams for pools of up to 12
+    models, else bernoulli. Chosen on bbh5's validation split (docs/mappo.md)."""
     stage_one_fraction: float = 0.5
     """Two-stage mode: share of the step budget spent in the first (decider) stage."""
     passes: float = 100.0
@@ -146,6 +160,10 @@ class TrainConfig:
             raise ValueError(f"mode={self.mode!r} is not one of {', '.join(map(repr, MODES))}")
         if self.critic not in CRITICS:
             raise ValueError(f"critic={self.critic!r} is not one of {', '.join(map(repr, CRITICS))}")
+        if self.decider_policy not in DECIDER_POLICIES:
+            raise ValueError(
+                f"decider_policy={self.decider_policy!r} is not one of {', '.join(map(repr, DECIDER_POLICIES))}"
+            )
         if self.order not in ORDERS:
             raise ValueError(f"order={self.order!r} is not one of {', '.join(map(repr, ORDERS))}")
         positive_ints = ("num_envs", "num_steps", "episode_length", "update_epochs", "num_minibatches")
@@ -221,14 +239,18 @@ def field_docs() -> dict[str, str]:
     return docs
 
 
-def config_from_dict(values: dict[str, Any], where: str = "config") -> TrainConfig:
-    """Build a :class:`TrainConfig` from field values, naming unknown keys and mistyped values."""
+def config_from_dict(values: dict[str, Any], where: str = "config", *, merge_env: bool = True) -> TrainConfig:
+    """Build a :class:`TrainConfig` from field values, naming unknown keys and mistyped values.
+
+    ``merge_env``: a partial ``env`` table adds to the default environment options (a config file's); False
+    takes it as it is (a run's saved config, which holds the options the run was trained with).
+    """
     known = {item.name: item for item in fields(TrainConfig)}
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; the keys are {', '.join(known)}")
     cleaned = dict(values)
-    if isinstance(values.get("env"), dict):  # a partial env table adds to (or overrides) the default options
+    if merge_env and isinstance(values.get("env"), dict):  # a partial env table adds to the default options
         cleaned["env"] = {**DEFAULT_ENV_OPTIONS, **values["env"]}
     for name, value in values.items():
         default = getattr(TrainConfig(), name)

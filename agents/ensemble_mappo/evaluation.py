@@ -219,7 +219,7 @@ def evaluate_agents(
         raise ValueError(f"update_every must be >= 1, got {update_every}")
     torch.set_num_threads(config.threads)
     venv = make_env(cache, env_options(config, cache), num_envs=1, split=split)
-    agents = Agents.build(venv, config.hidden_size, critic=config.critic)
+    agents = Agents.build(venv, config.hidden_size, critic=config.critic, decider_policy=config.decider_policy)
     agents.load_state_dict(networks)
     n_stream = venv.episode_length
     generator = torch.Generator().manual_seed(seed)

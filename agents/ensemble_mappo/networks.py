@@ -1,7 +1,8 @@
 """The two actors, the centralized critic and the running value normaliser.
 
 - :class:`DeciderActor`: the decider's observation -> one Bernoulli per model (the ``MultiBinary`` team mask);
-  its greedy team is never smaller than ``max(1, min_team_size)``.
+  its greedy team is never smaller than ``max(1, min_team_size)``. :class:`TeamDeciderActor`
+  (``decider_policy="teams"``): a categorical over the 2**N - 1 non-empty teams instead.
 - :class:`FusionActor`: the fusion observation -> a categorical over the answer choices, masked by the
   valid-choice mask (a masked choice has probability exactly 0). It scores every choice by a weighted sum
   of that choice's features (each team member's probability of it, its log-probability and whether the
@@ -50,6 +51,7 @@ __all__ = [
     "DeciderActor",
     "FusionActor",
     "LocalCritics",
+    "TeamDeciderActor",
     "ValueNormalizer",
     "bernoulli_entropy",
     "bernoulli_log_prob",
@@ -231,6 +233,55 @@ class DeciderActor(Actor):
 
     def executed(self, actions: Tensor, logits: Tensor) -> Tensor:
         return complete_team(actions, logits, self.min_team_size)
+
+
+class TeamDeciderActor(Actor):
+    """Decider: an MLP of the decider's observation -> one logit per non-empty team, a categorical over the
+    2**N - 1 teams (N <= 12).
+
+    Team k (0-based) holds model i when bit i of k + 1 is set (the environment's ``"subset"`` encoding), so
+    the empty team cannot be drawn; teams smaller than ``min_team_size`` get probability 0. Actions are float
+    0/1 team masks (B, N), like :class:`DeciderActor`'s, so the rollout, the environment and the PPO loss do
+    not depend on the policy's form. Where the Bernoulli decider changes a team one model at a time, this one
+    compares whole teams: per task (from the task one-hot) a contextual bandit over teams.
+    """
+
+    teams: Tensor  # (2**N - 1, N) float 0/1: team k's members
+    allowed: Tensor  # (2**N - 1,) 1 where the team is large enough
+    powers: Tensor  # (N,) 2**i
+
+    def __init__(self, obs_size: int, n_models: int, hidden: int = 64, min_team_size: int = 0) -> None:
+        super().__init__()
+        if not 1 <= n_models <= 12:
+            raise ValueError(f"the team decider enumerates the teams of 1..12 models, got {n_models}")
+        if not 0 <= min_team_size <= n_models:
+            raise ValueError(f"min_team_size must be in [0, {n_models}], got {min_team_size}")
+        index = torch.arange(1, 2**n_models)
+        teams = ((index[:, None] >> torch.arange(n_models)) & 1).to(torch.float32)
+        self.register_buffer("teams", teams, persistent=False)
+        self.register_buffer("allowed", (teams.sum(-1) >= max(1, min_team_size)).to(torch.float32), persistent=False)
+        self.register_buffer("powers", 2.0 ** torch.arange(n_models, dtype=torch.float32), persistent=False)
+        self.net = mlp(obs_size, hidden, teams.shape[0], output_gain=0.01)
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        return masked_logits(self.net(inputs), self.allowed)
+
+    def team_index(self, actions: Tensor) -> Tensor:
+        """(B,) the index of each team mask (B, N)."""
+        return (actions @ self.powers).long() - 1
+
+    def log_prob(self, logits: Tensor, actions: Tensor) -> Tensor:
+        return categorical_log_prob(logits, self.team_index(actions))
+
+    def entropy(self, logits: Tensor) -> Tensor:
+        return categorical_entropy(logits)
+
+    def sample(self, logits: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        uniform = torch.rand(logits.shape, generator=generator, dtype=logits.dtype).clamp_(min=1e-20)
+        return self.teams[(logits - torch.log(-torch.log(uniform))).argmax(-1)]  # Gumbel-max
+
+    def mode(self, logits: Tensor) -> Tensor:
+        return self.teams[logits.argmax(-1)]
 
 
 class FusionActor(Actor):

@@ -38,6 +38,7 @@ import ensemble_env
 from ensemble_env.cache import LogitCache
 from ensemble_env.engine import EnsembleVectorEnv
 from ensemble_env.policies import PluralityVote
+from ensemble_env.routing import MAX_TEAM_MODELS
 from ensemble_mappo.checkpoint import CHECKPOINT_NAME, load_checkpoint, pack_arrays, save_checkpoint, unpack_arrays
 from ensemble_mappo.config import TrainConfig, config_from_dict
 from ensemble_mappo.files import atomic_write
@@ -48,6 +49,7 @@ from ensemble_mappo.networks import (
     DeciderActor,
     FusionActor,
     LocalCritics,
+    TeamDeciderActor,
     ValueNormalizer,
 )
 from ensemble_mappo.optim import FlatAdam
@@ -81,30 +83,45 @@ AGENT_LOSS_KEYS = ("policy_loss", "entropy", "approx_kl", "clip_fraction", "grad
 class Agents:
     """The learnable parts of MAPPO: the two actors, the centralized critic and its value normaliser."""
 
-    decider: DeciderActor
+    decider: DeciderActor | TeamDeciderActor
     fusion: FusionActor
     critic: CentralCritic | LocalCritics
     value_norm: ValueNormalizer
 
     @classmethod
     def build(
-        cls, venv: EnsembleVectorEnv, hidden: int, decider_initial_prob: float = 0.5, critic: str = "central"
+        cls,
+        venv: EnsembleVectorEnv,
+        hidden: int,
+        decider_initial_prob: float = 0.5,
+        critic: str = "central",
+        decider_policy: str = "auto",
     ) -> Agents:
         """Networks sized for ``venv``'s observations (the global torch seed decides the initial weights).
 
         The decider's greedy and played teams honour the environment's ``min_team_size``. ``critic``:
         "central" (MAPPO: one critic of the state) or "local" (IPPO: :class:`LocalCritics`, each agent's
-        values from its own observation).
+        values from its own observation). ``decider_policy``: "bernoulli" (:class:`DeciderActor`), "teams"
+        (:class:`TeamDeciderActor`, a categorical over the non-empty teams; ``decider_initial_prob`` unused) or
+        "auto" (teams for pools of up to :data:`ensemble_env.routing.MAX_TEAM_MODELS` models).
         """
         layout = venv.layout
         if critic == "local":
             critics: CentralCritic | LocalCritics = LocalCritics(layout.decider_size, layout.fusion_size, hidden)
         else:
             critics = CentralCritic(layout.decider_size + layout.fusion_size, hidden)
+        min_size = venv.config.min_team_size
+        if decider_policy == "auto":
+            decider_policy = "teams" if venv.n_models <= MAX_TEAM_MODELS else "bernoulli"
+        decider: DeciderActor | TeamDeciderActor
+        if decider_policy == "teams":
+            decider = TeamDeciderActor(layout.decider_size, venv.n_models, hidden, min_size)
+        elif decider_policy == "bernoulli":
+            decider = DeciderActor(layout.decider_size, venv.n_models, hidden, decider_initial_prob, min_size)
+        else:
+            raise ValueError(f"decider_policy={decider_policy!r} is not 'auto', 'teams' or 'bernoulli'")
         return cls(
-            decider=DeciderActor(
-                layout.decider_size, venv.n_models, hidden, decider_initial_prob, venv.config.min_team_size
-            ),
+            decider=decider,
             fusion=FusionActor(layout.fusion, venv.n_models, venv.max_choices),
             critic=critics,
             value_norm=ValueNormalizer(),
@@ -514,7 +531,9 @@ def load_run(run_dir: str | Path) -> tuple[TrainConfig, dict[str, Any]]:
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: is {run_dir} a directory written by `ensemble-env train`?")
     data = json.loads(path.read_text(encoding="utf-8"))
-    return config_from_dict(data["config"], where=str(path)), data["run"]
+    saved = dict(data["config"])
+    saved.setdefault("decider_policy", "bernoulli")  # runs written before the field had the Bernoulli decider
+    return config_from_dict(saved, where=str(path), merge_env=False), data["run"]
 
 
 def train(
@@ -561,7 +580,7 @@ def train(
     models = tuple(cache.models)
 
     torch.manual_seed(config.seed)
-    agents = Agents.build(venv, config.hidden_size, config.decider_initial_prob, config.critic)
+    agents = Agents.build(venv, config.hidden_size, config.decider_initial_prob, config.critic, config.decider_policy)
     optimizer = make_optimizer(agents, config)
     generator = torch.Generator().manual_seed(config.seed)
     rollout = agents.rollout(venv, config.num_steps)
