@@ -181,3 +181,9 @@ def test_routing_counterfactuals_of_a_vote_of_fixed_teams_are_the_algorithm_itse
     model_0 = np.mean([right[tasks == task].mean() for task in np.unique(tasks)])
     assert stats["task_team_by_vote"]["accuracy"]["mean"] == pytest.approx(model_0)
     assert stats["task_team_by_vote"]["team_size"]["mean"] == 1.0
+
+
+def test_a_learner_on_a_cache_without_validation_names_the_fix(tmp_path: Path):
+    cache = make_cache(n_models=3, n_questions=200, n_tasks=2, seed=0)  # train and test only
+    with pytest.raises(ValueError, match=r"split 'validation'.*cache split CACHE -o OUT\.h5 --validation-fraction"):
+        benchmark.learner_answers(cache, 0, 1.0, tmp_path, passes=1.0, checkpoints=1)

@@ -145,6 +145,13 @@ def learner_answers(
     from ensemble_mappo.evaluation import evaluate_agents
     from ensemble_mappo.training import train
 
+    try:
+        cache.select("validation")
+    except ValueError as error:  # no validation question
+        raise ValueError(
+            f"{error}: the learners choose their checkpoint on the validation split; add one with "
+            "`ensemble-env cache split CACHE -o OUT.h5 --validation-fraction 0.2`"
+        ) from None
     base = TrainConfig(seed=seed, passes=passes, critic=critic)
     config = dataclasses.replace(base, env={**base.env, "alpha": float(alpha)})
     n_stream = int(cache.select("train").size)
