@@ -143,7 +143,7 @@ def learner_answers(
     """
     from ensemble_mappo.checkpoint import load_checkpoint
     from ensemble_mappo.evaluation import evaluate_agents
-    from ensemble_mappo.training import train
+    from ensemble_mappo.training import Budget, train
 
     try:
         cache.select("validation")
@@ -154,9 +154,7 @@ def learner_answers(
         ) from None
     base = TrainConfig(seed=seed, passes=passes, critic=critic)
     config = dataclasses.replace(base, env={**base.env, "alpha": float(alpha)})
-    n_stream = int(cache.select("train").size)
-    batch = config.num_envs * config.num_steps
-    iterations = max(1, -(-int(np.ceil(passes * n_stream)) // batch))
+    iterations = Budget.plan(config, int(cache.select("train").size)).iterations
     stops = sorted({max(1, round(iterations * (k + 1) / checkpoints)) for k in range(checkpoints)})
     best: tuple[float, int, Any] | None = None
     history = []

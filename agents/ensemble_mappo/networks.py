@@ -43,6 +43,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
+from ensemble_env.actions import MAX_SUBSET_MODELS, subset_masks
+
 __all__ = [
     "LOG_EPS",
     "VALUE_HEADS",
@@ -252,12 +254,11 @@ class TeamDeciderActor(Actor):
 
     def __init__(self, obs_size: int, n_models: int, hidden: int = 64, min_team_size: int = 0) -> None:
         super().__init__()
-        if not 1 <= n_models <= 12:
-            raise ValueError(f"the team decider enumerates the teams of 1..12 models, got {n_models}")
+        if not 1 <= n_models <= MAX_SUBSET_MODELS:
+            raise ValueError(f"the team decider enumerates the teams of 1..{MAX_SUBSET_MODELS} models, got {n_models}")
         if not 0 <= min_team_size <= n_models:
             raise ValueError(f"min_team_size must be in [0, {n_models}], got {min_team_size}")
-        index = torch.arange(1, 2**n_models)
-        teams = ((index[:, None] >> torch.arange(n_models)) & 1).to(torch.float32)
+        teams = torch.from_numpy(subset_masks(n_models).astype(np.float32))  # the environment's "subset" order
         self.register_buffer("teams", teams, persistent=False)
         self.register_buffer("allowed", (teams.sum(-1) >= max(1, min_team_size)).to(torch.float32), persistent=False)
         self.register_buffer("powers", 2.0 ** torch.arange(n_models, dtype=torch.float32), persistent=False)

@@ -35,10 +35,10 @@ import torch
 from torch import Tensor, nn
 
 import ensemble_env
+from ensemble_env.actions import MAX_SUBSET_MODELS
 from ensemble_env.cache import LogitCache
 from ensemble_env.engine import EnsembleVectorEnv
 from ensemble_env.policies import PluralityVote
-from ensemble_env.routing import MAX_TEAM_MODELS
 from ensemble_mappo.checkpoint import CHECKPOINT_NAME, load_checkpoint, pack_arrays, save_checkpoint, unpack_arrays
 from ensemble_mappo.config import TrainConfig, config_from_dict
 from ensemble_mappo.files import atomic_write
@@ -103,7 +103,7 @@ class Agents:
         "central" (MAPPO: one critic of the state) or "local" (IPPO: :class:`LocalCritics`, each agent's
         values from its own observation). ``decider_policy``: "bernoulli" (:class:`DeciderActor`), "teams"
         (:class:`TeamDeciderActor`, a categorical over the non-empty teams; ``decider_initial_prob`` unused) or
-        "auto" (teams for pools of up to :data:`ensemble_env.routing.MAX_TEAM_MODELS` models).
+        "auto" (teams for pools of up to :data:`ensemble_env.actions.MAX_SUBSET_MODELS` models).
         """
         layout = venv.layout
         if critic == "local":
@@ -112,7 +112,7 @@ class Agents:
             critics = CentralCritic(layout.decider_size + layout.fusion_size, hidden)
         min_size = venv.config.min_team_size
         if decider_policy == "auto":
-            decider_policy = "teams" if venv.n_models <= MAX_TEAM_MODELS else "bernoulli"
+            decider_policy = "teams" if venv.n_models <= MAX_SUBSET_MODELS else "bernoulli"
         decider: DeciderActor | TeamDeciderActor
         if decider_policy == "teams":
             decider = TeamDeciderActor(layout.decider_size, venv.n_models, hidden, min_size)

@@ -51,6 +51,7 @@ __all__ = [
     "decode_fusion",
     "encode_team",
     "fusion_space",
+    "subset_masks",
 ]
 
 #: the subset encoding enumerates 2**N - 1 teams; beyond this many models it is refused
@@ -157,7 +158,7 @@ class _MultiDiscrete(_Bits):
 
 
 @functools.cache
-def _subset_masks(n_models: int) -> np.ndarray:
+def subset_masks(n_models: int) -> np.ndarray:
     """(2**N - 1, N) uint8: row k is the team of index k (bit i of k + 1 = model i)."""
     codes = np.arange(1, 2**n_models, dtype=np.int64)
     masks = ((codes[:, None] >> np.arange(n_models)[None, :]) & 1).astype(np.uint8)
@@ -181,7 +182,7 @@ class _Subset(DeciderEncoding):
         bad = (codes < 0) | (codes >= 2**n_models - 1)
         if bad.any():
             return None, f"team index {int(codes[bad][0])} is outside 0..{2**n_models - 2}"
-        return _subset_masks(n_models)[codes], ""
+        return subset_masks(n_models)[codes], ""
 
     def encode(self, teams: np.ndarray) -> np.ndarray:
         teams = np.asarray(teams, dtype=np.int64)
