@@ -32,6 +32,7 @@ import ensemble_env
 from ensemble_env import baselines, comparison
 from ensemble_env.baselines import DEFAULT_REWARD, BaselineResult, RewardSettings
 from ensemble_env.cache import LogitCache
+from ensemble_env.report import align_table  # the tables of ensemble_env.baselines.format_table
 from ensemble_mappo.checkpoint import load_checkpoint
 from ensemble_mappo.config import TrainConfig
 from ensemble_mappo.training import (
@@ -320,7 +321,6 @@ def run_baselines(
 def format_report(evaluation: Evaluation, cache: LogitCache, baseline_results: list[BaselineResult] | None) -> str:
     """The text ``ensemble-env evaluate`` prints: names in full, each column's numbers with one format
     (accuracies and rewards 4 decimals, team sizes 2, costs :func:`ensemble_env.baselines.cost_format`)."""
-    from ensemble_env.report import _align  # the tables of ensemble_env.baselines.format_table
 
     summary = evaluation.summary(cache)
     cost = baselines.cost_format(cache)
@@ -346,7 +346,7 @@ def format_report(evaluation: Evaluation, cache: LogitCache, baseline_results: l
         ]
         for name, task in summary["tasks"].items()
     ]
-    lines += _align(["task", "questions", "accuracy", "reward", "team size", "mean cost"], task_rows)
+    lines += align_table(["task", "questions", "accuracy", "reward", "team size", "mean cost"], task_rows)
     lines.append("")
     total = sum(summary["model_cost"][m] * summary["selection_frequency"][m] for m in evaluation.models)
     model_rows = []
@@ -361,7 +361,7 @@ def format_report(evaluation: Evaluation, cache: LogitCache, baseline_results: l
                 f"{100 * share:.1f}%",
             ]
         )
-    lines += _align(["model", "selected", "cost/question", "cost share"], model_rows)
+    lines += align_table(["model", "selected", "cost/question", "cost share"], model_rows)
     if baseline_results is not None:
         reward = evaluation.reward
         lines += [

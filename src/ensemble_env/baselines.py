@@ -826,7 +826,7 @@ def format_table(
     names) and each result's accuracy under its number (``-`` where it has no question of the task).
     Accuracies and rewards have 4 decimals, team sizes 2, costs :func:`cost_format`.
     """
-    from ensemble_env.report import _align  # report imports this module
+    from ensemble_env.report import align_table  # report imports this module
 
     if not results:
         raise ValueError("results is empty: nothing to tabulate")
@@ -852,9 +852,9 @@ def format_table(
     numbers = [f"b{number}" for number in range(1, len(results) + 1)]
     return "\n".join(
         [
-            *_align(header, rows),
+            *align_table(header, rows),
             "",
             "accuracy per task (accuracy: mean over tasks; overall: over all questions)",
-            *_align(["task", *numbers], task_rows),
+            *align_table(["task", *numbers], task_rows),
         ]
     )

@@ -304,7 +304,7 @@ def format_frontier(points: Sequence[FrontierPoint], cost_format: str = "{:.2f}"
     """A plain-text table of :func:`frontier`'s points: a row per alpha for the baselines of
     :data:`ALPHA_DEPENDENT`, then one row for each other baseline (alpha ``any``: its answers do not depend
     on it; reward ``-``: that does). ``cost_format`` formats the costs (``baselines.cost_format(cache)``)."""
-    from ensemble_env.report import _align
+    from ensemble_env.report import align_table
 
     rows, seen = [], set()
     for point in sorted(points, key=lambda point: (point.name not in ALPHA_DEPENDENT, _order(point.name))):
@@ -322,7 +322,7 @@ def format_frontier(points: Sequence[FrontierPoint], cost_format: str = "{:.2f}"
                 "-" if point.cost is None else cost_format.format(point.cost),
             ]
         )
-    return "\n".join(_align(["baseline", "alpha", "accuracy", "reward", "team", "cost"], rows))
+    return "\n".join(align_table(["baseline", "alpha", "accuracy", "reward", "team", "cost"], rows))
 
 
 def plot_frontier(

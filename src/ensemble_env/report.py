@@ -37,6 +37,7 @@ __all__ = [
     "PLOT_FILES",
     "SUMMARY_BASELINES",
     "TeamStat",
+    "align_table",
     "error_correlation",
     "format_summary",
     "plot_cache",
@@ -156,7 +157,7 @@ def summarize(cache: LogitCache, split: str = "all", train_split: str = "train")
     }
 
 
-def _align(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def align_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """Lines of a plain-text table: first column left-aligned, the others right-aligned."""
     widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
 
@@ -215,7 +216,7 @@ def format_summary(summary: dict[str, Any]) -> str:
     if len(summary["tasks"]) > 1:
         rows.append(["macro (mean of tasks)", "", "", *cells(summary["macro"])])
     rows.append(["all questions", str(summary["n_eval"]), "", *cells(summary["overall"])])
-    return "\n".join(lines + _align(header, rows))
+    return "\n".join(lines + align_table(header, rows))
 
 
 # -- teams -----------------------------------------------------------------------------------------
