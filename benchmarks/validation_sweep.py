@@ -55,14 +55,6 @@ def parse_setting(text: str) -> tuple[str, dict[str, Any]]:
     return name.strip(), fields
 
 
-def macro_scores(tasks: np.ndarray, correct: np.ndarray, rewards: np.ndarray) -> tuple[float, float]:
-    """Macro accuracy and macro reward: per-task means, averaged over tasks."""
-    labels = np.unique(tasks)
-    accuracy = np.mean([correct[tasks == task].mean() for task in labels])
-    reward = np.mean([rewards[tasks == task].mean() for task in labels])
-    return float(accuracy), float(reward)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", default=datasets.DEFAULT, help="built-in name or cache file (default: %(default)s)")
@@ -73,24 +65,19 @@ def main(argv: list[str] | None = None) -> int:
     import torch  # noqa: F401  (the mappo extra)
     from ensemble_mappo.checkpoint import load_checkpoint
     from ensemble_mappo.config import TrainConfig
-    from ensemble_mappo.evaluation import evaluate_agents
+    from ensemble_mappo.evaluation import baseline_summary, evaluate_agents
     from ensemble_mappo.training import train
 
     cache = resolve_cache(args.cache)
     settings = [parse_setting(text) for text in (args.set or SETTINGS)]
-    validation = cache.select("validation")
-    if validation.size == 0:
-        raise SystemExit(f"{args.cache}: no validation split (ensemble-env cache split --validation-fraction ...)")
-    tasks = np.asarray(cache.tasks)[validation]
     (static,) = comparison.compare(cache, split="validation", train_split="train", names=["static_team"])
-    reference = macro_scores(tasks, static.correct, static.rewards(cache, RewardSettings(alpha=1.0)))
+    reference = baseline_summary(cache, [static], RewardSettings(alpha=1.0))["static_team"]
     print(
-        f"{args.cache}: validation split, {validation.size} questions, {np.unique(tasks).size} tasks; alpha = 1; "
-        f"static_team: macro accuracy {reference[0]:.3f}, macro reward {reference[1]:+.3f}, "
-        f"{static.team_size.mean():.2f} models",
+        f"{args.cache}: validation split, {static.n_questions} questions, {len(static.task_accuracy(cache))} tasks; "
+        f"alpha = 1; static_team: macro accuracy {reference['macro_accuracy']:.3f}, macro reward "
+        f"{reference['macro_reward']:+.3f}, {reference['mean_team_size']:.2f} models",
         flush=True,
     )
-    rows = []
     for name, fields in settings:
         scores = []
         started = time.process_time()
@@ -99,15 +86,12 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory() as folder:
                 train(config, cache, Path(folder), progress=False)
                 networks = load_checkpoint(Path(folder))["networks"]
-            played = evaluate_agents(networks, config, cache, split="validation", seed=seed)
-            order = np.searchsorted(validation, played.questions)
-            accuracy, reward = macro_scores(tasks[order], played.correct, played.rewards)
-            scores.append((accuracy, reward, float(played.teams.sum(axis=1).mean())))
+            summary = evaluate_agents(networks, config, cache, split="validation", seed=seed).summary(cache)
+            scores.append((summary["macro_accuracy"], summary["macro_reward"], summary["mean_team_size"]))
         mean, spread = np.mean(scores, axis=0), np.std(scores, axis=0)
-        rows.append((name, mean, spread))
         print(
             f"{name:<28} macro accuracy {mean[0]:.3f} ± {spread[0]:.3f}   macro reward {mean[1]:+.3f} ± "
-            f"{spread[1]:.3f} (static_team {mean[1] - reference[1]:+.3f})   models {mean[2]:.2f}   "
+            f"{spread[1]:.3f} (static_team {mean[1] - reference['macro_reward']:+.3f})   models {mean[2]:.2f}   "
             f"CPU {time.process_time() - started:.0f} s for {args.seeds} seeds",
             flush=True,
         )
