@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
 from ensemble_mappo.files import atomic_write
 
 __all__ = ["SECTION", "mean_std", "replace_block", "write_block"]

@@ -23,13 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import ensemble_mappo.training as training
 import torch
-from ensemble_mappo.config import config_from_dict
 from reporting import write_block
 
+import ensemble_mappo.training as training
 from ensemble_env import datasets
-from ensemble_env.engine import EnsembleVectorEnv
+from ensemble_env.game.engine import EnsembleVectorEnv
+from ensemble_mappo.config import config_from_dict
 
 README = Path(__file__).resolve().parent / "README.md"
 TIMERS: dict[str, float] = {}

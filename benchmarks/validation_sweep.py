@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from ensemble_env import comparison, datasets
-from ensemble_env.baselines import RewardSettings
-from ensemble_env.env import resolve_cache
+from ensemble_env import datasets
+from ensemble_env.baselines import comparison
+from ensemble_env.cache.datasets import resolve as resolve_cache
+from ensemble_env.game.reward import RewardSettings
 
 #: what the sweep compares by default: the defaults, and the decider's inputs and exploration
 SETTINGS = (
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import torch  # noqa: F401  (the mappo extra)
+
     from ensemble_mappo.checkpoint import load_checkpoint
     from ensemble_mappo.config import TrainConfig
     from ensemble_mappo.evaluation import baseline_summary, evaluate_agents

@@ -33,7 +33,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 from ensemble_env.adapters.benchmarl import benchmarl_task
 from ensemble_env.adapters.scoring import EpisodeTally, Progress, baseline_figures, comparison, gain_line, team_mask_of
 from ensemble_env.adapters.torchrl import torchrl_env
-from ensemble_env.env import resolve_cache
+from ensemble_env.cache.datasets import resolve as resolve_cache
 
 ALGORITHMS = {"mappo": MappoConfig, "ippo": IppoConfig}
 #: BenchMARL's experiment settings changed from its defaults (benchmarl/conf/experiment/base_experiment.yaml)

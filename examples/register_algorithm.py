@@ -8,9 +8,9 @@ chosen by the mean reward at alpha on validation; the test split is only answere
 """
 
 import numpy as np
-from ensemble_mappo.benchmark import Answers, register_algorithm
 
-from ensemble_env.reward import question_rewards
+from ensemble_env.game.reward import question_rewards
+from ensemble_mappo.benchmark import Answers, register_algorithm
 
 
 def _vote(cache, rows, models):

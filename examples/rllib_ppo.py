@@ -23,7 +23,7 @@ import sys
 from typing import Any
 
 from ensemble_env.adapters.scoring import EpisodeTally, Progress, baseline_figures, comparison, gain_line, team_mask_of
-from ensemble_env.env import resolve_cache
+from ensemble_env.cache.datasets import resolve as resolve_cache
 
 ENV_OPTIONS = {"split": "train", "order": "shuffled", "episode_length": 256}
 #: RLlib iterates over sets of agent ids, so the order in which the two policies draw their random numbers

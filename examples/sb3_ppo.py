@@ -33,7 +33,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 import ensemble_env
 from ensemble_env.adapters.sb3 import sb3_env
 from ensemble_env.adapters.scoring import EpisodeTally, Progress, baseline_figures, comparison, gain_line, team_mask_of
-from ensemble_env.env import resolve_cache
+from ensemble_env.cache.datasets import resolve as resolve_cache
 
 ENV_OPTIONS = {"split": "train", "order": "shuffled", "episode_length": 256}
 PPO_SETTINGS = {"n_steps": 256, "batch_size": 64, "n_epochs": 10, "learning_rate": 1e-3, "device": "cpu"}

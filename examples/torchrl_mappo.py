@@ -31,7 +31,7 @@ from torchrl.objectives import ClipPPOLoss, ValueEstimators
 
 from ensemble_env.adapters.scoring import EpisodeTally, Progress, baseline_figures, comparison, gain_line, team_mask_of
 from ensemble_env.adapters.torchrl import GROUP_MAP, torchrl_env
-from ensemble_env.env import resolve_cache
+from ensemble_env.cache.datasets import resolve as resolve_cache
 
 
 class IndependentBernoulli(torch.distributions.Independent):

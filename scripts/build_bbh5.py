@@ -14,7 +14,7 @@ code, as these commands would make it::
   value exactly (float16 when lossless, else float32), gzip-compressed;
 - ``question_text``: each question as the models saw it (``doc["input"]``, no few-shot examples);
 - ``features``: 64 text features of the question alone (hashed word and character n-grams, TF-IDF,
-  TruncatedSVD, standardised), fitted on the train split only (``ensemble_env.features``);
+  TruncatedSVD, standardised), fitted on the train split only (``ensemble_env.cache.features``);
 - ``source``: the models, where the numbers come from and the licences.
 
 The script checks each model's accuracy on each task against the data's ``reference_accuracy.json``, copies
@@ -88,7 +88,7 @@ def check_reference(cache: Any, data: Path) -> None:
 
 def accuracy_table(cache: Any) -> str:
     """Markdown table: per split, each model's accuracy and the baselines (best single chosen on train)."""
-    from ensemble_env.report import summarize
+    from ensemble_env.baselines.report import summarize
 
     splits = ("train", "validation", "test", "all")
     summaries = {split: summarize(cache, split) for split in splits}
@@ -111,7 +111,7 @@ def accuracy_table(cache: Any) -> str:
 
 def copy_license(data: Path, folder: Path) -> Path:
     """Copy the BIG-Bench-Hard licence beside the cache (atomically: temporary file, then rename)."""
-    from ensemble_env.cache import atomic_path
+    from ensemble_env.files import atomic_path
 
     target = folder / LICENSE_FILE
     with atomic_path(target) as temporary:
@@ -121,8 +121,8 @@ def copy_license(data: Path, folder: Path) -> Path:
 
 def build(data: Path) -> Any:
     """The bbh5 cache from the samples folder ``data``."""
-    from ensemble_env.convert import from_lm_eval
-    from ensemble_env.features import with_text_features
+    from ensemble_env.cache.convert import from_lm_eval
+    from ensemble_env.cache.features import with_text_features
 
     cache = from_lm_eval([data], test_fraction=TEST_FRACTION, validation_fraction=VALIDATION_FRACTION)
     if cache.n_models != 5 or cache.n_tasks != 16:

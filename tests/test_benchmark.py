@@ -11,9 +11,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from ensemble_mappo import benchmark
-
 from ensemble_env.synthetic import make_cache
+from ensemble_mappo import benchmark
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "register_algorithm.py"
 
@@ -128,6 +127,7 @@ def test_registration_and_answers_are_checked(cache_file: str, tmp_path: Path):
 
 def test_ippo_critics_read_only_their_own_observation():
     import torch
+
     from ensemble_mappo.networks import VALUE_HEADS, LocalCritics
 
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""Tests of the ``ensemble-env cache`` command group (ensemble_env.cache_cli), run through ``cli.main``.
+"""Tests of the ``ensemble-env cache`` command group (ensemble_env.cli.cache), run through ``cli.main``.
 
 The lm-eval samples files come from the hand-written pool of tests/test_convert.py (written into tmp_path);
 accuracies there: org__alpha 3/5 on colors and 3/4 on numbers, org__beta 2/5 and 1/4.
@@ -17,8 +17,8 @@ import pytest
 from test_convert import BBH_DATA, LABELS, SPLIT, digest, records, write_run, write_samples
 
 from ensemble_env.cache import LogitCache, load_cache, save_cache
-from ensemble_env.cache_cli import ProgressBar
 from ensemble_env.cli import main
+from ensemble_env.cli.cache import ProgressBar
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:

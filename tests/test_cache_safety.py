@@ -1,5 +1,5 @@
 """Tests of safe cache loading and atomic writes (issue 13): checksums, refusals before reading, the time guard of
-files without checksums (ensemble_env.cache_guard), and atomic_path's temporary files.
+files without checksums (ensemble_env.cache.guard), and atomic_path's temporary files.
 
 The seeded fuzz suites over many inputs are in tests/test_fuzz_caches.py; these are the named cases.
 """
@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 from test_cache import TEXTS, _assert_same_cache, _names, _rebuild
 
-from ensemble_env import cache_guard
-from ensemble_env.cache import CacheError, LogitCache, atomic_path, load_cache, save_cache
-from ensemble_env.cache_hdf5 import superblock_version
+from ensemble_env.cache import CacheError, LogitCache, load_cache, save_cache
+from ensemble_env.cache import guard as cache_guard
+from ensemble_env.cache.hdf5 import superblock_version
+from ensemble_env.files import atomic_path
 
 # -- checksums, safe loading, the time guard (issue 13) ----------------------------------------------------------
 

@@ -18,8 +18,9 @@ import numba
 import numpy as np
 import pytest
 
-from ensemble_env import cli, datasets, jit
+from ensemble_env import cli, datasets
 from ensemble_env.cache import LogitCache, save_cache
+from ensemble_env.game import jit
 
 PYTHON_CLI = [sys.executable, "-m", "ensemble_env.cli"]
 #: options that are repeatable but not lists of names: (command, dest) -> why
@@ -123,7 +124,7 @@ def test_every_list_option_of_every_command_follows_the_rule() -> None:
                 or isinstance(action, argparse._AppendAction)
                 or "comma-separated" in (action.help or "")
             )
-            if isinstance(action, cli.ListOption):
+            if isinstance(action, cli.options.ListOption):
                 lists.add((path, action.dest))
             elif takes_several and (path, action.dest) not in NOT_LISTS:
                 breaking.add((path, action.dest))
@@ -143,7 +144,7 @@ def test_an_empty_list_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert stop.value.code == 2
     assert "argument --only: expected at least one name" in capsys.readouterr().err
     with pytest.raises(ValueError, match="default must be None"):
-        argparse.ArgumentParser().add_argument("--x", action=cli.ListOption, default=["a"])
+        argparse.ArgumentParser().add_argument("--x", action=cli.options.ListOption, default=["a"])
 
 
 def test_bad_alphas_in_any_list_form_name_the_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -236,9 +237,9 @@ def _with_stdout_closed(argv: list[str]) -> subprocess.CompletedProcess[str]:
     ("argv", "status"),
     [
         (["--help"], 0),  # argparse itself ignores a failed write of the help
-        (["cache", "info", "toy8"], cli.CLOSED_PIPE_STATUS),
-        (["baselines", "toy8", "--only", "best_single"], cli.CLOSED_PIPE_STATUS),
-        pytest.param(["demo", "--cache", "toy8"], cli.CLOSED_PIPE_STATUS, marks=pytest.mark.slow),
+        (["cache", "info", "toy8"], cli.options.CLOSED_PIPE_STATUS),
+        (["baselines", "toy8", "--only", "best_single"], cli.options.CLOSED_PIPE_STATUS),
+        pytest.param(["demo", "--cache", "toy8"], cli.options.CLOSED_PIPE_STATUS, marks=pytest.mark.slow),
     ],
     ids=["help", "cache-info", "baselines", "demo"],
 )
@@ -260,15 +261,15 @@ def test_head_reads_the_first_lines_without_a_traceback() -> None:
 
 def test_status_says_what_a_wait_is_for_and_ends_its_line() -> None:
     stream = io.StringIO()
-    with cli.status("fitting", stream, enabled=True):
+    with cli.options.status("fitting", stream, enabled=True):
         pass
     assert re.fullmatch(r"ensemble-env: fitting\.\.\. done \(\d+\.\d s\)\n", stream.getvalue())
     quiet = io.StringIO()
-    with cli.status("fitting", quiet, enabled=False):
+    with cli.options.status("fitting", quiet, enabled=False):
         pass
     assert quiet.getvalue() == ""
     failed = io.StringIO()
-    with pytest.raises(KeyError), cli.status("fitting", failed, enabled=True):
+    with pytest.raises(KeyError), cli.options.status("fitting", failed, enabled=True):
         raise KeyError("x")
     assert failed.getvalue() == "ensemble-env: fitting... \n"
 
@@ -277,7 +278,7 @@ def test_text_written_during_a_status_line_gets_its_own_line(monkeypatch: pytest
     """The first-run compile message inside ``evaluate``'s wait: not glued to the open status line."""
     err = io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
-    with cli.status("playing the test split", enabled=True):
+    with cli.options.status("playing the test split", enabled=True):
         print("ensemble-env: compiling the environment's kernels...", file=sys.stderr)
     assert sys.stderr is err
     lines = err.getvalue().splitlines()
@@ -294,7 +295,7 @@ def test_baselines_say_what_they_fit_on_a_terminal_only(
     path = str(save_cache(tmp_path / "long.h5", long_names_cache()))
     code, _, err = _run(capsys, "baselines", path, "--only", "best_single")
     assert code == 0 and "fitting" not in err  # stderr is not a terminal: nothing
-    monkeypatch.setattr(cli, "_stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(cli.options, "_stderr_is_terminal", lambda: True)
     code, out, err = _run(capsys, "baselines", path, "--only", "best_single", "--json")
     assert code == 0 and list(json.loads(out)) == ["best_single"]
     assert re.search(r"ensemble-env: fitting the baselines on train and scoring them on test\.\.\. done \(", err)

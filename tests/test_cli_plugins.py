@@ -17,7 +17,7 @@ import pytest
 from ensemble_env import cli
 
 #: the commands of a plain install, in the order ``ensemble-env --help`` lists them
-COMMANDS = ["demo", "baselines", "play", "cache", "train", "evaluate", "plot", "benchmark"]
+COMMANDS = ["cache", "demo", "baselines", "train", "evaluate", "plot", "benchmark", "play"]
 #: the README's CPU install (PyTorch's CPU index), not a pinned wheel that exists only on the project's machines
 HINT = 'pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install -e ".[mappo]"'
 
@@ -46,7 +46,12 @@ def register_demo_again(commands: Any) -> None:
 
 def test_the_package_declares_its_command_groups_as_entry_points() -> None:
     declared = {(point.name, point.value) for point in entry_points(group=cli.COMMAND_GROUP)}
-    assert {("cache", "ensemble_env.cache_cli:register"), ("mappo", "ensemble_mappo.cli:register")} <= declared
+    assert {
+        ("cache", "ensemble_env.cli.cache:register"),
+        ("demo", "ensemble_env.cli.demo:register"),
+        ("play", "ensemble_env.cli.play:register"),
+        ("mappo", "ensemble_mappo.cli:register"),
+    } <= declared
 
 
 def test_help_lists_every_command_in_a_stable_order(capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,7 +73,7 @@ def test_a_broken_plugin_is_reported_and_the_other_commands_still_work(
         EntryPoint(name="aaa-missing", value="no_such_module_of_ensemble_env:register", group=cli.COMMAND_GROUP),
         *entry_points(group=cli.COMMAND_GROUP),
     ]
-    monkeypatch.setattr(cli, "entry_points", lambda group: [point for point in plugins if point.group == group])
+    monkeypatch.setattr(cli.parser, "entry_points", lambda group: [point for point in plugins if point.group == group])
     parser = cli.build_parser()
     warnings = capsys.readouterr().err.splitlines()
     assert len(warnings) == 3
@@ -78,7 +83,7 @@ def test_a_broken_plugin_is_reported_and_the_other_commands_still_work(
     assert "half" in warnings[1] and "the plugin broke halfway" in warnings[1]
     assert "shadow" in warnings[2] and "conflicting" in warnings[2]
     assert _command_names(parser) == [*COMMANDS, "hello"]  # nothing of the broken ones is left
-    assert parser.parse_args(["demo"]).run is cli._demo  # the core's demo, not the shadow's
+    assert parser.parse_args(["demo"]).run is cli.demo._demo  # the core's demo, not the shadow's
     assert "half-done" not in parser.format_help()
     assert cli.main(["hello"]) == 7
 

@@ -1,4 +1,4 @@
-"""Tests of ensemble_env.convert: lm-eval samples (both layouts) and arrays into logit caches.
+"""Tests of ensemble_env.cache.convert: lm-eval samples (both layouts) and arrays into logit caches.
 
 The samples files are built here, in tmp_path, from the small hand-written pool below (two models, two tasks
 with 2 to 4 choices). The expected labels, predictions and splits are written by hand from that table.
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ensemble_env.convert import (
+from ensemble_env.cache.convert import (
     ConversionError,
     find_model_folders,
     find_task_files,

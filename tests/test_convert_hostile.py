@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from test_convert import MODELS, SCORES, _write_alpha, record_lines, records, write_run
 
-from ensemble_env.convert import ConversionError, from_array_files, from_lm_eval, read_samples
+from ensemble_env.cache.convert import ConversionError, from_array_files, from_lm_eval, read_samples
 
 # -- hostile inputs (issue 13): refused with the file and the line, never a traceback ---------------------------
 

@@ -218,7 +218,7 @@ def _copy_toy8(path: Path) -> None:
 
 def _bbh(path: Path) -> None:
     from ensemble_env import save_cache
-    from ensemble_env.convert import from_lm_eval
+    from ensemble_env.cache.convert import from_lm_eval
 
     save_cache(path, from_lm_eval([SHARED / "data" / "bbh-leaderboard"]))
 

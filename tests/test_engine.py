@@ -7,7 +7,7 @@ import pytest
 
 import ensemble_env
 from ensemble_env import LogitCache
-from ensemble_env.engine import INFO_KEYS
+from ensemble_env.game.engine import INFO_KEYS
 from ensemble_env.synthetic import make_cache
 
 

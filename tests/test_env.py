@@ -12,8 +12,8 @@ from pettingzoo.test import api_test, parallel_api_test, render_test
 
 import ensemble_env
 from ensemble_env import LogitCache
-from ensemble_env.render import TEXT_WIDTH
 from ensemble_env.synthetic import make_cache
+from ensemble_env.views.render import TEXT_WIDTH
 
 
 def hand_cache() -> LogitCache:

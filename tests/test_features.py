@@ -1,4 +1,4 @@
-"""Tests of ensemble_env.features: text features fitted on train only, feature files, features in caches.
+"""Tests of ensemble_env.cache.features: text features fitted on train only, feature files, features in caches.
 
 The texts are small synthetic questions of three kinds (arithmetic, colours, travel), built below.
 """
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from ensemble_env.cache import LogitCache, load_cache, save_cache
-from ensemble_env.convert import ConversionError
-from ensemble_env.features import (
+from ensemble_env.cache.convert import ConversionError
+from ensemble_env.cache.features import (
     TEXT_FEATURE_KIND,
     load_feature_file,
     text_feature_names,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import ensemble_env
-from ensemble_env.config import EnvConfig
+from ensemble_env.game.config import EnvConfig
 from ensemble_env.synthetic import make_cache
 
 CACHE = make_cache(n_models=4, n_questions=60, n_tasks=2, n_choices=(2, 4), seed=0)
@@ -58,7 +58,7 @@ def _fuzz_options(count: int, seed: int) -> tuple[int, int]:
             refused += 1
             continue
         env.reset(seed=0)  # what was accepted plays
-        whole_pool = ensemble_env.actions.encode_team(np.ones(CACHE.n_models, bool), env.config.decider_action)
+        whole_pool = ensemble_env.game.actions.encode_team(np.ones(CACHE.n_models, bool), env.config.decider_action)
         env.step({"decider": whole_pool, "fusion": 0})
         config = env.config
         assert np.isfinite(config.alpha) and np.isfinite(config.diversity_bonus)

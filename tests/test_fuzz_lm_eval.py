@@ -24,8 +24,8 @@ import pytest
 from fuzzing import BAD, bad, count, judge_error, run_cases
 from test_convert import write_run
 
+from ensemble_env.cache.convert import ConversionError, from_lm_eval
 from ensemble_env.cli import main
-from ensemble_env.convert import ConversionError, from_lm_eval
 
 CASE_SECONDS = 60.0
 #: raw JSON texts put in place of a field's value

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import ensemble_env
-from ensemble_env.jit import KERNEL_MODULES, kernel_sources_digest
+from ensemble_env.game.jit import KERNEL_MODULES, kernel_sources_digest
 
 PROGRAM = """
 import numpy as np, ensemble_env

@@ -19,11 +19,11 @@ from gymnasium.utils.env_checker import check_env
 
 import ensemble_env
 from ensemble_env import LogitCache
-from ensemble_env.actions import choose_encoding
 from ensemble_env.adapters.sb3 import SingleRoleEnv
 from ensemble_env.adapters.torchrl import DeciderActionMask
-from ensemble_env.policies import FixedTeam, MeanVote
+from ensemble_env.game.actions import choose_encoding
 from ensemble_env.synthetic import make_cache
+from ensemble_env.views.policies import FixedTeam, MeanVote
 
 ENCODINGS = ("multibinary", "multidiscrete", "subset")
 ADAPTERS = {"sb3": "stable_baselines3", "rllib": "ray", "torchrl": "torchrl", "benchmarl": "benchmarl"}

@@ -28,7 +28,7 @@ from ensemble_mappo.ppo import bootstrap_values, clipped_policy_loss, clipped_va
 from ensemble_mappo.training import Agents, episode_plan, make_env, make_optimizer, train  # noqa: E402
 
 from ensemble_env.cache import LogitCache, load_default_cache  # noqa: E402
-from ensemble_env.records import Counter  # noqa: E402
+from ensemble_env.game.records import Counter  # noqa: E402
 
 
 # -- GAE ------------------------------------------------------------------------------------------------------

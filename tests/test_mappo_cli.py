@@ -12,12 +12,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ensemble_mappo.evaluation import Evaluation, format_report  # noqa: E402
 from test_cli import _decimals_per_column, _table_rows  # noqa: E402
 
-from ensemble_env import cli, comparison, datasets  # noqa: E402
-from ensemble_env.baselines import RewardSettings  # noqa: E402
+from ensemble_env import cli, datasets  # noqa: E402
+from ensemble_env.baselines import comparison  # noqa: E402
 from ensemble_env.cli import main  # noqa: E402
+from ensemble_env.game.reward import RewardSettings  # noqa: E402
+from ensemble_mappo.evaluation import Evaluation, format_report  # noqa: E402
 
 TINY = ["--cache", "toy8", "--total-steps", "1024", "--num-envs", "16", "--num-steps", "32", "--no-progress"]
 
@@ -77,7 +78,7 @@ def test_evaluate_text_and_online_is_labelled(run_dir: Path, capsys: pytest.Capt
 def test_evaluate_tables_keep_names_whole_format_columns_alike_and_list_static_team(
     run_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli, "_stderr_is_terminal", lambda: True)  # the waits say what they are for
+    monkeypatch.setattr(cli.options, "_stderr_is_terminal", lambda: True)  # the waits say what they are for
     assert main(["evaluate", str(run_dir)]) == 0
     text, err = capsys.readouterr()
     assert "ensemble-env: fitting the baselines on train and scoring them on test... done (" in err
@@ -122,7 +123,7 @@ def test_evaluate_scores_the_baselines_on_the_runs_reward(tmp_path: Path, capsys
     summary = json.loads(capsys.readouterr().out)
     assert main(["evaluate", str(out)]) == 0
     assert "reward(alpha=0.5)" in capsys.readouterr().out
-    # static_team chose its teams for alpha = 0.5: its reward is the one ensemble_env.comparison gives at 0.5
+    # static_team chose its teams for alpha = 0.5: its reward is the one ensemble_env.baselines.comparison gives at 0.5
     cache = datasets.load("toy8")
     [static] = comparison.compare(cache, reward=RewardSettings(alpha=0.5), names=["static_team"])
     assert summary["baselines"]["static_team"]["reward"] == pytest.approx(

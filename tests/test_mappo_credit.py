@@ -17,7 +17,7 @@ from ensemble_mappo.ppo import agent_targets, decider_rewards  # noqa: E402
 from ensemble_mappo.training import Agents, Behaviour, advantages_and_returns, collect, env_options, make_env  # noqa: E402
 from torch import nn  # noqa: E402
 
-from ensemble_env import datasets  # noqa: E402
+from ensemble_env import datasets# noqa: E402
 
 
 # -- the decider earns the reward of the question its team answers ---------------------------------------------

@@ -20,12 +20,11 @@ import pytest
 
 pytest.importorskip("torch")
 
+from ensemble_env import baselines
+from ensemble_env.synthetic import planted_cache
 from ensemble_mappo.config import config_from_dict
 from ensemble_mappo.evaluation import evaluate_run
 from ensemble_mappo.training import train
-
-from ensemble_env import baselines
-from ensemble_env.synthetic import planted_cache
 
 CONFIG = {"passes": 60, "env": {"size_penalty_mode": "always"}}
 

@@ -1,4 +1,4 @@
-"""The interactive mode (ensemble_env.play): what each role is shown, how input is read, the summary."""
+"""The interactive mode (ensemble_env.views.play): what each role is shown, how input is read, the summary."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import ensemble_env
 from ensemble_env import cli
 from ensemble_env.cache import LogitCache
-from ensemble_env.play import parse_team, play
+from ensemble_env.views.play import parse_team, play
 
 
 def episode_questions(cache: LogitCache, questions: int, seed: int, split: str = "all") -> np.ndarray:
@@ -112,7 +112,7 @@ def test_command_line_and_module(monkeypatch: pytest.MonkeyPatch, capsys: pytest
     assert cli.main(["play", "--cache", "toy8", "--questions", "1", "--team", "logreg", "4"]) == 0
     assert "the decider commits the team {0 logreg, 4 forest}" in capsys.readouterr().out
     result = subprocess.run(
-        [sys.executable, "-m", "ensemble_env.play", "--role", "decider", "--cache", "toy8", "--questions", "1"],
+        [sys.executable, "-m", "ensemble_env.cli.play", "--role", "decider", "--cache", "toy8", "--questions", "1"],
         input="all\n",
         capture_output=True,
         text=True,

@@ -11,8 +11,8 @@ from pettingzoo.test import render_test
 
 import ensemble_env
 from ensemble_env.cache import LogitCache
-from ensemble_env.render import _FONT, _RIGHT, _WRONG, STRIP_STEPS, FrameGeometry, draw_text, short_names
 from ensemble_env.synthetic import make_cache
+from ensemble_env.views.render import _FONT, _RIGHT, _WRONG, STRIP_STEPS, FrameGeometry, draw_text, short_names
 
 
 @pytest.fixture(scope="module")

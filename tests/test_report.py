@@ -1,4 +1,4 @@
-"""Tests of ensemble_env.report: the ``cache info`` summary, error correlations, team statistics and plots.
+"""Tests of ensemble_env.baselines.report: the ``cache info`` summary, error correlations, team statistics and plots.
 
 Expected values come from the table of the tiny cache in tests/conftest.py (who is right on which question):
 m0 is right on questions 0-4, m1 on 0, 2, 5, m2 on 1, 3; alpha holds questions 0, 1, 4, beta 2, 3, 5;
@@ -16,9 +16,7 @@ import numpy as np
 import pytest
 
 from ensemble_env import baselines
-from ensemble_env.cache import LogitCache
-from ensemble_env.metrics import focal_diversity
-from ensemble_env.report import (
+from ensemble_env.baselines.report import (
     PLOT_FILES,
     error_correlation,
     format_summary,
@@ -26,6 +24,8 @@ from ensemble_env.report import (
     summarize,
     team_stats,
 )
+from ensemble_env.cache import LogitCache
+from ensemble_env.metrics import focal_diversity
 from ensemble_env.synthetic import make_cache
 
 

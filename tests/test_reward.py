@@ -1,4 +1,4 @@
-"""The step reward (``ensemble_env.reward``): its value, the diversity bonus, and its bounds over random play."""
+"""The step reward (``ensemble_env.game.reward``): its value, the diversity bonus, and its bounds over random play."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 import ensemble_env
 from ensemble_env import LogitCache
-from ensemble_env.reward import question_rewards
+from ensemble_env.game.reward import question_rewards
 from ensemble_env.synthetic import make_cache
 
 N_MODELS = 5

@@ -1,4 +1,4 @@
-"""Tests of ensemble_env.routing: the fixed team per task and the per-question router, on caches whose answer
+"""Tests of ensemble_env.baselines.routing: the fixed team per task and the per-question router, on caches whose answer
 is known by construction."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import itertools
 import numpy as np
 import pytest
 
-from ensemble_env import baselines, routing
-from ensemble_env.baselines import RewardSettings
+from ensemble_env import baselines
+from ensemble_env.baselines import routing
+from ensemble_env.baselines.routing import all_teams, fit_router, router, static_team, team_correct
 from ensemble_env.cache import LogitCache
-from ensemble_env.reward import question_rewards
-from ensemble_env.routing import all_teams, fit_router, router, static_team, team_correct
+from ensemble_env.game.reward import RewardSettings, question_rewards
 
 TRAIN, TEST, VALIDATION = 0, 1, 2
 

@@ -1,5 +1,5 @@
-"""Tests of ``ensemble-env baselines`` and ensemble_env.comparison: the JSON schema, the table, the frontier and
-bad input."""
+"""Tests of ``ensemble-env baselines`` and ensemble_env.baselines.comparison: the JSON schema, the table, the frontier
+and bad input."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ensemble_env import comparison
-from ensemble_env.baselines import RewardSettings, mean_probability_vote
+from ensemble_env.baselines import comparison, mean_probability_vote
 from ensemble_env.cache import LogitCache, save_cache
 from ensemble_env.cli import main
-from ensemble_env.reward import question_rewards
+from ensemble_env.game.reward import RewardSettings, question_rewards
 
 TRAIN, TEST, VALIDATION = 0, 1, 2
 
@@ -114,7 +113,7 @@ def test_only_and_built_in_names(capsys: pytest.CaptureFixture[str]) -> None:
     ("argv", "message"),
     [
         (["--only", "best_single,magic"], "unknown baseline 'magic'"),
-        (["--alpha", "-1"], "alpha must be a finite number >= 0"),
+        (["--alpha", "-1"], "alpha must be a finite number in [0, 1e+06], got -1.0"),
         (["--frontier", "x.png", "--alphas", "0,one"], "--alphas"),
         (["--frontier", "x.png", "--alphas", "0,-1"], "--alphas"),
         (["--split", "validation", "--only", "router", "--train-split", "validation"], None),

@@ -9,9 +9,9 @@ import pytest
 
 import ensemble_env
 from ensemble_env import LogitCache
-from ensemble_env.actions import DECIDER_ENCODINGS, decider_space
-from ensemble_env.config import EnvConfig
-from ensemble_env.engine import EnsembleVectorEnv
+from ensemble_env.game.actions import DECIDER_ENCODINGS, decider_space
+from ensemble_env.game.config import EnvConfig
+from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_env.synthetic import make_cache
 
 WINDOW_METRICS = ("plurality_accuracy", "focal_diversity", "disagreement", "q_statistic", "generalized_diversity")

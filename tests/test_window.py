@@ -13,8 +13,7 @@ import pytest
 
 import ensemble_env
 from ensemble_env import LogitCache, metrics
-from ensemble_env.synthetic import make_cache
-from ensemble_env.window import (
+from ensemble_env.game.window import (
     count_planes,
     n_triples,
     plurality_count,
@@ -24,6 +23,7 @@ from ensemble_env.window import (
     unpack_teams,
     update_plurality,
 )
+from ensemble_env.synthetic import make_cache
 
 ALL = tuple(metrics.METRICS)
 

@@ -2,7 +2,7 @@
 
 The protocol (``docs/benchmark.md``): every algorithm fits on the cache's train split, makes every choice
 (checkpoint, hyperparameter) on its validation split, and answers each test question once; the benchmark
-scores the answers with the environment's reward (:func:`ensemble_env.reward.question_rewards`, through
+scores the answers with the environment's reward (:func:`ensemble_env.game.reward.question_rewards`, through
 :class:`ensemble_env.baselines.RewardSettings` at the run's ``alpha``) and reports means over seeds with
 95% bootstrap intervals (seeds and test questions resampled together), per task and macro.
 
@@ -16,13 +16,14 @@ A researcher adds an algorithm with :func:`register_algorithm`: a function ``(ca
         return Answers(test, predictions, teams)
 
 Built in: ``mappo`` and ``ippo`` (:mod:`ensemble_mappo.training`; IPPO is the same learner with
-``critic="local"``), and the baselines of :data:`ensemble_env.comparison.BASELINES` (``stacking`` is
-``stacking(per_task)``). A finished run is stored under ``DIR/runs/`` with its key (algorithm, seed, cache,
-alpha, config) and is not redone.
+``critic="local"``), and the baselines of :data:`ensemble_env.baselines.registry.BASELINES` (under their names or
+aliases: ``stacking`` is ``stacking(per_task)``). A finished run is stored under ``DIR/runs/`` with its key (algorithm,
+seed, cache, alpha, config) and is not redone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -33,11 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from ensemble_env import comparison, datasets
-from ensemble_env.baselines import BaselineResult, RewardSettings
-from ensemble_env.cache import LogitCache, atomic_path
-from ensemble_env.env import resolve_cache
-from ensemble_env.routing import team_vote
+from ensemble_env.baselines import comparison, registry
+from ensemble_env.baselines.routing import team_vote
+from ensemble_env.baselines.simple import BaselineResult, RewardSettings
+from ensemble_env.cache import datasets
+from ensemble_env.cache.datasets import resolve as resolve_cache
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.files import atomic_path
 from ensemble_mappo.config import TrainConfig
 
 __all__ = [
@@ -60,8 +63,7 @@ BUDGETS: dict[str, dict[str, float]] = {
 }
 #: what ``ensemble-env benchmark`` runs without --algorithms
 DEFAULT_ALGORITHMS = ("mappo", "ippo", "static_team", "router", "stacking", "best_single")
-#: what the baselines of the benchmark are called in ensemble_env.comparison
-_BASELINE_NAMES = {"stacking": "stacking(per_task)"}
+#: what the baselines of the benchmark are called in ensemble_env.baselines.comparison
 METRICS = ("accuracy", "reward", "team_size", "cost")
 
 
@@ -105,7 +107,12 @@ def register_algorithm(name: str, *, config: dict[str, Any] | None = None) -> Ca
 
 
 def _builtin_names() -> tuple[str, ...]:
-    return ("mappo", "ippo", "stacking", *comparison.BASELINES)
+    return (
+        "mappo",
+        "ippo",
+        *registry.BASELINES,
+        *(alias for entry in registry.BASELINES.values() for alias in entry.aliases),
+    )
 
 
 # -- built-in algorithms -----------------------------------------------------------------------------------
@@ -196,12 +203,11 @@ def resolve(name: str, budget: str) -> tuple[Algorithm, dict[str, Any]]:
     """The function and key config of algorithm ``name``: a learner, a baseline, or a registered one."""
     if name in ("mappo", "ippo"):
         return _learner("central" if name == "mappo" else "local", budget)
-    baseline = _BASELINE_NAMES.get(name, name)
-    if baseline in comparison.BASELINES:
-        return _baseline(baseline), {}
+    with contextlib.suppress(ValueError):
+        return _baseline(registry.lookup(name).name), {}
     if name in ALGORITHMS:
         return ALGORITHMS[name]
-    known = ", ".join(["mappo", "ippo", "stacking", *comparison.BASELINES, *ALGORITHMS])
+    known = ", ".join([*_builtin_names(), *ALGORITHMS])
     raise ValueError(f"--algorithms: unknown algorithm {name!r}; known: {known}")
 
 
@@ -648,7 +654,7 @@ def register_command(commands: Any) -> None:
     """Add ``benchmark`` to the ``ensemble-env`` sub-parsers (called by :func:`ensemble_mappo.cli.register`)."""
     import argparse
 
-    from ensemble_env.cli import ListOption
+    from ensemble_env.cli.options import ListOption
 
     parser = commands.add_parser(
         "benchmark",

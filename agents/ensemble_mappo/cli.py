@@ -24,10 +24,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from ensemble_env import datasets
-from ensemble_env.cache import SPLIT_CHOICES
-from ensemble_env.cli import ListOption, status
-from ensemble_env.env import resolve_cache
+from ensemble_env.cache import datasets
+from ensemble_env.cache.datasets import resolve as resolve_cache
+from ensemble_env.cache.logit_cache import SPLIT_CHOICES
+from ensemble_env.cli.options import ListOption, status
 
 __all__ = ["register"]
 

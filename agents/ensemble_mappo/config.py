@@ -46,7 +46,7 @@ ORDERS = ("sequential", "shuffled")
 #: critics: "central" (MAPPO) or "local" (IPPO, each agent's values from its own observation)
 CRITICS = ("central", "local")
 #: the decider's policy: one Bernoulli per model, a categorical over the non-empty teams, or "auto" (teams for
-#: pools of up to ensemble_env.routing.MAX_TEAM_MODELS models, else Bernoulli)
+#: pools of up to ensemble_env.baselines.routing.MAX_TEAM_MODELS models, else Bernoulli)
 DECIDER_POLICIES = ("auto", "teams", "bernoulli")
 #: the choices of the str fields (for the command line)
 CHOICES: dict[str, tuple[str, ...]] = {

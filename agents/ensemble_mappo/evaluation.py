@@ -11,7 +11,7 @@
 
 Reports per-task accuracy, mean reward per question (the environment's reward at the run's options), mean
 team size, per-model selection frequency and cost, and (as a table) the baselines of
-:mod:`ensemble_env.comparison` fitted on train (:data:`BASELINES`: ``static_team``, the best fixed team per
+:mod:`ensemble_env.baselines.comparison` fitted on train (:data:`BASELINES`: ``static_team``, the best fixed team per
 task, is the strongest simple opponent), scored on the run's reward, with the learned policy as one more row.
 Any split works, ``validation`` included (choose settings there; report test).
 """
@@ -29,10 +29,11 @@ import numpy as np
 import torch
 
 import ensemble_env
-from ensemble_env import baselines, comparison
-from ensemble_env.baselines import DEFAULT_REWARD, BaselineResult, RewardSettings
-from ensemble_env.cache import LogitCache
-from ensemble_env.report import align_table  # the tables of ensemble_env.baselines.format_table
+from ensemble_env import baselines
+from ensemble_env.baselines import comparison, registry
+from ensemble_env.baselines.report import align_table  # the tables of ensemble_env.baselines.format_table
+from ensemble_env.baselines.simple import DEFAULT_REWARD, BaselineResult, RewardSettings
+from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_mappo.checkpoint import load_checkpoint
 from ensemble_mappo.config import TrainConfig
 from ensemble_mappo.training import (
@@ -60,13 +61,10 @@ __all__ = [
     "save_evaluation",
 ]
 
-#: the baselines ``evaluate`` lists, in :data:`ensemble_env.comparison.BASELINES` order (the team-enumerating
-#: ``static_team`` only on pools of at most :data:`ensemble_env.routing.MAX_TEAM_MODELS` models)
-BASELINES = tuple(
-    name
-    for name in comparison.BASELINES
-    if name not in ("best_single(per_task)", "static_team_acc", "router", "router(tasks)")
-)
+#: the baselines ``evaluate`` lists: those of the registry (:data:`ensemble_env.baselines.registry.BASELINES`) marked
+#: ``in_evaluate``, in its order (the team-enumerating ``static_team`` only on pools of at most
+#: :data:`ensemble_env.baselines.routing.MAX_TEAM_MODELS` models)
+BASELINES = tuple(name for name, entry in registry.BASELINES.items() if entry.in_evaluate)
 
 PROTOCOLS = {
     "frozen": "frozen policy: no learning on the evaluated questions",
@@ -266,7 +264,7 @@ def evaluate_agents(
     if evaluation.diversity_bonus:
         return evaluation
     # the environment's rewards travel as float32: recomputed in float64 by the same reward function
-    # (ensemble_env.reward.reward_value), so that the summary and the baselines table print the same numbers
+    # (ensemble_env.game.reward.reward_value), so that the summary and the baselines table print the same numbers
     exact = evaluation.result(cache).rewards(cache, evaluation.reward)
     if not np.allclose(exact, evaluation.rewards, rtol=0, atol=1e-5):
         raise RuntimeError("the evaluation's rewards differ from the environment's reward of its answers")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from ensemble_env.cache import atomic_path
+from ensemble_env.files import atomic_path
 
 __all__ = ["atomic_write"]
 

@@ -43,7 +43,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
-from ensemble_env.actions import MAX_SUBSET_MODELS, subset_masks
+from ensemble_env.game.actions import MAX_SUBSET_MODELS, subset_masks
 
 __all__ = [
     "LOG_EPS",

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ensemble_env.cache import LogitCache
-from ensemble_env.env import resolve_cache
+from ensemble_env.cache.datasets import resolve as resolve_cache
+from ensemble_env.cache.logit_cache import LogitCache
 
 __all__ = ["PLOT_NAMES", "plot_runs", "read_progress"]
 

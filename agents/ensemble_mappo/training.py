@@ -9,7 +9,7 @@ their own modules and are tested there.
 Episodes and exact resumption. Every copy plays episodes of the same length, cut so that they end on rollout
 boundaries; at the start of every *round* of episodes the trainer resets all copies with a seed drawn from
 (``seed``, round number). A checkpoint stores the environment's snapshot
-(:meth:`~ensemble_env.engine.EnsembleVectorEnv.get_state`, see :func:`~ensemble_mappo.checkpoint.pack_arrays`);
+(:meth:`~ensemble_env.game.engine.EnsembleVectorEnv.get_state`, see :func:`~ensemble_mappo.checkpoint.pack_arrays`);
 resuming restores it with ``set_state``. Together with the networks, optimizers, value normaliser and the
 sampling generator, a resumed run produces the same numbers as an uninterrupted one.
 
@@ -35,10 +35,10 @@ import torch
 from torch import Tensor, nn
 
 import ensemble_env
-from ensemble_env.actions import MAX_SUBSET_MODELS
-from ensemble_env.cache import LogitCache
-from ensemble_env.engine import EnsembleVectorEnv
-from ensemble_env.policies import PluralityVote
+from ensemble_env.game.actions import MAX_SUBSET_MODELS
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.engine import EnsembleVectorEnv
+from ensemble_env.views.policies import PluralityVote
 from ensemble_mappo.checkpoint import CHECKPOINT_NAME, load_checkpoint, pack_arrays, save_checkpoint, unpack_arrays
 from ensemble_mappo.config import TrainConfig, config_from_dict
 from ensemble_mappo.files import atomic_write
@@ -103,7 +103,7 @@ class Agents:
         "central" (MAPPO: one critic of the state) or "local" (IPPO: :class:`LocalCritics`, each agent's
         values from its own observation). ``decider_policy``: "bernoulli" (:class:`DeciderActor`), "teams"
         (:class:`TeamDeciderActor`, a categorical over the non-empty teams; ``decider_initial_prob`` unused) or
-        "auto" (teams for pools of up to :data:`ensemble_env.actions.MAX_SUBSET_MODELS` models).
+        "auto" (teams for pools of up to :data:`ensemble_env.game.actions.MAX_SUBSET_MODELS` models).
         """
         layout = venv.layout
         if critic == "local":

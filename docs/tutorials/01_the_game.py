@@ -29,8 +29,8 @@ import numpy as np
 
 import ensemble_env
 from ensemble_env import baselines, datasets
-from ensemble_env.play import play
-from ensemble_env.policies import FixedTeam, MeanVote, PluralityVote
+from ensemble_env.views.play import play
+from ensemble_env.views.policies import FixedTeam, MeanVote, PluralityVote
 
 plt = course.pyplot()
 

@@ -28,8 +28,9 @@ import course
 import numpy as np
 
 import ensemble_env
-from ensemble_env import baselines, datasets, routing
-from ensemble_env.policies import MeanVote
+from ensemble_env import baselines, datasets
+from ensemble_env.baselines import routing
+from ensemble_env.views.policies import MeanVote
 
 plt = course.pyplot()
 cache = datasets.load("bbh5")
@@ -106,7 +107,7 @@ for order, values in probe.items():
 #   with the window T chosen on the **validation** stream;
 # - **task lookahead**: the team with the best train reward for the task of q_{t+1} (the `static_team`
 #   baseline's table, read through the one-hot in the observation);
-# - **feature lookahead**: the per-question router of `ensemble_env.routing`: for each of the 31 teams a
+# - **feature lookahead**: the per-question router of `ensemble_env.baselines.routing`: for each of the 31 teams a
 #   logistic regression (fitted on train, penalty chosen on validation) predicts from the 64 text features
 #   of q_{t+1} whether the team's vote will be right; the decider takes the team with the best expected
 #   reward.

@@ -33,13 +33,13 @@ import shutil
 
 import course
 import numpy as np
+
+import ensemble_env
+from ensemble_env.synthetic import planted_cache
+from ensemble_env.views.policies import MeanVote
 from ensemble_mappo.config import config_from_dict
 from ensemble_mappo.evaluation import evaluate_run
 from ensemble_mappo.training import env_options, load_run, train
-
-import ensemble_env
-from ensemble_env.policies import MeanVote
-from ensemble_env.synthetic import planted_cache
 
 plt = course.pyplot()
 cache = planted_cache("complementary")

@@ -31,12 +31,13 @@ import shutil
 import course
 import numpy as np
 import torch
+
+from ensemble_env import baselines, datasets
+from ensemble_env.baselines import routing
 from ensemble_mappo.checkpoint import load_checkpoint
 from ensemble_mappo.config import config_from_dict
 from ensemble_mappo.evaluation import evaluate_run
 from ensemble_mappo.training import Agents, Behaviour, collect, env_options, load_run, make_env, train
-
-from ensemble_env import baselines, datasets, routing
 
 plt = course.pyplot()
 torch.manual_seed(0)

@@ -27,9 +27,10 @@ import course
 import numpy as np
 
 import ensemble_env
-from ensemble_env import comparison, datasets, routing
-from ensemble_env.baselines import RewardSettings
-from ensemble_env.policies import MeanVote, PluralityVote
+from ensemble_env import datasets
+from ensemble_env.baselines import comparison, routing
+from ensemble_env.game.reward import RewardSettings
+from ensemble_env.views.policies import MeanVote, PluralityVote
 
 plt = course.pyplot()
 caches = {name: datasets.load(name) for name in ("toy8", "bbh5")}

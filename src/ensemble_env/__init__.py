@@ -12,11 +12,21 @@ two-stage Dec-POMDP of RL-Focal (arXiv 2502.04492).
 ['decider', 'fusion']
 """
 
-from ensemble_env import baselines, metrics, synthetic
-from ensemble_env.cache import CacheError, LogitCache, default_cache_path, load_cache, load_default_cache, save_cache
-from ensemble_env.config import EnvConfig
-from ensemble_env.engine import EnsembleVectorEnv
-from ensemble_env.env import EnsembleParallelEnv, env, parallel_env, vector_env
+import sys
+
+from ensemble_env import baselines, metrics
+from ensemble_env.cache import datasets, synthetic
+from ensemble_env.cache.datasets import default_cache_path, load_default_cache
+from ensemble_env.cache.io import load_cache, save_cache
+from ensemble_env.cache.logit_cache import CacheError, LogitCache
+from ensemble_env.game.config import EnvConfig
+from ensemble_env.game.engine import EnsembleVectorEnv
+from ensemble_env.views.parallel import EnsembleParallelEnv, env, parallel_env, vector_env
+
+# ``import ensemble_env.datasets`` and ``import ensemble_env.synthetic`` keep working: the modules live in the
+# caches part (ensemble_env/cache/) and are published under these names too.
+sys.modules.setdefault("ensemble_env.datasets", datasets)
+sys.modules.setdefault("ensemble_env.synthetic", synthetic)
 
 __all__ = [
     "ENV_ID",
@@ -26,6 +36,7 @@ __all__ = [
     "EnvConfig",
     "LogitCache",
     "baselines",
+    "datasets",
     "default_cache_path",
     "env",
     "load_cache",
@@ -48,9 +59,9 @@ def _register() -> None:
     except ImportError:  # older PettingZoo: no registry
         return
     if ENV_ID not in parallel_registry:
-        register("parallel", ENV_ID, entry_point="ensemble_env.env:parallel_env")
+        register("parallel", ENV_ID, entry_point="ensemble_env.views.parallel:parallel_env")
     if ENV_ID not in aec_registry:
-        register("aec", ENV_ID, entry_point="ensemble_env.env:env")
+        register("aec", ENV_ID, entry_point="ensemble_env.views.parallel:env")
 
 
 _register()

@@ -13,7 +13,7 @@ from torchrl.envs.utils import check_env_specs
 import ensemble_env
 from ensemble_env import LogitCache
 from ensemble_env.adapters.torchrl import GROUP_MAP, torchrl_env
-from ensemble_env.engine import INFO_KEYS
+from ensemble_env.game.engine import INFO_KEYS
 from ensemble_env.synthetic import make_cache
 
 torch.set_num_threads(1)

@@ -15,7 +15,7 @@ module         extra                   public factory                      what 
 
 Nothing here imports a library at module level: ``import ensemble_env.adapters.rllib`` works without Ray, and
 the factory raises an ImportError naming the extra to install when the library is missing. Each adapter picks
-the decider encoding its library supports (:func:`ensemble_env.actions.choose_encoding`; see ``docs/adapters.md``).
+the decider encoding its library supports (:func:`ensemble_env.game.actions.choose_encoding`; see ``docs/adapters.md``).
 """
 
 from __future__ import annotations

@@ -26,9 +26,10 @@ import functools
 import os
 from typing import Any
 
-from ensemble_env.actions import choose_encoding
 from ensemble_env.adapters import lazy_class, require
-from ensemble_env.env import parallel_env, resolve_cache
+from ensemble_env.cache.datasets import resolve as resolve_cache
+from ensemble_env.game.actions import choose_encoding
+from ensemble_env.views.parallel import parallel_env
 
 # EnsembleTask and EnsembleEnvTask come from the module __getattr__
 __all__ = [  # noqa: F822

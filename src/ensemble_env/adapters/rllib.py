@@ -52,9 +52,9 @@ from typing import Any
 
 import numpy as np
 
-from ensemble_env.actions import choose_encoding
 from ensemble_env.adapters import lazy_class, require
-from ensemble_env.env import parallel_env
+from ensemble_env.game.actions import choose_encoding
+from ensemble_env.views.parallel import parallel_env
 
 # EnsembleMultiAgentEnv and MaskedPPOTorchRLModule come from the module __getattr__ below
 __all__ = [  # noqa: F822

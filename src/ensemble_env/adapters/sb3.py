@@ -41,11 +41,12 @@ import gymnasium
 import numpy as np
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
-from ensemble_env.actions import choose_encoding
 from ensemble_env.adapters import require
-from ensemble_env.cache import LogitCache
-from ensemble_env.env import parallel_env, resolve_cache
-from ensemble_env.policies import FixedTeam, MeanVote
+from ensemble_env.cache.datasets import resolve as resolve_cache
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.actions import choose_encoding
+from ensemble_env.views.parallel import parallel_env
+from ensemble_env.views.policies import FixedTeam, MeanVote
 
 __all__ = ["ROLES", "TRAIN_CHOICES", "SingleRoleEnv", "sb3_env"]
 
@@ -53,7 +54,7 @@ ROLES = ("decider", "fusion")
 #: what ``sb3_env(train=...)`` can train: one role, or both roles through one shared policy (SuperSuit)
 TRAIN_CHOICES = (*ROLES, "shared")
 
-#: a batched policy: observations (B, D) -> actions (B,) or (B, N), as in :mod:`ensemble_env.policies`
+#: a batched policy: observations (B, D) -> actions (B,) or (B, N), as in :mod:`ensemble_env.views.policies`
 Policy = Callable[[np.ndarray], Any]
 
 

@@ -29,9 +29,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from ensemble_env import baselines
-from ensemble_env.cache import LogitCache
-from ensemble_env.reward import question_rewards
+from ensemble_env.baselines import simple as baselines
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.reward import question_rewards
 
 __all__ = ["FIGURES", "EpisodeTally", "Progress", "baseline_figures", "comparison", "gain_line", "team_mask_of"]
 
@@ -42,7 +42,7 @@ FIGURES = ("accuracy", "reward_per_question", "team_size")
 def team_mask_of(observation: np.ndarray, layout: Any, role: str) -> np.ndarray:
     """The (N,) 0/1 team mask inside a decider or fusion observation (both show the team answering next).
 
-    ``layout``: the environment's :class:`~ensemble_env.engine.ObservationLayout` (``env.engine.layout``).
+    ``layout``: the environment's :class:`~ensemble_env.game.engine.ObservationLayout` (``env.engine.layout``).
     """
     if role not in ("decider", "fusion"):
         raise ValueError(f"role={role!r} is not 'decider' or 'fusion'")

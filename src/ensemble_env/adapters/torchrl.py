@@ -31,8 +31,8 @@ import numpy as np
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 from ensemble_env.adapters import require
-from ensemble_env.cache import LogitCache
-from ensemble_env.env import parallel_env
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.views.parallel import parallel_env
 
 __all__ = ["GROUP_MAP", "DeciderActionMask", "torchrl_env"]
 

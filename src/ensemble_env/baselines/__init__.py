@@ -1,0 +1,24 @@
+"""The baselines: what every learned policy is compared against, on the environment's own reward.
+
+Above the caches and the game (they score answers with :mod:`ensemble_env.game.reward`'s batch form).
+
+================  ============================================================================================
+module            what it holds
+================  ============================================================================================
+``simple``        single models, votes, random and greedy-focal teams, stacking, oracle, and
+                  :class:`~ensemble_env.baselines.simple.BaselineResult` (re-exported here)
+``routing``       a fixed team per task (``static_team``) and a per-question router
+``registry``      :data:`~ensemble_env.baselines.registry.BASELINES`: one entry per baseline, read by the
+                  comparison, the command line, ``evaluate`` and ``benchmark``
+``comparison``    every baseline on a cache, their scores, paired bootstrap intervals, the cost-accuracy frontier
+``report``        a cache's summary and plots (``ensemble-env cache info`` / ``cache plot``)
+================  ============================================================================================
+"""
+
+from __future__ import annotations
+
+from ensemble_env.baselines.registry import BASELINES, Baseline, Setting, lookup, register
+from ensemble_env.baselines.simple import *  # noqa: F403  (the simple baselines, as ensemble_env.baselines.X)
+from ensemble_env.baselines.simple import __all__ as _simple_names
+
+__all__ = ["BASELINES", "Baseline", "Setting", "lookup", "register", *_simple_names]

@@ -1,0 +1,380 @@
+"""Every baseline on one cache, scored on the environment's own axes, and the cost-accuracy frontier.
+
+What ``ensemble-env baselines`` runs (see ``docs/baselines.md``):
+
+- :func:`compare`: the baselines of the registry (:mod:`ensemble_env.baselines.registry`) fitted on a train split and
+scored on an eval split,
+  the routing ones (:mod:`ensemble_env.baselines.routing`) choosing teams by the reward
+  (:class:`~ensemble_env.game.reward.RewardSettings`: the environment's, at a size penalty alpha);
+- :func:`scores`: their accuracy (macro over tasks), mean reward, mean team size and mean cost, overall and
+  per task, as the JSON of ``ensemble-env baselines --json``;
+- :func:`bootstrap_difference`: a paired bootstrap interval of the difference between two of them;
+- :func:`frontier` sweeps ``alpha`` (the baselines that choose their teams by reward move along it, the
+  others stay put) and :func:`plot_frontier` draws accuracy against mean team size (matplotlib, the ``plot``
+  extra).
+
+>>> from ensemble_env import datasets
+>>> cache = datasets.load("toy8")
+>>> results = compare(cache, names=["best_single", "static_team", "oracle"])
+>>> [result.name for result in results]
+['best_single', 'static_team', 'oracle']
+>>> list(scores(cache, results)["static_team"])
+['accuracy', 'reward', 'team_size', 'cost', 'tasks']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ensemble_env.baselines import routing
+from ensemble_env.baselines.registry import BASELINES, Setting, lookup
+from ensemble_env.baselines.simple import BaselineResult
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.files import save_figure
+from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings, check_alpha
+from ensemble_env.text import align_table
+
+__all__ = [
+    "DEFAULT_ALPHAS",
+    "FrontierPoint",
+    "bootstrap_difference",
+    "compare",
+    "default_baselines",
+    "fit_routers",
+    "format_frontier",
+    "frontier",
+    "plot_frontier",
+    "scores",
+]
+
+#: the size penalties :func:`frontier` sweeps by default
+DEFAULT_ALPHAS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+
+
+def default_baselines(cache: LogitCache) -> tuple[str, ...]:
+    """The baselines :func:`compare` runs by default on ``cache``: every one of
+    :data:`~ensemble_env.baselines.registry.BASELINES`, except those that need text features when the cache has
+    none (``router`` then reads the task one-hots itself) and the team-enumerating ones when
+    N > :data:`ensemble_env.baselines.routing.MAX_TEAM_MODELS`."""
+    too_many = cache.n_models > routing.MAX_TEAM_MODELS
+    return tuple(
+        name
+        for name, entry in BASELINES.items()
+        if not (entry.needs_features and cache.features is None) and not (entry.enumerates_teams and too_many)
+    )
+
+
+def _names(cache: LogitCache, names: Iterable[str] | None) -> tuple[str, ...]:
+    if names is None:
+        return default_baselines(cache)
+    chosen = tuple(lookup(name).name for name in names)
+    if not chosen:
+        raise ValueError("no baseline named: give at least one of " + ", ".join(BASELINES))
+    return tuple(dict.fromkeys(chosen))
+
+
+def _validation(cache: LogitCache, split: str, train_split: str) -> np.ndarray | None:
+    """The validation questions the router may tune on: none when they are (part of) the train or eval ones."""
+    if {"validation", "all"} & {split, train_split}:
+        return None
+    try:
+        return cache.select("validation")
+    except ValueError:  # the cache has no validation question
+        return None
+
+
+def fit_routers(
+    cache: LogitCache, *, split: str = "test", train_split: str = "train", names: Iterable[str] | None = None
+) -> dict[str, routing.RouterFit]:
+    """The fits of the baselines among ``names`` (default :func:`default_baselines`) that have one (the routers),
+    made as :func:`compare` makes them, to pass to :func:`compare` and :func:`frontier` (``routers=``) so that
+    they are made once."""
+    validation = _validation(cache, split, train_split)
+    train = cache.select(train_split)
+    return {
+        name: fit(cache, train, validation) for name in _names(cache, names) if (fit := BASELINES[name].fit) is not None
+    }
+
+
+def compare(
+    cache: LogitCache,
+    *,
+    split: str = "test",
+    train_split: str = "train",
+    reward: RewardSettings = DEFAULT_REWARD,
+    k: int = 3,
+    seed: int | None = 0,
+    names: Iterable[str] | None = None,
+    routers: dict[str, routing.RouterFit] | None = None,
+) -> list[BaselineResult]:
+    """The baselines ``names`` (default :func:`default_baselines`), fitted on ``train_split``, scored on ``split``.
+
+    The routing baselines choose their teams by ``reward`` (the environment's, at its alpha); the router's
+    penalty is chosen on the cache's validation questions when it has some that are neither train nor eval
+    questions. ``k`` and ``seed`` set the random and greedy-focal teams. ``routers`` maps ``"router"`` /
+    ``"router(tasks)"`` to an already fitted router (:func:`fit_routers`). Results come in the order of
+    :data:`~ensemble_env.baselines.registry.BASELINES`. ValueError for an unknown name, a bad split, or a
+    routing baseline on more than :data:`ensemble_env.baselines.routing.MAX_TEAM_MODELS` models.
+    """
+    chosen = _names(cache, names)
+    setting = Setting(
+        cache,
+        cache.select(train_split),
+        cache.select(split),
+        reward=reward,
+        validation=_validation(cache, split, train_split),
+        k=k,
+        seed=seed,
+        fitted=dict(routers or {}),
+    )
+    return [entry.run(setting) for name, entry in BASELINES.items() if name in chosen]
+
+
+def scores(
+    cache: LogitCache,
+    results: Sequence[BaselineResult],
+    reward: RewardSettings = DEFAULT_REWARD,
+) -> dict[str, dict[str, Any]]:
+    """``{name: BaselineResult.scores(cache, reward)}``: the JSON object of ``ensemble-env baselines --json``."""
+    return {result.name: result.scores(cache, reward) for result in results}
+
+
+def bootstrap_difference(
+    cache: LogitCache,
+    first: BaselineResult,
+    second: BaselineResult,
+    reward: RewardSettings = DEFAULT_REWARD,
+    *,
+    n_resamples: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, tuple[float, float, float]]:
+    """How much ``first`` beats ``second`` on the same eval questions, with a paired bootstrap interval.
+
+    Returns ``{"accuracy": (difference, low, high), "reward": (...)}``: the difference of macro accuracy and
+    of mean ``reward`` (first minus second) and the central ``level`` interval of that difference over
+    ``n_resamples`` resamples of the eval questions, drawn with replacement within each task (so every task
+    keeps its size) from ``np.random.default_rng(seed)``; both results are resampled together (paired).
+    """
+    if not np.array_equal(first.questions, second.questions):
+        raise ValueError(f"results {first.name!r} and {second.name!r} are not on the same eval questions")
+    if not (isinstance(n_resamples, int) and n_resamples >= 1 and 0.0 < level < 1.0):
+        raise ValueError(f"n_resamples must be an integer >= 1 and level in (0, 1), got {n_resamples!r}, {level!r}")
+    correct = first.correct.astype(np.float64) - second.correct
+    rewards = first.rewards(cache, reward) - second.rewards(cache, reward)
+    tasks = np.asarray(cache.tasks)[first.questions]
+    rng = np.random.default_rng(seed)
+    accuracy, total = [], np.zeros(n_resamples)
+    for task in np.unique(tasks):
+        rows = np.flatnonzero(tasks == task)
+        draw = rows[rng.integers(0, rows.size, (n_resamples, rows.size))]
+        accuracy.append(correct[draw].mean(axis=1))
+        total += rewards[draw].sum(axis=1)
+    samples = {"accuracy": np.mean(accuracy, axis=0), "reward": total / first.n_questions}
+    point = {"accuracy": first.macro_accuracy(cache) - second.macro_accuracy(cache), "reward": rewards.mean()}
+    tail = (1.0 - level) / 2.0
+    bounds = {key: np.quantile(samples[key], [tail, 1.0 - tail]) for key in samples}
+    return {key: (float(point[key]), float(bounds[key][0]), float(bounds[key][1])) for key in samples}
+
+
+# -- frontier ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class FrontierPoint:
+    """One baseline at one size penalty: macro accuracy, mean reward at ``alpha``, mean team size and cost."""
+
+    name: str
+    alpha: float
+    accuracy: float
+    reward: float
+    team_size: float
+    cost: float | None
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    """A tqdm bar (shown after 2 s) when tqdm is installed and ``enabled``, else None."""
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="frontier", unit="step", delay=2.0, leave=False)
+
+
+def frontier(
+    cache: LogitCache,
+    alphas: Sequence[float] = DEFAULT_ALPHAS,
+    *,
+    split: str = "test",
+    train_split: str = "train",
+    reward: RewardSettings = DEFAULT_REWARD,
+    k: int = 3,
+    seed: int | None = 0,
+    names: Iterable[str] | None = None,
+    routers: dict[str, routing.RouterFit] | None = None,
+    progress: bool = True,
+) -> list[FrontierPoint]:
+    """The baselines ``names`` at every size penalty of ``alphas`` (each >= 0), as :func:`compare` runs them
+    with ``reward`` at that alpha.
+
+    The routers are fitted once (their fit does not depend on alpha; ``routers`` may hold them already, as
+    :func:`fit_routers` returns them); the baselines of
+    the registry that depend on alpha (:attr:`~ensemble_env.baselines.registry.Baseline.alpha_dependent`) choose their
+    teams anew at each alpha, the others are run once and only their reward is recomputed. Points come alpha by alpha,
+    in the order of :data:`~ensemble_env.baselines.registry.BASELINES`. A progress bar (tqdm, when installed and
+    ``progress``) shows after two seconds.
+    """
+    values = [check_alpha(alpha) for alpha in alphas]
+    if not values:
+        raise ValueError("alphas is empty: give at least one size penalty to sweep")
+    chosen = _names(cache, names)
+    moving = [name for name in chosen if BASELINES[name].alpha_dependent]
+    fitted = dict(routers or {})
+    fitting = [name for name in moving if BASELINES[name].fit is not None and name not in fitted]
+    bar = _progress(len(fitting) + 1 + len(values), progress)
+    common: dict[str, Any] = {"split": split, "train_split": train_split, "k": k, "seed": seed}
+    for name in fitting:
+        fitted.update(fit_routers(cache, split=split, train_split=train_split, names=[name]))
+        if bar is not None:
+            bar.update()
+    fixed = [name for name in chosen if name not in moving]
+    still = compare(cache, **common, names=fixed) if fixed else []
+    if bar is not None:
+        bar.update()
+    points = []
+    for alpha in values:
+        at_alpha = dataclasses.replace(reward, alpha=alpha)
+        moved = compare(cache, **common, reward=at_alpha, names=moving, routers=fitted) if moving else []
+        by_name = {result.name: result for result in [*still, *moved]}
+        for result in sorted(by_name.values(), key=lambda result: _order(result.name)):
+            score = result.scores(cache, at_alpha)
+            points.append(
+                FrontierPoint(result.name, alpha, score["accuracy"], score["reward"], score["team_size"], score["cost"])
+            )
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
+    return points
+
+
+def _base(name: str) -> str:
+    """The registered baseline of a result name (``random_team(k=3)`` is ``random_team``)."""
+    return name if name in BASELINES else name.split("(")[0]
+
+
+def _order(name: str) -> int:
+    """Position of a result name in :data:`~ensemble_env.baselines.registry.BASELINES`."""
+    return list(BASELINES).index(_base(name))
+
+
+def _moves(name: str) -> bool:
+    """Whether the result ``name`` is a baseline that chooses its teams by the reward at alpha (a learned
+    policy's points, drawn beside them, are not)."""
+    entry = BASELINES.get(_base(name))
+    return entry is not None and entry.alpha_dependent
+
+
+def format_frontier(points: Sequence[FrontierPoint], cost_format: str = "{:.2f}") -> str:
+    """A plain-text table of :func:`frontier`'s points: a row per alpha for the baselines of
+    the registry that depend on alpha (:attr:`~ensemble_env.baselines.registry.Baseline.alpha_dependent`), then one row
+    for each other baseline (alpha ``any``: its answers do not depend on it; reward ``-``: that does). ``cost_format``
+    formats the costs (``baselines.cost_format(cache)``)."""
+
+    rows, seen = [], set()
+    for point in sorted(points, key=lambda point: (not _moves(point.name), _order(point.name))):
+        moving = _moves(point.name)
+        if not moving and point.name in seen:
+            continue
+        seen.add(point.name)
+        rows.append(
+            [
+                point.name,
+                f"{point.alpha:g}" if moving else "any",
+                f"{point.accuracy:.4f}",
+                f"{point.reward:.4f}" if moving else "-",
+                f"{point.team_size:.2f}",
+                "-" if point.cost is None else cost_format.format(point.cost),
+            ]
+        )
+    return "\n".join(align_table(["baseline", "alpha", "accuracy", "reward", "team", "cost"], rows))
+
+
+def plot_frontier(
+    points: Sequence[FrontierPoint],
+    out: str | os.PathLike[str],
+    *,
+    x: str = "team_size",
+    title: str = "",
+    dpi: int = 100,
+) -> Path:
+    """Draw accuracy against mean team size (``x="cost"``: mean cost) and write it as a PNG; return its path.
+
+    ``out`` is the PNG file (a name ending in ``.png``) or a folder (created if missing) that receives
+    ``frontier.png``. The baselines of the registry that depend on alpha
+    (:attr:`~ensemble_env.baselines.registry.Baseline.alpha_dependent`) are lines through their alphas, the others
+    single markers; an oracle far above the rest is drawn at the top edge with its accuracy in the legend. Needs
+    matplotlib (``pip install 'ensemble-env[plot]'``); ModuleNotFoundError saying so otherwise. Written atomically.
+    """
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as error:
+        raise ModuleNotFoundError(
+            "the frontier plot needs matplotlib: pip install 'ensemble-env[plot]' (or pip install matplotlib)"
+        ) from error
+
+    if x not in ("team_size", "cost"):
+        raise ValueError(f"x={x!r} is not one of team_size, cost")
+    if not points:
+        raise ValueError("points is empty: nothing to plot")
+    path = Path(out)
+    if path.suffix.lower() != ".png":
+        path = path / "frontier.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure = Figure(figsize=(7.5, 4.8), layout="constrained")
+    axes = figure.add_subplot()
+    names = list(dict.fromkeys(point.name for point in points))
+    others = [point.accuracy for point in points if point.name != "oracle"]
+    top = max(others) + 0.03 if others else None  # the oracle, far above, is drawn at the top edge
+    markers = itertools.cycle("sDv^PXhp<>")
+    for index, name in enumerate(names):
+        mine = [point for point in points if point.name == name]
+        xs = [getattr(point, x) for point in mine]
+        ys = [point.accuracy for point in mine]
+        color = f"C{index % 10}"
+        if name == "oracle" and top is not None and ys[0] > top:
+            label = f"oracle ({ys[0]:.3f}, above)"
+            axes.scatter(xs[:1], [top], marker="^", s=50, color="black", label=label, zorder=3, clip_on=False)
+        elif _moves(name):
+            axes.plot(xs, ys, marker="o", markersize=4, color=color, label=f"{name} (alpha swept)")
+            groups: list[list[int]] = []  # runs of alphas that land on the same point share one label
+            for i in range(len(mine)):
+                if groups and (xs[i], ys[i]) == (xs[groups[-1][0]], ys[groups[-1][0]]):
+                    groups[-1].append(i)
+                else:
+                    groups.append([i])
+            for group in groups:
+                first, last = mine[group[0]].alpha, mine[group[-1]].alpha
+                label = f"{first:g}" if len(group) == 1 else f"{first:g}-{last:g}"
+                position = (xs[group[0]], ys[group[0]])
+                axes.annotate(label, position, textcoords="offset points", xytext=(3, 3), fontsize=6, color=color)
+        else:
+            axes.scatter(xs[:1], ys[:1], marker=next(markers), s=36, color=color, label=name, zorder=3)
+    if top is not None:
+        axes.set_ylim(top=top)
+    axes.set_xlabel("mean team size (models per question)" if x == "team_size" else "mean cost per question")
+    axes.set_ylabel("accuracy (macro over tasks)")
+    axes.set_title(title or "Cost-accuracy frontier (numbers: alpha)", fontsize=10)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    figure.set_dpi(dpi)
+    return save_figure(figure, path)

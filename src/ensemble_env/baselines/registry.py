@@ -1,0 +1,142 @@
+"""The baseline registry: one entry per baseline, read by everything that lists or runs baselines.
+
+``ensemble-env baselines`` (:func:`ensemble_env.baselines.comparison.compare`), the table of ``ensemble-env
+evaluate``, the cost-accuracy frontier and ``ensemble-env benchmark`` all read :data:`BASELINES`; adding a
+baseline is one :class:`Baseline` in :data:`BASELINES` (or a call of :func:`register` from your own code),
+in the manner of BenchMARL's ``algorithms/__init__.py``.
+
+Each entry says how the baseline runs (a function of one :class:`Setting`: the cache, its train and eval
+questions, the reward, ...), whether it depends on the size penalty alpha (it chooses its teams by the
+reward, so the frontier sweeps it), whether it enumerates every team (so it runs only on pools of at most
+:data:`~ensemble_env.baselines.routing.MAX_TEAM_MODELS` models), whether ``evaluate`` shows it, and the
+other names it answers to.
+
+>>> [entry.name for entry in BASELINES.values() if entry.alpha_dependent]
+['static_team', 'router', 'router(tasks)']
+>>> lookup("stacking").name
+'stacking(per_task)'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ensemble_env.baselines import routing, simple
+from ensemble_env.baselines.simple import BaselineResult
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings
+
+__all__ = ["BASELINES", "Baseline", "Setting", "lookup", "register"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a baseline is run on: fitted on ``train``, answering ``test`` (question indices of ``cache``)."""
+
+    cache: LogitCache
+    train: np.ndarray
+    test: np.ndarray
+    reward: RewardSettings = DEFAULT_REWARD
+    """The reward the baselines that choose teams maximise (the environment's, at its alpha)."""
+    validation: np.ndarray | None = None
+    """Held-out questions a baseline may tune on (neither train nor test), or None."""
+    k: int = 3
+    """Team size of the random and greedy-focal teams."""
+    seed: int | None = 0
+    """Seed of the random team."""
+    fitted: dict[str, routing.RouterFit] = field(default_factory=dict)
+    """Fits made beforehand (:attr:`Baseline.fit`), by baseline name, so a sweep fits once."""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """One baseline: its name, how it runs, and what the tables and sweeps need to know of it."""
+
+    name: str
+    run: Callable[[Setting], BaselineResult]
+    """Fit on ``setting.train`` and answer ``setting.test``."""
+    alpha_dependent: bool = False
+    """It chooses its teams by the reward at alpha (the frontier sweeps it; the others stay put)."""
+    enumerates_teams: bool = False
+    """It scores every team: run only on pools of at most :data:`~ensemble_env.baselines.routing.MAX_TEAM_MODELS`."""
+    in_evaluate: bool = True
+    """Listed in the table of ``ensemble-env evaluate`` (next to a learned policy)."""
+    needs_features: bool = False
+    """Run by default only on caches with text features."""
+    aliases: tuple[str, ...] = ()
+    """Other names it answers to (``ensemble-env benchmark --algorithms stacking``)."""
+    fit: Callable[[LogitCache, np.ndarray, np.ndarray | None], routing.RouterFit] | None = None
+    """A fit independent of the reward, made once before a sweep (``fit(cache, train, validation)``)."""
+
+
+def _router(name: str, inputs: str) -> Baseline:
+    def run(s: Setting) -> BaselineResult:
+        return routing.router(
+            s.cache, s.train, s.test, reward=s.reward, inputs=inputs, validation=s.validation, fitted=s.fitted.get(name)
+        )
+
+    def fit(cache: LogitCache, train: np.ndarray, validation: np.ndarray | None) -> routing.RouterFit:
+        return routing.fit_router(cache, train, inputs=inputs, validation=validation)
+
+    return Baseline(
+        name, run, alpha_dependent=True, enumerates_teams=True, in_evaluate=False, needs_features=inputs == "tasks",
+        fit=fit,
+    )  # fmt: skip
+
+
+#: every baseline, in the order the tables report them
+BASELINES: dict[str, Baseline] = {}
+
+
+def register(baseline: Baseline) -> Baseline:
+    """Add ``baseline`` to :data:`BASELINES` (last in the tables); ValueError if its name or an alias is taken."""
+    taken = {name for entry in BASELINES.values() for name in (entry.name, *entry.aliases)}
+    clash = [name for name in (baseline.name, *baseline.aliases) if name in taken]
+    if clash:
+        raise ValueError(f"baseline name {clash[0]!r} is already registered")
+    BASELINES[baseline.name] = baseline
+    return baseline
+
+
+def lookup(name: str) -> Baseline:
+    """The baseline called ``name`` (or one of its aliases); ValueError listing the names when there is none."""
+    if name in BASELINES:
+        return BASELINES[name]
+    for entry in BASELINES.values():
+        if name in entry.aliases:
+            return entry
+    raise ValueError(f"unknown baseline {name!r}; the baselines are {', '.join(BASELINES)}")
+
+
+for _entry in (
+    Baseline("best_single", lambda s: simple.best_single(s.cache, s.train, s.test)),
+    Baseline(
+        "best_single(per_task)",
+        lambda s: simple.best_single(s.cache, s.train, s.test, per_task=True),
+        in_evaluate=False,
+    ),
+    Baseline(
+        "static_team",
+        lambda s: routing.static_team(s.cache, s.train, s.test, reward=s.reward),
+        alpha_dependent=True,
+        enumerates_teams=True,
+    ),
+    Baseline(
+        "static_team_acc",
+        lambda s: routing.static_team(s.cache, s.train, s.test, reward=s.reward, criterion="accuracy"),
+        enumerates_teams=True,
+        in_evaluate=False,
+    ),
+    _router("router", "auto"),
+    _router("router(tasks)", "tasks"),
+    Baseline("stacking(per_task)", lambda s: simple.stacking(s.cache, s.train, s.test), aliases=("stacking",)),
+    Baseline("plurality_vote", lambda s: simple.plurality_vote(s.cache, s.train, s.test)),
+    Baseline("mean_probability_vote", lambda s: simple.mean_probability_vote(s.cache, s.train, s.test)),
+    Baseline("random_team", lambda s: simple.random_team(s.cache, s.train, s.test, k=s.k, seed=s.seed)),
+    Baseline("greedy_focal_team", lambda s: simple.greedy_focal_team(s.cache, s.train, s.test, k=s.k)),
+    Baseline("oracle", lambda s: simple.oracle(s.cache, s.train, s.test)),
+):
+    register(_entry)

@@ -1,0 +1,52 @@
+"""The caches: what a pool of models answered, in memory and on disk.
+
+This part sits at the bottom of the package (it imports only :mod:`ensemble_env.text` and
+:mod:`ensemble_env.files`); the game, the views and the baselines read its :class:`LogitCache`.
+
+===================  =========================================================================================
+module               what it holds
+===================  =========================================================================================
+``logit_cache``      :class:`LogitCache` (validated, read-only arrays; probabilities from the scores),
+                     :class:`CacheError`, the format's constants (:data:`SPLITS`, :data:`SCORE_KINDS`, ...)
+``hdf5``             the only code that touches HDF5: reading (every size checked before data are read, nothing
+                     outside the file followed) and writing (checksummed); the guard's helper loop
+``guard``            reading checksum-less files in a helper process under a time limit
+``io``               :func:`load_cache` and :func:`save_cache` (atomic)
+``datasets``         the built-in caches (``toy8``, ``bbh5``) and :func:`~ensemble_env.cache.datasets.resolve`,
+                     the one way a cache argument (None, a name, a path, a cache) becomes a cache
+``features``         text features of the questions (hashed character n-grams)
+``synthetic``        a seeded synthetic pool with planted structure (:func:`~ensemble_env.cache.synthetic.make_cache`)
+``convert``          converters into caches: lm-evaluation-harness samples, arrays, splits
+===================  =========================================================================================
+
+The format is ``docs/cache-format.md``; the names below are re-exported for convenience
+(``from ensemble_env.cache import LogitCache, load_cache``).
+"""
+
+from __future__ import annotations
+
+from ensemble_env.cache.datasets import default_cache_path, load_default_cache
+from ensemble_env.cache.io import load_cache, save_cache
+from ensemble_env.cache.logit_cache import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    SCORE_KINDS,
+    SPLIT_CHOICES,
+    SPLITS,
+    CacheError,
+    LogitCache,
+)
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "SCORE_KINDS",
+    "SPLITS",
+    "SPLIT_CHOICES",
+    "CacheError",
+    "LogitCache",
+    "default_cache_path",
+    "load_cache",
+    "load_default_cache",
+    "save_cache",
+]

@@ -1,0 +1,527 @@
+"""The ``ensemble-env cache`` command group: build, check, summarise, re-split, add features to and plot caches.
+
+- ``cache from-lm-eval PATH... -o OUT.h5``: lm-evaluation-harness samples files to a cache
+  (:func:`ensemble_env.cache.convert.from_lm_eval`).
+- ``cache from-arrays SCORES -o OUT.h5``: ``.npz``/``.npy``/CSV arrays to a cache
+  (:func:`ensemble_env.cache.convert.from_array_files`).
+- ``cache info CACHE [--json]``: sizes and per-task accuracies with the baselines
+(:mod:`ensemble_env.baselines.report`).
+- ``cache validate CACHE...``: read and check files against the format.
+- ``cache split CACHE -o OUT.h5``: a copy with a new train/validation/test split.
+- ``cache features CACHE --from text|FILE.npy -o OUT.h5``: a copy with new per-question features
+  (:mod:`ensemble_env.cache.features`).
+- ``cache plot CACHE -o DIR``: PNGs of accuracy by task, error correlation, teams by size (needs matplotlib).
+
+A ``CACHE`` argument is a file or the name of a built-in cache (:func:`ensemble_env.datasets.resolve`).
+
+:func:`register` adds the group to the ``ensemble-env`` parser (the ``ensemble_env.commands`` entry point, see
+:mod:`ensemble_env.cli`). Caches are written with :func:`ensemble_env.cache.save_cache` (atomic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from ensemble_env.baselines.report import PLOT_FILES, format_summary, plot_cache, summarize
+from ensemble_env.cache import datasets
+from ensemble_env.cache.convert import NORMALIZATIONS, describe_split, from_array_files, from_lm_eval, split_by_task
+from ensemble_env.cache.features import (
+    DEFAULT_N_FEATURES,
+    INSTALL_HINT,
+    TEXT_FEATURE_KIND,
+    load_feature_file,
+    with_features,
+    with_text_features,
+)
+from ensemble_env.cache.hdf5 import superblock_version
+from ensemble_env.cache.io import save_cache
+from ensemble_env.cache.logit_cache import SCORE_KINDS, SPLITS, LogitCache
+from ensemble_env.cli.options import ListOption, status
+
+__all__ = ["ProgressBar", "register"]
+
+_SPLIT_CHOICES = ("all", "train", "test", "validation")
+
+
+class ProgressBar:
+    """A one-line progress bar on a text stream: ``reading [######......] 12/80 file``.
+
+    Call it as ``bar(done, total, what)``; it redraws the line in place and ends it when ``done == total``.
+    ``enabled=None`` draws only when the stream is a terminal.
+    """
+
+    def __init__(self, label: str, stream: TextIO | None = None, *, enabled: bool | None = None, width: int = 30):
+        self.label = label
+        self.stream = sys.stderr if stream is None else stream
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.width = width
+
+    def __call__(self, done: int, total: int, what: str = "") -> None:
+        if not self.enabled or total <= 0:
+            return
+        filled = self.width * done // total
+        bar = "#" * filled + "." * (self.width - filled)
+        self.stream.write(f"\r{self.label} [{bar}] {done}/{total} {what[:50]:<50}")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wraps descriptions to the terminal; keeps the lines of an ``examples:`` epilog as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _note(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _describe(path: Path | str, cache: LogitCache) -> str:
+    counts = ", ".join(f"{int((cache.split == code).sum())} {name}" for name, code in SPLITS.items())
+    extras = [] if cache.question_text is None else ["question text"]
+    if cache.features is not None:
+        kind = f" ({cache.feature_kind})" if cache.feature_kind else ""
+        extras.append(f"{cache.features.shape[1]} features{kind}")
+    return (
+        f"{path}: {cache.n_questions} questions x {cache.n_models} models, {cache.n_tasks} tasks, "
+        f"{int(cache.n_choices.min())}-{cache.max_choices} choices; split {counts}"
+        + (f"; {', '.join(extras)}" if extras else "")
+    )
+
+
+def _check_output(output: str, inputs: list[str]) -> Path:
+    """The output path, refused when it is one of the inputs (inputs are never modified)."""
+    target = Path(output)
+    for source in inputs:
+        if target.exists() and Path(source).exists() and target.resolve() == Path(source).resolve():
+            raise ValueError(f"{output}: the output would overwrite the input {source}; choose another -o")
+    return target
+
+
+def _load_input(name: str, output: str, other_inputs: tuple[str, ...] = ()) -> tuple[LogitCache, Path]:
+    """The cache named by a CACHE argument (a file or a built-in name) and the output path, refused when it is
+    one of the inputs."""
+    cache = datasets.resolve(name)
+    return cache, _check_output(output, [name, cache.path, *other_inputs])
+
+
+def _needs_extra(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``run``, reporting a missing optional dependency (its message says what to install) with exit status 2."""
+
+    def guarded(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except ModuleNotFoundError as error:
+            print(f"ensemble-env cache {args.cache_command}: error: {error}", file=sys.stderr)
+            return 2
+
+    return guarded
+
+
+def _n_features(args: argparse.Namespace) -> int:
+    return DEFAULT_N_FEATURES if args.n_features is None else int(args.n_features)
+
+
+@_needs_extra
+def _from_lm_eval(args: argparse.Namespace) -> int:
+    output = Path(args.output)
+    if args.n_features is not None and args.features != "text":
+        raise ValueError("--n-features goes with --features text")
+    cache = from_lm_eval(
+        args.paths,
+        tasks=args.tasks,
+        test_fraction=args.test_fraction,
+        validation_fraction=args.validation_fraction,
+        split_seed=args.split_seed,
+        normalize=args.normalize,
+        strip_prefix=args.strip_prefix,
+        intersect=args.intersect,
+        progress=ProgressBar("reading samples", enabled=args.progress),
+        notify=_note,
+    )
+    if args.features == "text":
+        with status("computing the text features (TF-IDF, SVD)"):
+            cache = with_text_features(cache, _n_features(args))
+    save_cache(output, cache)
+    print(f"wrote {_describe(output, cache)}")
+    print(f"  tasks: {', '.join(cache.task_names)}")
+    print(f"  models: {', '.join(cache.models)}")
+    _pool_note(output, cache)
+    return 0
+
+
+def _from_arrays(args: argparse.Namespace) -> int:
+    inputs = [path for path in (args.scores, args.labels, args.n_choices, args.tasks) if path is not None]
+    output = _check_output(args.output, inputs)
+    cache = from_array_files(
+        args.scores,
+        score_kind=args.score_kind,
+        labels=args.labels,
+        models=args.models,
+        n_choices=args.n_choices,
+        tasks=args.tasks,
+        test_fraction=args.test_fraction,
+        validation_fraction=args.validation_fraction,
+        split_seed=args.split_seed,
+    )
+    save_cache(output, cache)
+    print(f"wrote {_describe(output, cache)}")
+    _pool_note(output, cache)
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    summary = summarize(datasets.resolve(args.cache), args.split, args.train_split)
+    print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    """Check every file given, whatever happens with the others; one line each, and a count if any fails."""
+    failed = 0
+    for path in args.caches:
+        try:
+            cache = datasets.resolve(path)
+            unchecked = (superblock_version(cache.path) or 0) < 2
+        except (ValueError, OSError) as error:  # CacheError is a ValueError; OSError: missing, unreadable
+            print(f"INVALID {error}", file=sys.stderr)
+            failed += 1
+            continue
+        note = " (no HDF5 checksums: read under the time guard; save_cache writes them)" if unchecked else ""
+        print(f"ok {_describe(path, cache)}{note}")
+    if failed:
+        print(f"{failed} of {len(args.caches)} caches are invalid", file=sys.stderr)
+    return 2 if failed else 0
+
+
+def _split(args: argparse.Namespace) -> int:
+    cache, output = _load_input(args.cache, args.output)
+    split = split_by_task(cache.tasks, args.test_fraction, validation_fraction=args.validation_fraction, seed=args.seed)
+    note = "re-" + describe_split(args.test_fraction, args.validation_fraction, args.seed, order="in cache order")
+    source = f"{cache.source}; {note}" if cache.source else note
+    resplit = dataclasses.replace(cache, split=split, source=source, path="<memory>")
+    if resplit.feature_kind == TEXT_FEATURE_KIND:
+        _note(
+            f"note: the {TEXT_FEATURE_KIND} features were fitted on the old train split; recompute them on the new "
+            f"one with: ensemble-env cache features {output} --from text -o OUT.h5"
+        )
+    save_cache(output, resplit)
+    print(f"wrote {_describe(output, resplit)}")
+    return 0
+
+
+@_needs_extra
+def _features(args: argparse.Namespace) -> int:
+    if args.source == "text":
+        if args.kind:
+            raise ValueError("--kind goes with --from FILE.npy (text features are of kind text-tfidf-svd)")
+        cache, output = _load_input(args.cache, args.output)
+        with status("computing the text features (TF-IDF, SVD)"):
+            updated = with_text_features(cache, _n_features(args), seed=args.seed)
+    elif args.source.lower().endswith(".npy"):
+        if args.n_features is not None:
+            raise ValueError("--n-features goes with --from text (a file's features are stored as they are)")
+        cache, output = _load_input(args.cache, args.output, (args.source,))
+        features = load_feature_file(args.source, cache.n_questions)
+        note = f"features: {features.shape[1]} from {Path(args.source).name}"
+        updated = with_features(cache, features, kind=args.kind, note=note)
+    else:
+        raise ValueError(f"--from: expected 'text' or a .npy file, got {args.source!r}")
+    save_cache(output, updated)
+    print(f"wrote {_describe(output, updated)}")
+    return 0
+
+
+@_needs_extra
+def _plot(args: argparse.Namespace) -> int:
+    cache = datasets.resolve(args.cache)
+    with status(f"drawing {len(PLOT_FILES)} plots"):
+        written = plot_cache(
+            cache, args.output, split=args.split, max_teams_per_size=args.max_teams, seed=args.seed, dpi=args.dpi
+        )
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def _add_split_options(parser: argparse.ArgumentParser, order: str, when: str = "") -> None:
+    """--test-fraction, --validation-fraction and --split-seed of a converter (questions ordered ``order``)."""
+    parser.add_argument(
+        "--test-fraction",
+        type=float,
+        default=0.2,
+        metavar="F",
+        help=f"{when}per task, the last F of the questions {order} are test: n_train = floor((1 - F) n) (default 0.2)",
+    )
+    parser.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=0.0,
+        metavar="V",
+        help=f"per task, the last V of the train questions {order} become validation (default 0: none)",
+    )
+    parser.add_argument(
+        "--split-seed",
+        type=int,
+        default=None,
+        metavar="S",
+        help="random test (and validation) sets of the same sizes per task, seeded, instead",
+    )
+
+
+def _pool_note(output: Path | str, cache: LogitCache) -> None:
+    """Warn about a pool of one model: there is no team to choose and nothing to fuse."""
+    if cache.n_models == 1:
+        _note(
+            f"warning: {output} holds one model ({cache.models[0]}): there is no team to choose and no answers "
+            "to fuse, so the environment, training and baselines run but have nothing to learn about routing; "
+            "convert the outputs of two or more models"
+        )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not >= 1")
+    return value
+
+
+def _add(
+    actions: Any,
+    name: str,
+    run: Callable[[argparse.Namespace], int],
+    help_text: str,
+    description: str,
+    epilog: str = "",
+) -> argparse.ArgumentParser:
+    """Add the action ``name``, run by ``run``, with a wrapped description and an optional examples epilog."""
+    parser: argparse.ArgumentParser = actions.add_parser(
+        name, help=help_text, description=description, epilog=epilog or None, formatter_class=_HelpFormatter
+    )
+    parser.set_defaults(run=run)
+    return parser
+
+
+def register(commands: Any) -> None:
+    """Add the ``cache`` command group to the ``ensemble-env`` sub-parsers ``commands``."""
+    group = commands.add_parser(
+        "cache",
+        help="build, check, summarise, re-split, add features to and plot logit caches",
+        description="Build logit caches from what researchers have (lm-evaluation-harness samples, arrays), "
+        "check them, summarise them with the baselines, re-split them, add per-question features and plot "
+        "them. A CACHE argument is a file or a built-in cache: " + ", ".join(datasets.available()) + ".",
+        epilog="examples:\n"
+        "  ensemble-env cache from-lm-eval runs/ -o bbh.h5\n"
+        "  ensemble-env cache info bbh.h5\n"
+        "  ensemble-env cache plot bbh.h5 -o plots/",
+        formatter_class=_HelpFormatter,
+    )
+    actions = group.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
+
+    lm_eval = _add(
+        actions,
+        "from-lm-eval",
+        _from_lm_eval,
+        "lm-evaluation-harness samples files (--log_samples) to a cache",
+        "Convert lm-evaluation-harness samples files (written with --log_samples, as in the Open LLM "
+        "Leaderboard details) into a logit cache. Each PATH is the folder of one model's samples files "
+        "(the model is named after the folder) or a folder of such folders. Both layouts are read: "
+        "samples_<task>_<date>.jsonl (lm-eval >= 0.4.3) and <model_args>_<task>.jsonl (0.4.0-0.4.2, with the "
+        "run's results .json beside it). Only multiple-choice tasks convert; questions are aligned across "
+        "models by doc_id (checked with doc_hash).",
+        "examples:\n"
+        "  ensemble-env cache from-lm-eval ../shared/data/bbh-leaderboard -o bbh.h5\n"
+        "  ensemble-env cache from-lm-eval out/gpt2 out/pythia --tasks arc_easy,hellaswag --normalize chars -o a.h5",
+    )
+    lm_eval.add_argument(
+        "paths", nargs="+", metavar="PATH", help="a model's folder of samples files, or a folder of them"
+    )
+    lm_eval.add_argument("-o", "--output", required=True, metavar="OUT.h5", help="the cache to write (atomically)")
+    lm_eval.add_argument(
+        "--tasks",
+        action=ListOption,
+        metavar="TASK",
+        help="only these tasks, comma- or space-separated (full or stored names)",
+    )
+    _add_split_options(lm_eval, "by doc_id")
+    lm_eval.add_argument(
+        "--normalize",
+        choices=NORMALIZATIONS,
+        default="none",
+        help="divide each choice's log-likelihood by its length in characters (lm-eval acc_norm) or UTF-8 "
+        "bytes (acc_bytes); default none (acc)",
+    )
+    lm_eval.add_argument(
+        "--strip-prefix",
+        default="auto",
+        metavar="PREFIX",
+        help="removed from the task names: 'auto' (default) removes the longest '_'-ended prefix shared by "
+        "all tasks found, e.g. leaderboard_bbh_; '' keeps lm-eval's names",
+    )
+    lm_eval.add_argument(
+        "--intersect",
+        action="store_true",
+        help="keep only the questions every model answered with the same label and choices (prints the count "
+        "dropped) instead of stopping with an error",
+    )
+    lm_eval.add_argument(
+        "--features",
+        choices=("text",),
+        default=None,
+        help="also compute per-question features: 'text' = TF-IDF of hashed word and character n-grams of the "
+        f"question text, reduced by SVD, fitted on the train split only (needs scikit-learn: {INSTALL_HINT})",
+    )
+    lm_eval.add_argument(
+        "--n-features",
+        type=_positive,
+        default=None,
+        metavar="F",
+        help=f"dimensions of --features text (default {DEFAULT_N_FEATURES})",
+    )
+    lm_eval.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
+
+    arrays = _add(
+        actions,
+        "from-arrays",
+        _from_arrays,
+        "numpy .npz/.npy or CSV arrays to a cache",
+        "Build a logit cache from arrays. SCORES is a .npz with arrays named like the cache datasets "
+        "(scores, labels, models, n_choices, tasks, task_names, split, question_ids, costs, features), a .npy "
+        "of scores, or a CSV/TSV table with one row per question. Scores have shape (Q, N, C) or (Q, N*C), "
+        "model-major (column n*C + c); in a CSV an optional header row is skipped. Without --n-choices, trailing "
+        "scores that are -inf or NaN (an empty CSV cell) for every model are padding beyond a question's "
+        "choices. Without a split array, the last --test-fraction of each task, in file order, is test.",
+        "examples:\n"
+        "  ensemble-env cache from-arrays pool.npz --score-kind logit -o pool.h5\n"
+        "  ensemble-env cache from-arrays scores.csv --labels labels.csv --models a,b,c --score-kind prob -o p.h5",
+    )
+    arrays.add_argument("scores", metavar="SCORES", help=".npz, .npy, .csv or .tsv")
+    arrays.add_argument("-o", "--output", required=True, metavar="OUT.h5", help="the cache to write (atomically)")
+    arrays.add_argument(
+        "--score-kind", required=True, choices=SCORE_KINDS, help="how scores become probabilities (see the format)"
+    )
+    arrays.add_argument("--labels", metavar="FILE", help="gold choice per question: .npy or one integer per line")
+    arrays.add_argument(
+        "--models", action=ListOption, metavar="NAME", help="model names in column order, comma- or space-separated"
+    )
+    arrays.add_argument("--n-choices", metavar="FILE", help="valid choices per question: .npy or one integer per line")
+    arrays.add_argument("--tasks", metavar="FILE", help="task name per question: .npy of strings or one per line")
+    _add_split_options(arrays, "in file order", "when the arrays hold no split: ")
+
+    info = _add(
+        actions,
+        "info",
+        _info,
+        "sizes and per-task accuracies of a cache, with the baselines",
+        "Show a cache's questions, models, tasks, choice counts and splits, then per task each model's "
+        "accuracy, the plurality vote, the mean-probability vote, the best single model (chosen on the train "
+        "split over all tasks) and the oracle (right when any model is).",
+    )
+    info.add_argument(
+        "cache", metavar="CACHE", help="a cache file or a built-in name (" + ", ".join(datasets.available()) + ")"
+    )
+    info.add_argument("--json", action="store_true", help="print the summary as JSON")
+    info.add_argument("--split", default="all", choices=_SPLIT_CHOICES, help="questions to score (default all)")
+    info.add_argument("--train-split", default="train", choices=_SPLIT_CHOICES, help="where best_single is chosen")
+
+    validate = _add(
+        actions,
+        "validate",
+        _validate,
+        "check cache files against the format",
+        "Read each cache and check every rule of the format (docs/cache-format.md): one line per cache, every "
+        "cache checked even when one fails; exit status 2 if any fails.",
+    )
+    validate.add_argument("caches", nargs="+", metavar="CACHE", help="cache files or built-in names")
+
+    split = _add(
+        actions,
+        "split",
+        _split,
+        "write a copy of a cache with a new train/validation/test split",
+        "Assign a new split per task and write the cache to OUT (the input is left as it is). Without --seed "
+        "each task's questions, in cache order (doc_id order for lm-eval caches), are train, then validation, "
+        "then test: the last --test-fraction F is test, n_not_test = floor((1 - F) n), and the last "
+        "--validation-fraction V of the rest is validation, n_train = floor((1 - V) n_not_test).",
+    )
+    split.add_argument("cache", metavar="CACHE", help="a cache file or a built-in name")
+    split.add_argument("-o", "--output", required=True, metavar="OUT.h5", help="the cache to write (atomically)")
+    split.add_argument(
+        "--test-fraction", type=float, default=0.2, metavar="F", help="the last F of each task is test (default 0.2)"
+    )
+    split.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=0.0,
+        metavar="V",
+        help="the last V of each task's train questions become validation (default 0)",
+    )
+    split.add_argument(
+        "--seed", type=int, default=None, help="a seeded random split per task instead (same sizes; default: none)"
+    )
+
+    features = _add(
+        actions,
+        "features",
+        _features,
+        "write a copy of a cache with new per-question features",
+        "Add or replace the per-question features of a cache and write it to OUT (the input is left as it "
+        "is). --from text computes them from the cache's question_text: TF-IDF of hashed word 1-2-grams and "
+        "character 3-5-grams, TruncatedSVD to F dimensions, standardised; fitted on the train split only, "
+        f"seeded (needs scikit-learn: {INSTALL_HINT}). --from FILE.npy reads a (Q, F) array of finite numbers "
+        "(no pickle). Features are stored as float32.",
+        "examples:\n"
+        "  ensemble-env cache features bbh.h5 --from text -o bbh_features.h5\n"
+        "  ensemble-env cache features bbh5 --from embeddings.npy --kind sentence-embedding -o bbh5_emb.h5",
+    )
+    features.add_argument("cache", metavar="CACHE", help="a cache file or a built-in name")
+    features.add_argument(
+        "--from", dest="source", required=True, metavar="text|FILE.npy", help="'text' or a (Q, F) .npy file"
+    )
+    features.add_argument("-o", "--output", required=True, metavar="OUT.h5", help="the cache to write (atomically)")
+    features.add_argument(
+        "--n-features",
+        type=_positive,
+        default=None,
+        metavar="F",
+        help=f"dimensions of --from text (default {DEFAULT_N_FEATURES})",
+    )
+    features.add_argument("--seed", type=int, default=0, help="random_state of the SVD of --from text (default 0)")
+    features.add_argument(
+        "--kind", default="", help="with --from FILE.npy: how the features were made, stored as feature_kind"
+    )
+
+    plot = _add(
+        actions,
+        "plot",
+        _plot,
+        "PNGs of accuracy by task, error correlation and teams by size",
+        "Write accuracy_by_task.png, error_correlation.png and teams_by_size.png into DIR (created if "
+        "missing). Needs matplotlib: pip install 'ensemble-env[plot]'.",
+    )
+    plot.add_argument("cache", metavar="CACHE", help="a cache file or a built-in name")
+    plot.add_argument("-o", "--output", required=True, metavar="DIR", help="folder of the PNGs (created if missing)")
+    plot.add_argument("--split", default="all", choices=_SPLIT_CHOICES, help="questions to plot (default all)")
+    plot.add_argument(
+        "--max-teams", type=_positive, default=256, metavar="K", help="teams per size beyond which K are sampled"
+    )
+    plot.add_argument("--seed", type=int, default=0, help="seed of the team sample (default 0)")
+    plot.add_argument("--dpi", type=_positive, default=100, help="resolution (default 100)")

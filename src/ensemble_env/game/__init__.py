@@ -1,0 +1,18 @@
+"""The game: the ensemble Dec-POMDP itself, as batched arrays and compiled kernels (``docs/environment-spec.md``).
+
+Above the caches, below the views and the baselines. The layering inside, bottom to top:
+
+================  ============================================================================================
+module            what it holds
+================  ============================================================================================
+``jit``           the :func:`~ensemble_env.game.jit.kernel` decorator (numba, cached on disk, keyed on the
+                  sources of every module of this folder)
+``records``       the kernels' named records and index vocabularies (``Counter``, ``Info``, ``Tables``, ...)
+``actions``       the decider's action encodings (space, decode, encode) and the fusion action
+``reward``        the reward: formula, bounds, validation of its settings, the batch form baselines use
+``window``        the sliding window of the last T questions and its diversity statistics
+``dynamics``      the step and observation kernels
+``config``        :class:`~ensemble_env.game.config.EnvConfig`, every option validated
+``engine``        :class:`~ensemble_env.game.engine.EnsembleVectorEnv`: B copies stepped as arrays
+================  ============================================================================================
+"""

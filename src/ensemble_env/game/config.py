@@ -1,0 +1,154 @@
+"""The environment's options as one frozen, validated dataclass.
+
+:func:`ensemble_env.parallel_env`, :func:`ensemble_env.views.parallel` and :func:`ensemble_env.vector_env` take these
+fields as keyword arguments; the engine receives one :class:`EnvConfig`. Checks that need the cache (task and
+model names, the subset encoding's model limit, features present) happen when the engine is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from ensemble_env.cache.logit_cache import SPLIT_CHOICES
+from ensemble_env.game.actions import DECIDER_ENCODINGS
+from ensemble_env.game.checks import MAX_REAL, integer_option, real_option
+from ensemble_env.game.reward import SIZE_PENALTY_MODES, check_alpha
+from ensemble_env.metrics import METRICS
+
+__all__ = [
+    "DECIDER_ACTIONS",
+    "DECIDER_EXTRAS",
+    "FUSION_EXTRAS",
+    "ORDERS",
+    "SIZE_PENALTY_MODES",
+    "SPLIT_CHOICES",
+    "EnvConfig",
+]
+
+DECIDER_ACTIONS = tuple(DECIDER_ENCODINGS)
+DECIDER_EXTRAS = ("model_accuracy", "task", "features")
+FUSION_EXTRAS = ("task",)
+ORDERS = ("sequential", "shuffled")
+
+
+def _names(value: Any, option: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise ValueError(f"{option} must be a sequence of names, got the string {value!r} (write [{value!r}])")
+    names = tuple(value)
+    if not all(isinstance(name, str) for name in names):
+        raise ValueError(f"{option} must hold strings, got {names!r}")
+    return names
+
+
+#: the ranges of the numeric options (beyond them a value is refused, never clipped)
+MAX_WINDOW = 1_000_000
+MAX_REWARD_HISTORY = 10_000
+MAX_MODELS = 4096
+MAX_QUESTIONS = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Options of the ensemble game (all keyword arguments of ``parallel_env``)."""
+
+    alpha: float = 1.0
+    """Size penalty: a wrong answer with team E earns -1 - alpha * |E| / N (see ``size_penalty_mode``)."""
+    window: int = 500
+    """T, the number of most recently answered questions the decider's statistics are computed over."""
+    split: str = "train"
+    """Questions of this split form the stream: "train", "test", "validation" or "all"."""
+    tasks: tuple[str, ...] | None = None
+    """Task names to keep (default: every task of the cache)."""
+    order: str = "sequential"
+    """"sequential": the cache's order (the paper's online stream); "shuffled": a new permutation per reset."""
+    episode_length: int | None = None
+    """Questions per episode; default the whole stream. Shorter episodes start at a random position."""
+    decider_action: str = "multibinary"
+    """Encoding of the decider's action: "multibinary" (N bits, the paper), "multidiscrete" ([2]*N, for
+    RLlib), "subset" (Discrete(2**N - 1) team index, bit i of index+1 = model i, N <= 12)."""
+    metrics: tuple[str, ...] = ("focal_diversity", "plurality_accuracy")
+    """Window statistics of the team in the decider's observation (names of ``ensemble_env.metrics.METRICS``)."""
+    size_penalty_mode: str = "on_error"
+    """"on_error" (the paper): the penalty is paid on wrong answers only; "always": on every step."""
+    use_costs: bool = False
+    """Penalise by the team's share of the cache's ``costs`` instead of its share of the model count."""
+    diversity_bonus: float = 0.0
+    """Added to the reward times the focal diversity of the team that answered (window before the answer)."""
+    min_team_size: int = 0
+    """Smallest team the decider may commit; a smaller one raises ValueError. 0 allows the empty team,
+    whose step counts as a wrong answer."""
+    initial_team: tuple[int | str, ...] | None = None
+    """E_0, the team that answers the first question (model indices or names); default all models."""
+    reward_history: int = 8
+    """T', how many of the most recent rewards the fusion agent observes."""
+    decider_extras: tuple[str, ...] = ()
+    """Optional extra decider features: "model_accuracy" (each model's window accuracy, N),
+    "task" (one-hot task of the next question), "features" (the cache's features of the next question)."""
+    fusion_extras: tuple[str, ...] = ()
+    """Optional extra fusion features (beyond the paper): "task" (one-hot task of the question it answers)."""
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "tasks", _names(self.tasks, "tasks"))
+        put(self, "metrics", _names(self.metrics, "metrics"))
+        put(self, "decider_extras", _names(self.decider_extras, "decider_extras"))
+        put(self, "fusion_extras", _names(self.fusion_extras, "fusion_extras"))
+        if self.initial_team is not None:
+            if isinstance(self.initial_team, str | int):
+                raise ValueError(
+                    f"initial_team must be a sequence of model indices or names, got {self.initial_team!r}"
+                )
+            put(self, "initial_team", tuple(self.initial_team))
+        put(self, "alpha", check_alpha(self.alpha))
+        put(self, "diversity_bonus", real_option(self.diversity_bonus, "diversity_bonus", -MAX_REAL, MAX_REAL))
+        for option, low, high in (
+            ("window", 1, MAX_WINDOW),
+            ("reward_history", 0, MAX_REWARD_HISTORY),
+            ("min_team_size", 0, MAX_MODELS),
+        ):
+            put(self, option, integer_option(getattr(self, option), option, low, high))
+        if self.episode_length is not None:
+            put(self, "episode_length", integer_option(self.episode_length, "episode_length", 1, MAX_QUESTIONS))
+        if isinstance(self.use_costs, np.bool_):
+            put(self, "use_costs", bool(self.use_costs))
+        for option in ("split", "order", "decider_action", "size_penalty_mode"):
+            if isinstance(getattr(self, option), np.str_):
+                put(self, option, str(getattr(self, option)))
+        choice_options: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+            ("split", self.split, SPLIT_CHOICES),
+            ("order", self.order, ORDERS),
+            ("decider_action", self.decider_action, DECIDER_ACTIONS),
+            ("size_penalty_mode", self.size_penalty_mode, SIZE_PENALTY_MODES),
+        )
+        for option, choice, allowed in choice_options:
+            if choice not in allowed:
+                raise ValueError(f"{option}={choice!r} is not one of {', '.join(map(repr, allowed))}")
+        for name in self.metrics or ():
+            if name not in METRICS:
+                raise ValueError(f"metrics: unknown statistic {name!r}; choose from {', '.join(METRICS)}")
+        if len(set(self.metrics)) != len(self.metrics):
+            raise ValueError(f"metrics lists a statistic twice: {self.metrics!r}")
+        extra_options: tuple[tuple[str, tuple[str, ...] | None, tuple[str, ...]], ...] = (
+            ("decider_extras", self.decider_extras, DECIDER_EXTRAS),
+            ("fusion_extras", self.fusion_extras, FUSION_EXTRAS),
+        )
+        for option, extras, allowed in extra_options:
+            for name in extras or ():
+                if name not in allowed:
+                    raise ValueError(f"{option}: unknown extra {name!r}; choose from {', '.join(allowed)}")
+        if not isinstance(self.use_costs, bool):
+            raise ValueError(f"use_costs must be True or False, got {self.use_costs!r}")
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> EnvConfig:
+        """Build from keyword options, naming any unknown option and listing the known ones."""
+        known = {item.name for item in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(f"unknown option(s) {', '.join(unknown)}; the options are {', '.join(sorted(known))}")
+        return cls(**options)

@@ -1,0 +1,244 @@
+"""The package's shape: imports point one way (no cycle, not even through an import inside a function), each
+part imports only from itself or the parts below it, no private name crosses a module, the public names
+stay importable, and every file the docs and docstrings cite exists.
+
+The imports are read with ``ast`` (module level and inside functions alike), not by importing anything.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {"ensemble_env": ROOT / "src" / "ensemble_env", "ensemble_mappo": ROOT / "agents" / "ensemble_mappo"}
+
+#: the parts, bottom to top: a module may import from its own part and from the parts of a lower rank.
+#: ``views`` and ``baselines`` stand side by side over the game; the package's front door (``ensemble_env``
+#: itself) sits above what it re-exports, the command line and the learner above it.
+RANKS = {
+    "ensemble_env.text": 0,
+    "ensemble_env.files": 0,
+    "ensemble_env.metrics": 0,
+    "ensemble_env.cache": 1,
+    "ensemble_env.game": 2,
+    "ensemble_env.views": 3,
+    "ensemble_env.baselines": 3,
+    "ensemble_env": 4,
+    "ensemble_env.adapters": 5,
+    "ensemble_env.cli": 5,
+    "ensemble_mappo": 6,
+}
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for name, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            parts = [name, *path.relative_to(folder).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+MODULES = _modules()
+
+
+def _owner(target: str) -> str | None:
+    """The first-party module ``target`` (a dotted name) lives in, or None for a third-party one."""
+    while target and target not in MODULES:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def _imports(name: str, path: Path) -> list[tuple[str, str | None, int]]:
+    """(imported module, imported name or None, line) for every first-party import in the module's source."""
+    return _imports_of_source(name, path.read_text(encoding="utf-8"), package=path.name == "__init__.py")
+
+
+def _imports_of_source(name: str, source: str, package: bool = False) -> list[tuple[str, str | None, int]]:
+    anchor_name = name if package else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if (owner := _owner(alias.name)) is not None:
+                    found.append((owner, None, node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = anchor_name.split(".")[: len(anchor_name.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                if submodule in MODULES:
+                    found.append((submodule, None, node.lineno))
+                elif (owner := _owner(base)) is not None:
+                    found.append((owner, alias.name, node.lineno))
+    return found
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _rank(module: str) -> int:
+    part = max((prefix for prefix in RANKS if module == prefix or module.startswith(prefix + ".")), key=len)
+    return RANKS[part]
+
+
+def _cycles(graph: dict[str, list[tuple[str, str | None, int]]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), i.e. the import cycles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in {target for target, _, _ in graph[node] if target != node}:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_the_graph_is_read_from_both_packages() -> None:
+    assert {"ensemble_env.game.engine", "ensemble_env.cache.hdf5", "ensemble_mappo.training"} <= set(MODULES)
+    assert ("ensemble_env.game.jit", "kernel", 0) in {(t, n, 0) for t, n, _ in GRAPH["ensemble_env.game.reward"]}
+
+
+def test_no_import_cycle() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def test_a_cycle_through_an_import_inside_a_function_is_found() -> None:
+    """The checker itself: an import inside a function, from the caches back up to the game, is a cycle."""
+    source = "def load():\n    from ensemble_env.game.engine import EnsembleVectorEnv\n"
+    planted = dict(GRAPH)
+    tree = ast.parse(source)
+    assert isinstance(tree.body[0], ast.FunctionDef)
+    planted["ensemble_env.cache.logit_cache"] = [
+        *GRAPH["ensemble_env.cache.logit_cache"],
+        *((target, name, line) for target, name, line in _imports_of_source("ensemble_env.cache.logit_cache", source)),
+    ]
+    assert any("ensemble_env.cache.logit_cache" in cycle for cycle in _cycles(planted))
+
+
+def test_imports_point_down() -> None:
+    upward = [
+        f"{MODULES[name].relative_to(ROOT)}:{line} imports {target}"
+        for name, imports in GRAPH.items()
+        for target, _, line in imports
+        if _rank(target) > _rank(name)
+    ]
+    assert upward == []
+
+
+def test_no_private_name_crosses_a_module() -> None:
+    crossing = [
+        f"{MODULES[name].relative_to(ROOT)}:{line} imports {imported} from {target}"
+        for name, imports in GRAPH.items()
+        for target, imported, line in imports
+        if imported is not None and imported.startswith("_") and not imported.startswith("__") and target != name
+    ]
+    assert crossing == []
+
+
+PUBLIC = [
+    ("ensemble_env", "parallel_env"),
+    ("ensemble_env", "env"),
+    ("ensemble_env", "vector_env"),
+    ("ensemble_env", "load_cache"),
+    ("ensemble_env", "save_cache"),
+    ("ensemble_env", "LogitCache"),
+    ("ensemble_env", "CacheError"),
+    ("ensemble_env", "EnvConfig"),
+    ("ensemble_env", "datasets"),
+    ("ensemble_env", "metrics"),
+    ("ensemble_env", "synthetic"),
+    ("ensemble_env", "baselines"),
+    ("ensemble_env.datasets", "resolve"),
+    ("ensemble_env.synthetic", "make_cache"),
+    ("ensemble_env.metrics", "focal_diversity"),
+    ("ensemble_env.cache", "load_cache"),
+    ("ensemble_env.baselines", "best_single"),
+    ("ensemble_env.baselines", "BASELINES"),
+    ("ensemble_env.adapters", "require"),
+    ("ensemble_env.cli", "main"),
+]
+
+
+@pytest.mark.parametrize(("module", "name"), PUBLIC, ids=[f"{m}.{n}" for m, n in PUBLIC])
+def test_public_names_import(module: str, name: str) -> None:
+    assert getattr(importlib.import_module(module), name) is not None
+
+
+def test_the_commands_stay() -> None:
+    from ensemble_env.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert {"demo", "baselines", "play", "cache", "train", "evaluate", "plot", "benchmark"} <= set(commands)
+
+
+#: a path the docs cite: a repository folder and a file name, or a module file of a package
+_CITED = re.compile(
+    r"(?<![\w/.-])((?:docs|benchmarks|examples|scripts|src|agents|tests|\.ci)/[\w./-]+\.(?:md|py|png|h5|sh|toml|txt)"
+    r"|(?:ensemble_env|ensemble_mappo)/[\w/]+\.py)"
+)
+_PLACEHOLDER = re.compile(r"NAME|EXAMPLE|NN_|/f\.png")
+
+
+def _tracked() -> list[Path]:
+    listing = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if listing.returncode != 0:  # not a git checkout (an unpacked sdist): every file below the root
+        return [path for path in ROOT.rglob("*") if ".venv" not in path.parts and path.is_file()]
+    return [ROOT / line for line in listing.stdout.splitlines()]
+
+
+def _exists(cited: str) -> bool:
+    if cited.startswith("ensemble_env/"):
+        return (ROOT / "src" / cited).exists()
+    if cited.startswith("ensemble_mappo/"):
+        return (ROOT / "agents" / cited).exists()
+    return (ROOT / cited).exists()
+
+
+def test_every_cited_file_exists() -> None:
+    missing = []
+    for path in _tracked():
+        if path.suffix not in (".py", ".md", ".toml", ".sh") or not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            for cited in _CITED.findall(line):
+                cited = cited.rstrip(".")
+                if not _PLACEHOLDER.search(cited) and not _exists(cited):
+                    missing.append(f"{path.relative_to(ROOT)}:{number}: {cited}")
+    assert missing == []
