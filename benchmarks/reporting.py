@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ensemble_mappo.files import atomic_write
+from ensemble_env.files import write_text
 
 __all__ = ["SECTION", "mean_std", "replace_block", "write_block"]
 
@@ -56,4 +56,4 @@ def write_block(path: str | Path, name: str, body: str) -> None:
     """Replace block ``name`` of the file at ``path`` (created if missing), atomically."""
     path = Path(path)
     text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    atomic_write(path, lambda file: file.write(replace_block(text, name, body).encode("utf-8")))
+    write_text(path, replace_block(text, name, body))

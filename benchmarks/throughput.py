@@ -38,6 +38,7 @@ import numpy as np
 
 import ensemble_env
 from ensemble_env import metrics
+from ensemble_env.files import write_text
 from ensemble_env.synthetic import make_cache
 
 N_QUESTIONS, N_CHOICES, WINDOW, BATCH = 14_000, 4, 500, 1024
@@ -294,7 +295,7 @@ def main() -> None:
         f"compiled kernels from disk): {compile_seconds:.1f} s"
     )
     if args.json:
-        args.json.write_text(json.dumps({"rates": results, "setup_large": large, "setup_default": default}, indent=2))
+        write_text(args.json, json.dumps({"rates": results, "setup_large": large, "setup_default": default}, indent=2))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from ensemble_env.cache import LogitCache, load_default_cache  # noqa: E402
+from ensemble_env.game.records import Counter  # noqa: E402
 from ensemble_mappo.checkpoint import load_checkpoint, save_checkpoint, unpack_arrays  # noqa: E402
 from ensemble_mappo.config import TrainConfig, config_from_dict, field_docs, load_config  # noqa: E402
 from ensemble_mappo.networks import (  # noqa: E402
@@ -24,11 +26,26 @@ from ensemble_mappo.networks import (  # noqa: E402
     bernoulli_log_prob,
     categorical_entropy,
 )
-from ensemble_mappo.ppo import bootstrap_values, clipped_policy_loss, clipped_value_loss, compute_gae  # noqa: E402
-from ensemble_mappo.training import Agents, episode_plan, make_env, make_optimizer, train  # noqa: E402
-
-from ensemble_env.cache import LogitCache, load_default_cache  # noqa: E402
-from ensemble_env.game.records import Counter  # noqa: E402
+from ensemble_mappo.ppo import (  # noqa: E402
+    AGENTS,
+    UpdateStats,
+    bootstrap_values,
+    clipped_policy_loss,
+    clipped_value_loss,
+    compute_gae,
+    ppo_update,
+)
+from ensemble_mappo.progress import AGENT_LOSS_KEYS, losses_row, progress_columns  # noqa: E402
+from ensemble_mappo.training import (  # noqa: E402
+    Agents,
+    advantages_and_returns,
+    collect,
+    env_options,
+    episode_plan,
+    make_env,
+    make_optimizer,
+    train,
+)
 
 
 # -- GAE ------------------------------------------------------------------------------------------------------
@@ -97,6 +114,99 @@ def test_clipped_value_loss_by_hand() -> None:
     # sample 1: unclipped 0, clipped (0.3 - 0)^2 = 0.09 -> 0.09
     assert clipped_value_loss(values, old, targets, 0.2).item() == pytest.approx(0.5 * (1.69 + 0.09) / 2)
     assert clipped_value_loss(values, old, targets, None).item() == pytest.approx(0.5 * (1.0 + 0.0) / 2)
+
+
+# -- the update's statistics, by name ------------------------------------------------------------------------------
+def _one_rollout(seed: int = 0) -> tuple[Any, Agents, Any, Any, Any, TrainConfig]:
+    """A 2-copy, 16-step rollout on the default cache, its advantages and returns, and a config of one
+    epoch of one minibatch (the update's statistics are then those of the networks before any step)."""
+    cache = _default_cache()
+    config = TrainConfig(update_epochs=1, num_minibatches=1, gamma=0.9)
+    venv = make_env(cache, env_options(config, cache), num_envs=2, split="train", episode_length=32)
+    torch.manual_seed(seed)
+    agents = Agents.build(venv, hidden=8)
+    rollout = agents.rollout(venv, 16)
+    obs, _ = venv.reset(seed=seed)
+    collect(venv, agents, rollout, obs, torch.Generator().manual_seed(seed))
+    # as if another policy had collected: ratios from e^-0.4 to e^0.4, so that some are clipped and the policy
+    # loss, the KL and the clip fraction all differ from 0 and from each other
+    shift = torch.linspace(-0.4, 0.4, rollout.log_probs.numel()).reshape(rollout.log_probs.shape)
+    rollout.log_probs.add_(shift)
+    advantages, returns = advantages_and_returns(agents, rollout, venv.state(), config)
+    return venv, agents, rollout, advantages, returns, config
+
+
+def _standardised(values: Any) -> Any:
+    flat = values.reshape(-1)
+    return (flat - flat.mean()) / (flat.std() + 1e-8)
+
+
+@pytest.mark.parametrize("learners", [("decider", "fusion"), ("fusion",)])
+def test_ppo_update_names_each_statistic_after_what_it_measures(learners: tuple[str, ...]) -> None:
+    venv, agents, rollout, advantages, returns, config = _one_rollout()
+    # the same networks, built again from the same seed, measured by hand before the update steps
+    torch.manual_seed(0)
+    reference = Agents.build(venv, hidden=8)
+    reference.value_norm.load_state_dict(agents.value_norm.state_dict())
+    actors = {name: getattr(agents, name) for name in learners}
+    stats = ppo_update(
+        actors, agents.critic, agents.value_norm, make_optimizer(agents, config), rollout, advantages, returns,
+        config, torch.Generator().manual_seed(0),
+    )  # fmt: skip
+    assert isinstance(stats, UpdateStats)
+
+    states = rollout.states.reshape(-1, rollout.states.shape[-1])
+    old_values = reference.value_norm.denormalize(rollout.values).reshape(-1, len(VALUE_HEADS))
+    flat_returns = returns.reshape(-1, len(VALUE_HEADS))
+    residual = (flat_returns - old_values).var(0) / flat_returns.var(0)
+    for column, agent in enumerate(AGENTS):
+        assert stats.explained_variance[agent] == pytest.approx(1.0 - float(residual[column]), rel=1e-4, abs=1e-6)
+    reference.value_norm.update(returns)
+    targets = reference.value_norm.normalize(returns).reshape(-1, len(VALUE_HEADS))
+    value_loss = clipped_value_loss(
+        reference.critic(states), rollout.values.reshape(-1, len(VALUE_HEADS)), targets, config.clip_coef
+    )
+    loss = value_loss.sum()
+    for head, expected in zip(VALUE_HEADS, value_loss.tolist(), strict=True):
+        assert stats.value_loss[head] == pytest.approx(expected, rel=1e-5)
+    assert stats.total_value_loss == pytest.approx(sum(value_loss.tolist()), rel=1e-6)
+
+    for agent in learners:
+        actor = getattr(reference, agent)
+        inputs = rollout.inputs[agent].reshape(-1, rollout.inputs[agent].shape[-1])
+        actions = rollout.actions[agent].reshape(-1, *rollout.actions[agent].shape[2:])
+        log_prob, entropy = actor.evaluate(inputs, actions)
+        column = AGENTS.index(agent)
+        old_log_prob = rollout.log_probs[..., column].reshape(-1)
+        policy_loss, approx_kl, clip_fraction = clipped_policy_loss(
+            log_prob, old_log_prob, _standardised(advantages[..., column]), config.clip_coef
+        )
+        assert stats.entropy[agent] == pytest.approx(float(entropy.detach().mean()), rel=1e-5)
+        assert stats.policy_loss[agent] == pytest.approx(float(policy_loss.detach()), rel=1e-4)
+        assert stats.approx_kl[agent] == pytest.approx(float(approx_kl), rel=1e-4)
+        assert stats.clip_fraction[agent] == pytest.approx(float(clip_fraction))
+        assert len({stats.policy_loss[agent], stats.approx_kl[agent], stats.clip_fraction[agent], 0.0}) == 4
+        loss = loss + policy_loss - config.ent_coef * entropy.mean()
+    loss.backward()
+    for name in (*learners, "critic"):
+        grads = torch.cat([p.grad.reshape(-1) for p in getattr(reference, name).parameters()])
+        assert stats.grad_norm[name] == pytest.approx(float(torch.linalg.vector_norm(grads)), rel=1e-4)
+
+    # an actor that does not learn has no statistics, and the log leaves its columns empty
+    assert set(stats.policy_loss) == set(stats.entropy) == set(stats.approx_kl) == set(learners)
+    assert set(stats.grad_norm) == {*learners, "critic"} and set(stats.value_loss) == set(VALUE_HEADS)
+    row = losses_row(stats)
+    assert (
+        set(row) <= set(progress_columns(tuple(_default_cache().models)))
+        and row["losses/value_loss"] == stats.total_value_loss
+    )
+    assert row["losses/fusion_entropy"] == stats.entropy["fusion"]
+    assert row["losses/critic_grad_norm"] == stats.grad_norm["critic"]
+    decider_columns = {f"losses/decider_{key}" for key in AGENT_LOSS_KEYS if key != "explained_variance"}
+    if "decider" in learners:
+        assert decider_columns <= set(row)
+    else:
+        assert not decider_columns & set(row) and "losses/decider_explained_variance" in row
 
 
 # -- value normalisation ----------------------------------------------------------------------------------------

@@ -1,8 +1,11 @@
 """Credit assignment of the reference MAPPO: the decider earns r_{t+1}, the fusion agent's one-step bandit,
-bootstrapping at terminations and truncations, the never-empty greedy team, and the flat-buffer Adam."""
+bootstrapping at terminations and truncations, the never-empty greedy team, and the optimizer's two forms
+(the flat-buffer Adam and the plain torch.optim.Adam) and the switch between them."""
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -10,14 +13,24 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ensemble_mappo.config import TrainConfig  # noqa: E402
-from ensemble_mappo.networks import VALUE_HEADS, DeciderActor, complete_team  # noqa: E402
-from ensemble_mappo.optim import FlatAdam  # noqa: E402
-from ensemble_mappo.ppo import agent_targets, decider_rewards  # noqa: E402
-from ensemble_mappo.training import Agents, Behaviour, advantages_and_returns, collect, env_options, make_env  # noqa: E402
 from torch import nn  # noqa: E402
 
-from ensemble_env import datasets# noqa: E402
+from ensemble_env import datasets  # noqa: E402
+from ensemble_mappo.checkpoint import load_checkpoint  # noqa: E402
+from ensemble_mappo.config import TrainConfig, config_from_dict  # noqa: E402
+from ensemble_mappo.networks import VALUE_HEADS, DeciderActor, complete_team  # noqa: E402
+from ensemble_mappo.optim import OPTIMIZERS, FlatAdam, TorchAdam  # noqa: E402
+from ensemble_mappo.ppo import agent_targets, decider_rewards  # noqa: E402
+from ensemble_mappo.training import (  # noqa: E402
+    Agents,
+    Behaviour,
+    advantages_and_returns,
+    collect,
+    env_options,
+    make_env,
+    make_optimizer,
+    train,
+)
 
 
 # -- the decider earns the reward of the question its team answers ---------------------------------------------
@@ -223,6 +236,95 @@ def test_flat_adam_equals_torch_adam_with_per_network_clipping() -> None:
 
 
 def _clones(nets: dict[str, nn.Module]) -> dict[str, nn.Module]:
-    import copy
-
     return {name: copy.deepcopy(net) for name, net in nets.items()}
+
+
+def _two_networks() -> dict[str, nn.Module]:
+    torch.manual_seed(0)
+    return {"a": nn.Linear(3, 2), "b": nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 1))}
+
+
+def _steps(optimizer: Any, nets: dict[str, nn.Module], schedule: list[list[str]], seed: int = 1) -> list[Any]:
+    """Take one step per entry of ``schedule`` (the networks that learn) on a fixed loss; the gradient norms."""
+    generator = torch.Generator().manual_seed(seed)
+    norms = []
+    for learners in schedule:
+        optimizer.zero_grad()
+        nets["b"](nets["a"](torch.randn(5, 3, generator=generator) * 3)).pow(2).sum().backward()
+        norms.append(optimizer.step(learners))
+    return norms
+
+
+def test_the_plain_adam_takes_the_fused_ones_steps_and_shares_its_state_format() -> None:
+    fused_nets = _two_networks()
+    plain_nets = _clones(fused_nets)
+    fused = FlatAdam(fused_nets, 0.01, max_grad_norm=0.5)
+    plain = TorchAdam(plain_nets, 0.01, max_grad_norm=0.5)
+    frozen = [p.detach().clone() for p in plain_nets["a"].parameters()]
+    schedule = [["b"], ["b"], ["a", "b"], ["a", "b"], ["b"]]  # "a" frozen at first (two-stage), then learning
+    for mine, theirs in zip(
+        _steps(plain, plain_nets, schedule[:2]), _steps(fused, fused_nets, schedule[:2]), strict=True
+    ):
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-5)
+    assert all(torch.equal(p, q) for p, q in zip(plain_nets["a"].parameters(), frozen, strict=True))
+    for mine, theirs in zip(
+        _steps(plain, plain_nets, schedule[2:]), _steps(fused, fused_nets, schedule[2:]), strict=True
+    ):
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-5)
+    for name in fused_nets:
+        for p, q in zip(plain_nets[name].parameters(), fused_nets[name].parameters(), strict=True):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-7)
+    # one checkpoint format: the same keys and shapes, one step count per network
+    plain_state, fused_state = plain.state_dict(), fused.state_dict()
+    assert plain_state.keys() == fused_state.keys() and plain_state["steps"].tolist() == [2, 5]
+    for key in ("exp_avg", "exp_avg_sq"):
+        np.testing.assert_allclose(plain_state[key].numpy(), fused_state[key].numpy(), rtol=1e-4, atol=1e-9)
+    # each form resumes the other's state and goes on taking the same steps
+    swapped_plain_nets, swapped_fused_nets = _clones(fused_nets), _clones(plain_nets)
+    swapped_plain = TorchAdam(swapped_plain_nets, 0.01, max_grad_norm=0.5)
+    swapped_plain.load_state_dict(fused_state)
+    swapped_fused = FlatAdam(swapped_fused_nets, 0.01, max_grad_norm=0.5)
+    swapped_fused.load_state_dict(plain_state)
+    _steps(swapped_plain, swapped_plain_nets, [["a", "b"]], seed=2)
+    _steps(fused, fused_nets, [["a", "b"]], seed=2)
+    _steps(swapped_fused, swapped_fused_nets, [["a", "b"]], seed=2)
+    for name in fused_nets:
+        mine, fused_params, theirs = (
+            nets[name].parameters() for nets in (swapped_plain_nets, fused_nets, swapped_fused_nets)
+        )
+        for p, q, r in zip(mine, fused_params, theirs, strict=True):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-7)
+            np.testing.assert_allclose(r.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-7)
+    assert swapped_plain.state_dict()["steps"].tolist() == swapped_fused.state_dict()["steps"].tolist() == [3, 6]
+    with pytest.raises(ValueError, match="exp_avg has shape"):
+        TorchAdam(_two_networks(), 0.01, max_grad_norm=0.5).load_state_dict({**fused_state, "exp_avg": torch.zeros(3)})
+
+
+_TINY = {"num_envs": 4, "num_steps": 8, "episode_length": 16, "total_steps": 96, "update_epochs": 2}
+
+
+def test_the_optimizer_switch_trains_the_same_run_and_resumes_across_forms(tmp_path: Path) -> None:
+    cache = datasets.load("toy8")
+    config = config_from_dict({**_TINY, "num_minibatches": 2, "checkpoint_every": 1})
+    assert set(OPTIMIZERS) == {"fused", "adam"}
+    venv = make_env(cache, {}, num_envs=1, split="train")
+    assert isinstance(make_optimizer(Agents.build(venv, 8), config), FlatAdam)
+    assert isinstance(make_optimizer(Agents.build(venv, 8), config, "adam"), TorchAdam)
+    with pytest.raises(ValueError, match="optimizer='sgd' is not one of"):
+        make_optimizer(Agents.build(venv, 8), config, "sgd")
+
+    runs = {name: tmp_path / name for name in ("fused", "adam", "fused-then-adam")}
+    train(config, cache, runs["fused"], progress=False)
+    train(config, cache, runs["adam"], progress=False, optimizer="adam")
+    train(config, cache, runs["fused-then-adam"], progress=False, stop_after=1)
+    train(config, cache, runs["fused-then-adam"], progress=False, resume=True, optimizer="adam")
+    checkpoints = {name: load_checkpoint(run) for name, run in runs.items()}
+    fused = checkpoints["fused"]
+    for name in ("adam", "fused-then-adam"):
+        other = checkpoints[name]
+        assert other["iteration"] == fused["iteration"] == 3
+        assert other["optimizer"].keys() == fused["optimizer"].keys()
+        assert other["optimizer"]["steps"].tolist() == fused["optimizer"]["steps"].tolist() == [12, 12, 12]
+        for network, state in fused["networks"].items():
+            for key, value in state.items():  # the same update: equal up to float rounding
+                np.testing.assert_allclose(other["networks"][network][key].numpy(), value.numpy(), atol=1e-4)

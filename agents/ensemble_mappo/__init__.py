@@ -6,10 +6,12 @@ README says how on each machine), then the ``mappo`` extra: ``pip install -e ".[
 - :class:`DeciderActor` (one Bernoulli per model) and :class:`FusionActor` (a categorical over the valid
   choices), both :class:`Actor`; :class:`CentralCritic` on ``venv.state()``; :class:`ValueNormalizer`.
 - :func:`agent_targets` (each agent's advantages: the decider earns r_{t+1}, the fusion agent r_t),
-  :func:`compute_gae`, :func:`clipped_policy_loss`, :func:`clipped_value_loss`, :func:`ppo_update`,
-  :class:`FlatAdam`.
-- :class:`TrainConfig`, :func:`train`, :func:`evaluate_run`, :func:`evaluate_agents`; the
-  ``ensemble-env train | evaluate | plot`` commands of :mod:`ensemble_mappo.cli` wrap them.
+  :func:`compute_gae`, :func:`clipped_policy_loss`, :func:`clipped_value_loss`, :func:`ppo_update` (its
+  statistics by name: :class:`UpdateStats`); the optimizer, :class:`FlatAdam` (fused, the default) or
+  :class:`TorchAdam` (plain ``torch.optim.Adam``).
+- :class:`TrainConfig`, :func:`train` (one iteration in order: collect, advantages, PPO epochs, log and
+  checkpoint), :func:`evaluate_run`, :func:`evaluate_agents`; the ``ensemble-env train | evaluate | plot``
+  commands of :mod:`ensemble_mappo.cli` wrap them.
 
 Only :mod:`ensemble_mappo.config` and :mod:`ensemble_mappo.cli` are importable without torch (the command
 line builds its options from the config); the other names load torch on first use.
@@ -28,7 +30,9 @@ __all__ = [
     "FlatAdam",
     "FusionActor",
     "TeamDeciderActor",
+    "TorchAdam",
     "TrainConfig",
+    "UpdateStats",
     "ValueNormalizer",
     "agent_targets",
     "clipped_policy_loss",
@@ -55,7 +59,9 @@ _WHERE = {
     "compute_gae": "ppo",
     "agent_targets": "ppo",
     "ppo_update": "ppo",
+    "UpdateStats": "ppo",
     "FlatAdam": "optim",
+    "TorchAdam": "optim",
     "TrainConfig": "config",
     "load_config": "config",
     "train": "training",

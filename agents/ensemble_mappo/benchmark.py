@@ -3,7 +3,7 @@
 The protocol (``docs/benchmark.md``): every algorithm fits on the cache's train split, makes every choice
 (checkpoint, hyperparameter) on its validation split, and answers each test question once; the benchmark
 scores the answers with the environment's reward (:func:`ensemble_env.game.reward.question_rewards`, through
-:class:`ensemble_env.baselines.RewardSettings` at the run's ``alpha``) and reports means over seeds with
+:class:`ensemble_env.game.reward.RewardSettings` at the run's ``alpha``) and reports means over seeds with
 95% bootstrap intervals (seeds and test questions resampled together), per task and macro.
 
 A researcher adds an algorithm with :func:`register_algorithm`: a function ``(cache, seed, alpha, out_dir)
@@ -36,11 +36,12 @@ import numpy as np
 
 from ensemble_env.baselines import comparison, registry
 from ensemble_env.baselines.routing import team_vote
-from ensemble_env.baselines.simple import BaselineResult, RewardSettings
+from ensemble_env.baselines.simple import BaselineResult
 from ensemble_env.cache import datasets
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.files import atomic_path
+from ensemble_env.files import write_text
+from ensemble_env.game.reward import RewardSettings
 from ensemble_mappo.config import TrainConfig
 
 __all__ = [
@@ -437,8 +438,7 @@ def _run_dir(out: Path, key: dict[str, Any]) -> Path:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    with atomic_path(path) as temporary:
-        Path(temporary).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    write_text(path, json.dumps(data, indent=1) + "\n")
 
 
 def benchmark(
@@ -505,8 +505,7 @@ def benchmark(
             }
         results["caches"][cache_name] = per_algorithm
     _write_json(out / "results.json", results)
-    with atomic_path(out / "results.md") as temporary:
-        Path(temporary).write_text(format_markdown(results), encoding="utf-8")
+    write_text(out / "results.md", format_markdown(results))
     if plot:
         for cache_name in caches:
             name = "frontier.png" if len(caches) == 1 else f"frontier_{Path(cache_name).stem}.png"

@@ -29,11 +29,12 @@ import numpy as np
 import torch
 
 import ensemble_env
-from ensemble_env import baselines
+from ensemble_env import baselines, files
 from ensemble_env.baselines import comparison, registry
 from ensemble_env.baselines.report import align_table  # the tables of ensemble_env.baselines.format_table
-from ensemble_env.baselines.simple import DEFAULT_REWARD, BaselineResult, RewardSettings
+from ensemble_env.baselines.simple import BaselineResult
 from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings
 from ensemble_mappo.checkpoint import load_checkpoint
 from ensemble_mappo.config import TrainConfig
 from ensemble_mappo.training import (
@@ -274,13 +275,12 @@ def evaluate_agents(
 def save_evaluation(evaluation: Evaluation, summary: dict[str, Any]) -> Path:
     """Write the summary JSON next to the checkpoint (``plot`` and the benchmarks read it)."""
     path = evaluation_path(evaluation.run, evaluation.split, evaluation.protocol)
-    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    return path
+    return files.write_text(path, json.dumps(summary, indent=2) + "\n")
 
 
 def reward_settings(config: TrainConfig, cache: LogitCache) -> RewardSettings:
     """The environment's reward of a run on ``cache`` (its ``alpha``, ``size_penalty_mode`` and ``use_costs``
-    options), without the diversity bonus, which :class:`~ensemble_env.baselines.RewardSettings` leaves out."""
+    options), without the diversity bonus, which :class:`~ensemble_env.game.reward.RewardSettings` leaves out."""
     options, defaults = env_options(config, cache), ensemble_env.EnvConfig()
     return RewardSettings(
         alpha=options.get("alpha", defaults.alpha),

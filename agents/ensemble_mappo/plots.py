@@ -19,6 +19,7 @@ import numpy as np
 
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.files import save_figure
 
 __all__ = ["PLOT_NAMES", "plot_runs", "read_progress"]
 
@@ -115,7 +116,7 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
         ax.legend(loc="lower right")
     fig.suptitle(f"{title}: learning curves")
     fig.tight_layout()
-    fig.savefig(paths[0], dpi=120)
+    save_figure(fig, paths[0], dpi=120)
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -128,7 +129,7 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
     ax.legend()
     ax.set_title(f"{title}: team size during training")
     fig.tight_layout()
-    fig.savefig(paths[1], dpi=120)
+    save_figure(fig, paths[1], dpi=120)
     plt.close(fig)
 
     cache = resolve_cache(cache_arg if cache_arg is not None else run["cache"])
@@ -157,7 +158,7 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
     bars.grid(alpha=0.3, axis="x")
     fig.suptitle(f"{title}: how often each model is in the team")
     fig.tight_layout()
-    fig.savefig(paths[2], dpi=120)
+    save_figure(fig, paths[2], dpi=120)
     plt.close(fig)
 
     results = baselines.run_all(cache, k=min(3, cache.n_models))
@@ -191,6 +192,6 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
     ax.legend(loc="upper left", fontsize=8)
     ax.set_title("accuracy against team size: MAPPO and the baselines (test split)")
     fig.tight_layout()
-    fig.savefig(paths[3], dpi=120)
+    save_figure(fig, paths[3], dpi=120)
     plt.close(fig)
     return paths

@@ -34,8 +34,9 @@ on value-normalised targets, clipped around the rollout's predictions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -43,17 +44,21 @@ from torch import Tensor, nn
 
 from ensemble_mappo.config import TrainConfig
 from ensemble_mappo.networks import VALUE_HEADS, Actor, ValueNormalizer
-from ensemble_mappo.optim import FlatAdam
+from ensemble_mappo.optim import Optimizer
 
 __all__ = [
     "AGENTS",
+    "Batch",
+    "Losses",
     "Rollout",
+    "UpdateStats",
     "agent_targets",
     "bootstrap_values",
     "clipped_policy_loss",
     "clipped_value_loss",
     "compute_gae",
     "decider_rewards",
+    "minibatch_losses",
     "ppo_update",
 ]
 
@@ -238,89 +243,181 @@ def clipped_value_loss(values: Tensor, old_values: Tensor, targets: Tensor, clip
 
 
 # -- the update ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Batch:
+    """A rollout flattened for the PPO epochs: one sample per (step, copy), the learning actors' columns only.
+
+    ``states`` (N, S) are the critic's inputs, ``values`` (N, H) its outputs while collecting and ``targets``
+    (N, H) its targets, both value-normalised; ``advantages`` and ``log_probs`` (N, K) have one column per
+    learning actor, whose prepared observations and actions are ``inputs[agent]`` and ``actions[agent]``.
+    """
+
+    states: Tensor
+    values: Tensor
+    targets: Tensor
+    advantages: Tensor
+    log_probs: Tensor
+    inputs: dict[str, Tensor]
+    actions: dict[str, Tensor]
+
+    def __len__(self) -> int:
+        return int(self.states.shape[0])
+
+    def take(self, index: Tensor | slice) -> Batch:
+        """The samples at ``index`` (a permutation, by ``index_select``) or in ``index`` (a slice: views)."""
+
+        def pick(tensor: Tensor) -> Tensor:
+            return tensor.index_select(0, index) if isinstance(index, Tensor) else tensor[index]
+
+        return Batch(
+            pick(self.states),
+            pick(self.values),
+            pick(self.targets),
+            pick(self.advantages),
+            pick(self.log_probs),
+            {agent: pick(tensor) for agent, tensor in self.inputs.items()},
+            {agent: pick(tensor) for agent, tensor in self.actions.items()},
+        )
+
+    def minibatches(self, num_minibatches: int, generator: torch.Generator) -> Iterator[Batch]:
+        """One epoch: the batch permuted once, then walked in ``num_minibatches`` contiguous minibatches of
+        ``len // num_minibatches`` samples (at least 1; a remainder is left out of this epoch)."""
+        size = len(self)
+        minibatch = max(1, size // num_minibatches)
+        shuffled = self.take(torch.randperm(size, generator=generator))
+        for start in range(0, size - minibatch + 1, minibatch):
+            yield shuffled.take(slice(start, start + minibatch))
+
+
+class Losses(NamedTuple):
+    """One minibatch's losses: ``value_loss`` per critic head (H,), the rest per learning actor (K,).
+
+    ``approx_kl`` and ``clip_fraction`` are detached diagnostics (see :func:`clipped_policy_loss`).
+    """
+
+    value_loss: Tensor
+    policy_loss: Tensor
+    entropy: Tensor
+    approx_kl: Tensor
+    clip_fraction: Tensor
+
+    def total(self, ent_coef: float) -> Tensor:
+        """The scalar to minimise: the critic's and the actors' losses, less the entropy bonus."""
+        return self.value_loss.sum() + self.policy_loss.sum() - ent_coef * self.entropy.sum()
+
+
+def minibatch_losses(actors: dict[str, Actor], critic: nn.Module, batch: Batch, settings: TrainConfig) -> Losses:
+    """The clipped value loss of ``critic`` and the clipped surrogate and entropy of each actor of ``batch``."""
+    value_clip = settings.clip_coef if settings.clip_value else None
+    value_loss = clipped_value_loss(critic(batch.states), batch.values, batch.targets, value_clip)
+    evaluated = [actors[agent].evaluate(batch.inputs[agent], batch.actions[agent]) for agent in batch.inputs]
+    log_probs = torch.stack([log_prob for log_prob, _ in evaluated], 1)
+    entropy = torch.stack([entropy for _, entropy in evaluated], 1).mean(0)
+    policy_loss, approx_kl, clip_fraction = clipped_policy_loss(
+        log_probs, batch.log_probs, batch.advantages, settings.clip_coef
+    )
+    return Losses(value_loss, policy_loss, entropy, approx_kl, clip_fraction)
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What one PPO update measured: means over its minibatches, by critic head, actor or network.
+
+    The log's columns (``losses/value_loss``, ``losses/decider_policy_loss``, ...) are
+    :func:`ensemble_mappo.progress.losses_row` of it.
+    """
+
+    value_loss: dict[str, float]
+    """The critic's clipped value loss per head of :data:`~ensemble_mappo.networks.VALUE_HEADS`."""
+    policy_loss: dict[str, float]
+    """Each learning actor's clipped surrogate loss (the actors that did not learn are absent, here and below)."""
+    entropy: dict[str, float]
+    """Each learning actor's mean policy entropy."""
+    approx_kl: dict[str, float]
+    """Each learning actor's approximate KL divergence from the collecting policy (``(ratio - 1) - log ratio``)."""
+    clip_fraction: dict[str, float]
+    """Each learning actor's share of samples whose probability ratio was clipped."""
+    grad_norm: dict[str, float]
+    """Each network that stepped (the learning actors and ``"critic"``): its gradient norm before clipping."""
+    explained_variance: dict[str, float]
+    """Per agent of :data:`AGENTS`: how much of the variance of its returns the critic's head explained before
+    the update (1 - Var(returns - values) / Var(returns))."""
+
+    @property
+    def total_value_loss(self) -> float:
+        """The critic's loss summed over its heads (the log's ``losses/value_loss``)."""
+        return sum(self.value_loss.values())
+
+
 def ppo_update(
     actors: dict[str, Actor],
     critic: nn.Module,
     value_norm: ValueNormalizer,
-    optimizer: FlatAdam,
+    optimizer: Optimizer,
     rollout: Rollout,
     advantages: Tensor,
     returns: Tensor,
     settings: TrainConfig,
     generator: torch.Generator,
-) -> dict[str, float]:
+) -> UpdateStats:
     """PPO epochs over one rollout for the actors in ``actors`` (a subset of :data:`AGENTS`) and the critic.
 
     ``critic`` maps states (B, S) to (B, H) outputs, one per head of :data:`~ensemble_mappo.networks.VALUE_HEADS`
     (:class:`~ensemble_mappo.networks.CentralCritic` or IPPO's local critics). ``advantages`` (T, B, 2) are per
-    agent, ``returns`` (T, B, H) per critic head. ``optimizer`` holds the
-    actors' and the critic's parameters (by the names "decider", "fusion", "critic") and clips each one's
-    gradient norm; only the given actors and the critic step. ``settings`` supplies clip_coef, clip_value,
-    ent_coef, update_epochs, num_minibatches and normalize_advantages. The value normaliser is updated with this
-    rollout's returns first; the critic then regresses the normalised returns. Each epoch permutes the
-    rollout once and walks it in contiguous minibatches. Returns the mean of each logged quantity over the
-    minibatches, under namespaced keys (``losses/value_loss``, ``losses/decider_policy_loss``, ...).
+    agent, ``returns`` (T, B, H) per critic head. ``optimizer`` holds the actors' and the critic's parameters
+    (by the names "decider", "fusion", "critic") and clips each one's gradient norm; only the given actors
+    and the critic step. ``settings`` supplies clip_coef, clip_value, ent_coef, update_epochs, num_minibatches
+    and normalize_advantages. The value normaliser is updated with this rollout's returns first; the critic
+    then regresses the normalised returns. Returns the means over the minibatches, by name.
     """
-    clip_coef = settings.clip_coef
     names = [agent for agent in AGENTS if agent in actors]
-    columns = [AGENTS.index(agent) for agent in names]
+    learners = [*names, "critic"]
     old_values = value_norm.denormalize(rollout.values)
     explained = _explained_variance(returns, old_values)
     value_norm.update(returns)
-    chosen = advantages[..., columns]
-    flat = {
-        "states": _flat(rollout.states),
-        "values": _flat(rollout.values),
-        "targets": _flat(value_norm.normalize(returns)),
-        "advantages": _flat(_standardised(chosen) if settings.normalize_advantages else chosen),
-        "log_probs": _flat(rollout.log_probs[..., columns]),
-        **{f"inputs/{agent}": _flat(rollout.inputs[agent]) for agent in names},
-        **{f"actions/{agent}": _flat(rollout.actions[agent]) for agent in names},
-    }
-    size = flat["states"].shape[0]
-    minibatch = max(1, size // settings.num_minibatches)
-    learners = [*names, "critic"]
-    sums = torch.zeros(len(VALUE_HEADS) + 4 * len(names) + len(optimizer.names))
+    batch = _batch(rollout, advantages, value_norm.normalize(returns), names, settings.normalize_advantages)
+
+    sums = [torch.zeros(len(VALUE_HEADS)), *(torch.zeros(len(names)) for _ in range(4))]  # the fields of Losses
+    grad_norms = torch.zeros(len(optimizer.names))
     count = 0
     for _ in range(settings.update_epochs):
-        order = torch.randperm(size, generator=generator)
-        shuffled = {key: tensor.index_select(0, order) for key, tensor in flat.items()}
-        for start in range(0, size - minibatch + 1, minibatch):
-            batch = {key: tensor[start : start + minibatch] for key, tensor in shuffled.items()}
-            value_loss = clipped_value_loss(
-                critic(batch["states"]), batch["values"], batch["targets"], clip_coef if settings.clip_value else None
-            )
-            log_probs, entropies = [], []
-            for agent in names:
-                log_prob, entropy = actors[agent].evaluate(batch[f"inputs/{agent}"], batch[f"actions/{agent}"])
-                log_probs.append(log_prob)
-                entropies.append(entropy)
-            policy_loss, approx_kl, clip_fraction = clipped_policy_loss(
-                torch.stack(log_probs, 1), batch["log_probs"], batch["advantages"], clip_coef
-            )
-            entropy = torch.stack(entropies, 1).mean(0)
-            loss = value_loss.sum() + policy_loss.sum() - settings.ent_coef * entropy.sum()
+        for minibatch in batch.minibatches(settings.num_minibatches, generator):
+            losses = minibatch_losses(actors, critic, minibatch, settings)
             optimizer.zero_grad()
-            loss.backward()
-            grad_norms = optimizer.step(learners)
+            losses.total(settings.ent_coef).backward()
+            norms = optimizer.step(learners)
             with torch.no_grad():
-                sums += torch.cat([value_loss, policy_loss, entropy, approx_kl, clip_fraction, grad_norms])
+                sums = [total + value for total, value in zip(sums, losses, strict=True)]
+                grad_norms += norms
             count += 1
-    means = (sums / max(count, 1)).tolist()
-    result = {f"losses/{head}_value_loss": means[i] for i, head in enumerate(VALUE_HEADS)}
-    result["losses/value_loss"] = sum(means[: len(VALUE_HEADS)])
-    offset = len(VALUE_HEADS)
-    for key in ("policy_loss", "entropy", "approx_kl", "clip_fraction"):
-        for agent in names:
-            result[f"losses/{agent}_{key}"] = means[offset]
-            offset += 1
-    for name in optimizer.names:
-        if name in learners:
-            result[f"losses/{name}_grad_norm"] = means[offset]
-        offset += 1
-    for column, agent in enumerate(AGENTS):
-        result[f"losses/{agent}_explained_variance"] = explained[column]
-    return result
+
+    value_loss, policy_loss, entropy, approx_kl, clip_fraction, grad_norm = (
+        (total / max(count, 1)).tolist() for total in (*sums, grad_norms)
+    )
+    return UpdateStats(
+        value_loss=dict(zip(VALUE_HEADS, value_loss, strict=True)),
+        policy_loss=dict(zip(names, policy_loss, strict=True)),
+        entropy=dict(zip(names, entropy, strict=True)),
+        approx_kl=dict(zip(names, approx_kl, strict=True)),
+        clip_fraction=dict(zip(names, clip_fraction, strict=True)),
+        grad_norm={name: norm for name, norm in zip(optimizer.names, grad_norm, strict=True) if name in learners},
+        explained_variance={agent: explained[VALUE_HEADS.index(agent)] for agent in AGENTS},
+    )
+
+
+def _batch(rollout: Rollout, advantages: Tensor, targets: Tensor, names: list[str], standardise: bool) -> Batch:
+    """The :class:`Batch` of ``rollout`` for the actors ``names``, with ``targets`` the normalised returns."""
+    columns = [AGENTS.index(agent) for agent in names]
+    chosen = advantages[..., columns]
+    return Batch(
+        states=_flat(rollout.states),
+        values=_flat(rollout.values),
+        targets=_flat(targets),
+        advantages=_flat(_standardised(chosen) if standardise else chosen),
+        log_probs=_flat(rollout.log_probs[..., columns]),
+        inputs={agent: _flat(rollout.inputs[agent]) for agent in names},
+        actions={agent: _flat(rollout.actions[agent]) for agent in names},
+    )
 
 
 def _standardised(advantages: Tensor) -> Tensor:

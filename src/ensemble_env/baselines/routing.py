@@ -407,7 +407,7 @@ def router(
     The router (:func:`fit_router` on ``train``, its penalty chosen on ``validation``; or ``fitted``, e.g.
     to sweep alpha without refitting) predicts the probability P that each team's vote is right on the
     question; the expected reward is P * reward(right) + (1 - P) * reward(wrong), both the environment's
-    (:class:`~ensemble_env.baselines.RewardSettings`: alpha, size penalty mode, shares by size or cost).
+    (:class:`~ensemble_env.game.reward.RewardSettings`: alpha, size penalty mode, shares by size or cost).
     Ties go to the earlier team of :func:`all_teams` (the smaller). The eval questions' labels are never
     read to choose.
 

@@ -1,0 +1,129 @@
+"""The learnable parts of MAPPO (:class:`Agents`: two actors, the critic, its value normaliser) and their optimizer.
+
+To add a network: give :class:`Agents` a field, build it in :meth:`Agents.build`, list it in
+:meth:`Agents.modules` (checkpoints save it) and :meth:`Agents.networks` (the optimizer holds it under that
+name); give it a term in the loss (:func:`~ensemble_mappo.ppo.minibatch_losses`) and its name among the
+learners that :func:`~ensemble_mappo.ppo.ppo_update` steps. To swap the optimizer: :func:`make_optimizer`
+(``optimizer="adam"`` is the plain ``torch.optim.Adam``, :class:`~ensemble_mappo.optim.TorchAdam`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from ensemble_env.game.actions import MAX_SUBSET_MODELS
+from ensemble_env.game.engine import EnsembleVectorEnv
+from ensemble_mappo.config import TrainConfig
+from ensemble_mappo.networks import (
+    CentralCritic,
+    DeciderActor,
+    FusionActor,
+    LocalCritics,
+    TeamDeciderActor,
+    ValueNormalizer,
+)
+from ensemble_mappo.optim import OPTIMIZERS, Optimizer
+from ensemble_mappo.ppo import Rollout
+
+__all__ = ["Agents", "make_optimizer"]
+
+
+@dataclass
+class Agents:
+    """The learnable parts of MAPPO: the two actors, the centralized critic and its value normaliser."""
+
+    decider: DeciderActor | TeamDeciderActor
+    fusion: FusionActor
+    critic: CentralCritic | LocalCritics
+    value_norm: ValueNormalizer
+
+    @classmethod
+    def build(
+        cls,
+        venv: EnsembleVectorEnv,
+        hidden: int,
+        decider_initial_prob: float = 0.5,
+        critic: str = "central",
+        decider_policy: str = "auto",
+    ) -> Agents:
+        """Networks sized for ``venv``'s observations (the global torch seed decides the initial weights).
+
+        The decider's greedy and played teams honour the environment's ``min_team_size``. ``critic``:
+        "central" (MAPPO: one critic of the state) or "local" (IPPO: :class:`LocalCritics`, each agent's
+        values from its own observation). ``decider_policy``: "bernoulli" (:class:`DeciderActor`), "teams"
+        (:class:`TeamDeciderActor`, a categorical over the non-empty teams; ``decider_initial_prob`` unused) or
+        "auto" (teams for pools of up to :data:`ensemble_env.game.actions.MAX_SUBSET_MODELS` models).
+        """
+        layout = venv.layout
+        if critic == "local":
+            critics: CentralCritic | LocalCritics = LocalCritics(layout.decider_size, layout.fusion_size, hidden)
+        else:
+            critics = CentralCritic(layout.decider_size + layout.fusion_size, hidden)
+        min_size = venv.config.min_team_size
+        if decider_policy == "auto":
+            decider_policy = "teams" if venv.n_models <= MAX_SUBSET_MODELS else "bernoulli"
+        decider: DeciderActor | TeamDeciderActor
+        if decider_policy == "teams":
+            decider = TeamDeciderActor(layout.decider_size, venv.n_models, hidden, min_size)
+        elif decider_policy == "bernoulli":
+            decider = DeciderActor(layout.decider_size, venv.n_models, hidden, decider_initial_prob, min_size)
+        else:
+            raise ValueError(f"decider_policy={decider_policy!r} is not 'auto', 'teams' or 'bernoulli'")
+        return cls(
+            decider=decider,
+            fusion=FusionActor(layout.fusion, venv.n_models, venv.max_choices),
+            critic=critics,
+            value_norm=ValueNormalizer(),
+        )
+
+    def modules(self) -> dict[str, nn.Module]:
+        """Everything a checkpoint saves, by name: the networks and the value normaliser."""
+        return {"decider": self.decider, "fusion": self.fusion, "critic": self.critic, "value_norm": self.value_norm}
+
+    def networks(self) -> dict[str, nn.Module]:
+        """The networks with parameters: the two actors and the critic."""
+        return {"decider": self.decider, "fusion": self.fusion, "critic": self.critic}
+
+    def state_dict(self) -> dict[str, dict[str, Tensor]]:
+        return {name: module.state_dict() for name, module in self.modules().items()}
+
+    def load_state_dict(self, state: Mapping[str, Mapping[str, Tensor]]) -> None:
+        """Load saved networks; a checkpoint of local critics (IPPO) replaces a central one and vice versa."""
+        saved = state["critic"]
+        if "decider_net.0.weight" in saved and isinstance(self.critic, CentralCritic):
+            decider, fusion = saved["decider_net.0.weight"].shape[1], saved["fusion_net.0.weight"].shape[1]
+            self.critic = LocalCritics(decider, fusion, saved["decider_net.0.weight"].shape[0])
+        elif "net.0.weight" in saved and isinstance(self.critic, LocalCritics):
+            self.critic = CentralCritic(saved["net.0.weight"].shape[1], saved["net.0.weight"].shape[0])
+        for name, module in self.modules().items():
+            module.load_state_dict(state[name])
+
+    def value(self, states: Tensor) -> Tensor:
+        """Denormalised critic outputs (B, H), one column per head of ``VALUE_HEADS`` (returns' units)."""
+        return self.value_norm.denormalize(self.critic(states))
+
+    def rollout(self, venv: EnsembleVectorEnv, num_steps: int) -> Rollout:
+        """Storage for ``num_steps`` steps of ``venv``'s copies, sized for these networks' inputs."""
+        layout = venv.layout
+        sizes = {"decider": layout.decider_size, "fusion": self.fusion.input_size}
+        return Rollout.allocate(
+            num_steps, venv.num_envs, sizes, layout.decider_size + layout.fusion_size, venv.n_models
+        )
+
+
+def make_optimizer(agents: Agents, config: TrainConfig, optimizer: str = "fused") -> Optimizer:
+    """Adam over the networks of ``agents`` (eps 1e-5, as MAPPO and CleanRL), each network's gradient norm
+    clipped to ``max_grad_norm``.
+
+    ``optimizer`` (a key of :data:`~ensemble_mappo.optim.OPTIMIZERS`): "fused" (the default,
+    :class:`~ensemble_mappo.optim.FlatAdam`: the networks' parameters become views of one buffer, so build it
+    after the networks are final) or "adam" (:class:`~ensemble_mappo.optim.TorchAdam`, plain
+    ``torch.optim.Adam`` and ``clip_grad_norm_``; the same update up to float rounding, slower). Another
+    optimizer needs the interface of :class:`~ensemble_mappo.optim.Optimizer`.
+    """
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer={optimizer!r} is not one of {sorted(OPTIMIZERS)}")
+    return OPTIMIZERS[optimizer](agents.networks(), config.learning_rate, max_grad_norm=config.max_grad_norm, eps=1e-5)
