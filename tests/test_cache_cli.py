@@ -345,7 +345,7 @@ def test_features_refusals(
     cases = [
         ((no_text, "--from", "text"), "field 'question_text': missing"),
         ((converted, "--from", "emb.csv"), "--from: expected 'text' or a .npy file, got"),
-        ((converted, "--from", tmp_path / "absent.npy"), "absent.npy: no such feature file"),
+        ((converted, "--from", tmp_path / "absent.npy"), "absent.npy: no such file"),
         ((converted, "--from", tmp_path / "x.npy", "--n-features", "2"), "--n-features goes with --from text"),
         ((converted, "--from", "text", "--kind", "k"), "--kind goes with --from FILE.npy"),
     ]

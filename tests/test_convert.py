@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +152,15 @@ def record_lines(path: Path) -> list[int]:
 
 
 def digest(folder: Path) -> dict[str, str]:
-    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+    """The SHA-256 of every regular file under ``folder`` and where every link leads (links are not followed: one
+    may lead to /dev/zero or a FIFO)."""
+    found = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink():
+            found[str(path)] = "-> " + os.readlink(path)
+        elif stat.S_ISREG(path.lstat().st_mode):
+            found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
 
 
 # -- the happy path --------------------------------------------------------------------------------------------------

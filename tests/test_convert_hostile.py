@@ -1,24 +1,39 @@
 """Hostile inputs to the converters (issue 13): numbers beyond floats or with absurd digit counts, deep nesting,
-strings no cache can store, absurd choice counts, damaged .npy/.npz files. Each is refused with a
-ConversionError naming the file (and the line), never a traceback.
+strings no cache can store, absurd choice counts, damaged .npy/.npz files; and (round 2) FIFOs, devices,
+symbolic links leading out of the folder given, files beyond the size limits, numbers in fullwidth or other
+scripts' digits. Each is refused with a ConversionError naming the file (and the line), never a traceback
+nor a hang.
 
 The seeded fuzz suite over many mutations is in tests/test_fuzz_lm_eval.py; these are the named cases.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
 import re
+import signal
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from test_convert import MODELS, SCORES, _write_alpha, record_lines, records, write_run
+from test_convert import MODELS, SCORES, _write_alpha, digest, record_lines, records, write_run
 
-from ensemble_env.cache.convert import ConversionError, from_array_files, from_lm_eval, read_samples
+from ensemble_env.cache.convert import (
+    MAX_FILE_BYTES,
+    ConversionError,
+    from_array_files,
+    from_lm_eval,
+    parse_float,
+    read_input,
+    read_samples,
+)
+from ensemble_env.cache.convert.common import MAX_RESULTS_BYTES, looks_like_number
 
 # -- hostile inputs (issue 13): refused with the file and the line, never a traceback ---------------------------
 
@@ -176,3 +191,214 @@ def test_an_array_element_that_is_not_an_object_is_refused_with_its_line(tmp_pat
     path.write_text(text.replace("[\n  {", f"[\n  {element},\n  {{", 1), encoding="utf-8")
     with pytest.raises(ConversionError, match=re.escape(f"{path.name}, line 2: expected a JSON object")):
         read_samples(path)
+
+
+# -- files that are not what they seem (issue "Reliability, round 2"): FIFOs, devices, links, sizes ---------------
+# Every read goes through ensemble_env.cache.convert.common.read_input. Each case runs under an alarm, so a
+# regression fails the test instead of hanging it.
+
+
+@contextlib.contextmanager
+def _within(seconds: int = 10) -> Iterator[None]:
+    def expire(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"did not finish within {seconds} s (a read blocked?)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _replace_by(path: Path, kind: str, outside: Path) -> None:
+    """Replace the file ``path`` by a FIFO, or by a symbolic link to a device or to a copy of it in ``outside``."""
+    content = path.read_bytes()
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "outside":
+        outside.mkdir(exist_ok=True)
+        (outside / path.name).write_bytes(content)
+        os.symlink(outside / path.name, path)
+    else:
+        os.symlink(kind, path)
+
+
+@pytest.mark.parametrize(
+    ("kind", "problem"),
+    [
+        ("fifo", "a FIFO (named pipe), not a regular file; it is not read"),
+        ("/dev/zero", "a symbolic link leading out of {root} (to /dev/zero)"),
+        ("/dev/urandom", "a symbolic link leading out of {root} (to /dev/urandom)"),
+        ("outside", "a symbolic link leading out of {root} (to {outside}"),
+    ],
+)
+@pytest.mark.parametrize("which", ["samples", "results"])
+def test_a_samples_or_results_file_that_is_not_a_regular_file_inside_the_folder_is_refused(
+    tmp_path: Path, kind: str, problem: str, which: str
+) -> None:
+    run = write_run(tmp_path / "run", layout="old")  # the old layout: the results file is read
+    folder = run / "org__beta"
+    target = folder / ("results.json" if which == "results" else sorted(folder.glob("*.jsonl"))[0].name)
+    _replace_by(target, kind, tmp_path / "elsewhere")
+    before = digest(tmp_path)
+    with _within(), pytest.raises(ConversionError) as excinfo:
+        from_lm_eval([run])
+    expected = problem.format(root=run, outside=tmp_path / "elsewhere")
+    assert str(excinfo.value).startswith(f"{target}: {expected}"), str(excinfo.value)
+    assert digest(tmp_path) == before
+
+
+def test_a_results_fifo_is_not_even_opened_when_the_names_tell_the_tasks(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")  # samples_<task>_<date>.jsonl: no results file is needed
+    for model in MODELS:
+        os.mkfifo(run / model / "results_2024-07-01T12-30-45.json")
+        os.symlink("/dev/zero", run / model / "results.json")
+    with _within():
+        assert from_lm_eval([run]).n_questions == 9
+
+
+def test_links_inside_the_folder_given_are_followed(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    name = "samples_suite_colors_2024-07-01T12-30-45.123456.jsonl"
+    (run / "shared").mkdir()  # no *.jsonl in it: not a model folder
+    (run / "org__beta" / name).rename(run / "shared" / "colors.data")
+    os.symlink(Path("..") / "shared" / "colors.data", run / "org__beta" / name)
+    assert from_lm_eval([run]).n_questions == 9
+    with pytest.raises(ConversionError, match=re.escape("a symbolic link leading out of")):
+        from_lm_eval([run / "org__alpha", run / "org__beta"])  # now the link leads out of the folder given
+
+
+def test_a_model_folder_linked_from_outside_is_refused(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    (run / "org__beta").rename(tmp_path / "beta")
+    os.symlink(tmp_path / "beta", run / "org__beta")
+    with pytest.raises(ConversionError, match=r"org__beta/samples_\S+: a symbolic link leading out of"):
+        from_lm_eval([run])
+
+
+def test_files_beyond_the_size_limits_are_refused_before_reading(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", layout="old")
+    samples = sorted((run / "org__alpha").glob("*.jsonl"))[0]
+    size = samples.stat().st_size
+    with pytest.raises(ConversionError) as excinfo:
+        from_lm_eval([run], max_file_bytes=size - 1)
+    assert str(excinfo.value) == (
+        f"{samples}: {size} bytes, more than the {size - 1} bytes read from such a file "
+        "(raise the limit with max_file_bytes (--max-file-mb))"
+    )
+    with (run / "org__beta" / "results.json").open("r+b") as handle:  # sparse: nothing is written
+        handle.truncate(MAX_RESULTS_BYTES + 1)
+    with _within(), pytest.raises(ConversionError, match=re.escape(f"results.json: {MAX_RESULTS_BYTES + 1} bytes")):
+        from_lm_eval([run])
+    huge = tmp_path / "huge.jsonl"
+    with huge.open("wb") as handle:
+        handle.truncate(MAX_FILE_BYTES + 1)
+    with _within(), pytest.raises(ConversionError, match=re.escape(f"{huge}: {MAX_FILE_BYTES + 1} bytes, more than")):
+        read_samples(huge)
+    with pytest.raises(ValueError, match="max_file_bytes must be a positive integer"):
+        from_lm_eval([run], max_file_bytes=0)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "/dev/urandom"])
+@pytest.mark.parametrize("which", ["scores.npy", "scores.npz", "scores.csv", "labels.txt", "tasks.txt"])
+def test_array_files_that_are_not_regular_files_are_refused(tmp_path: Path, kind: str, which: str) -> None:
+    np.save(tmp_path / "scores.npy", SCORES)
+    np.savez(tmp_path / "scores.npz", scores=SCORES)
+    (tmp_path / "scores.csv").write_text("\n".join(",".join(map(str, row)) for row in SCORES.reshape(3, -1)))
+    (tmp_path / "labels.txt").write_text("0\n1\n1\n")
+    (tmp_path / "tasks.txt").write_text("a\na\nb\n")
+    _replace_by(tmp_path / which, kind, tmp_path)
+    scores = which if which.startswith("scores") else "scores.csv"
+    via = "" if kind == "fifo" else f" (a symbolic link to {kind})"
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    with _within(), pytest.raises(ConversionError) as excinfo:
+        from_array_files(
+            tmp_path / scores,
+            score_kind="prob",
+            labels=tmp_path / "labels.txt",
+            tasks=tmp_path / "tasks.txt",
+            models=["a", "b"],
+        )
+    assert str(excinfo.value) == f"{tmp_path / which}: {what}{via}, not a regular file; it is not read"
+
+
+def test_read_input_reads_a_regular_file_and_says_what_else_is_there(tmp_path: Path) -> None:
+    (tmp_path / "file").write_bytes(b"bytes")
+    assert read_input(tmp_path / "file") == b"bytes"
+    (tmp_path / "empty").write_bytes(b"")
+    assert read_input(tmp_path / "empty") == b""
+    with pytest.raises(ConversionError, match=re.escape(f"{tmp_path}: a folder, not a regular file")):
+        read_input(tmp_path)
+    os.symlink(tmp_path / "absent", tmp_path / "broken")
+    with pytest.raises(FileNotFoundError, match=re.escape(f"{tmp_path / 'broken'}: no such file (a symbolic link")):
+        read_input(tmp_path / "broken")
+    os.symlink(tmp_path / "loop", tmp_path / "loop")
+    with pytest.raises(ConversionError, match=re.escape(f"{tmp_path / 'loop'}: cannot be read (Too many levels")):
+        read_input(tmp_path / "loop", root=tmp_path)
+
+
+# -- numbers written in other scripts' digits (issue "Reliability, round 2") ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "character"),
+    [
+        ("１２", "'１' is U+FF11 FULLWIDTH DIGIT ONE"),
+        ("－1.5", "'－' is U+FF0D FULLWIDTH HYPHEN-MINUS"),
+        ("-１.5", "'１' is U+FF11 FULLWIDTH DIGIT ONE"),
+        ("1e５", "'５' is U+FF15 FULLWIDTH DIGIT FIVE"),
+        ("١٢", "'١' is U+0661 ARABIC-INDIC DIGIT ONE"),
+        ("\u22121.5", "'\u2212' is U+2212 MINUS SIGN"),
+    ],
+)
+def test_a_number_not_in_ascii_digits_is_refused_by_name(tmp_path: Path, text: str, character: str) -> None:
+    assert parse_float(text) is None
+    problem = f"{text!r} is not a number written in ASCII ({character}); numbers are read only as written with"
+    rows = records("org__alpha", "suite_colors")
+    rows[2]["filtered_resps"][1][0] = text
+    path = _write_alpha(tmp_path, rows)
+    with pytest.raises(ConversionError) as excinfo:
+        read_samples(path)
+    assert str(excinfo.value).startswith(
+        f"{path}, line 3: field 'filtered_resps': choice 1: log-likelihood {problem}"
+    ), str(excinfo.value)
+    scores, labels = tmp_path / "scores.csv", tmp_path / "labels.txt"
+    labels.write_text("0\n1\n", encoding="utf-8")
+    for first in (f"{text},0.5", "0.5,0.5"):  # a first row of such numbers is not taken for a header either
+        scores.write_text(f"{first}\n0.25,{text}\n", encoding="utf-8")
+        line = 1 if first.startswith(text) else 2
+        column = 1 if line == 1 else 2
+        with pytest.raises(ConversionError) as excinfo:
+            from_array_files(scores, score_kind="prob", labels=labels, models=["a"])
+        assert str(excinfo.value).startswith(f"{scores}, line {line}: column {column}: {problem}"), str(excinfo.value)
+
+
+def test_integers_not_in_ascii_digits_are_refused(tmp_path: Path) -> None:
+    scores, labels = tmp_path / "scores.csv", tmp_path / "labels.txt"
+    scores.write_text("0.1,0.9\n0.7,0.3\n", encoding="utf-8")
+    labels.write_text("0\n１\n", encoding="utf-8")
+    with pytest.raises(ConversionError, match=re.escape(f"{labels}, line 2: column 1: '１' is not a number written")):
+        from_array_files(scores, score_kind="prob", labels=labels, models=["a"])
+    rows = records("org__alpha", "suite_colors")
+    rows[0]["target"] = "１"  # not a choice, and not an index in ASCII digits
+    with pytest.raises(ConversionError, match="field 'target': '１' is neither one of the 2 choices"):
+        read_samples(_write_alpha(tmp_path, rows))
+
+
+def test_a_header_row_is_still_skipped(tmp_path: Path) -> None:
+    scores, labels = tmp_path / "scores.csv", tmp_path / "labels.txt"
+    scores.write_text("model_1 c0,model_1 c1\n0.1,0.9\n0.7,0.3\n", encoding="utf-8")
+    labels.write_text("1\n0\n", encoding="utf-8")
+    assert from_array_files(scores, score_kind="prob", labels=labels, models=["a"]).n_questions == 2
+    assert [looks_like_number(text) for text in ("model_1", "c0", "１２", "1_000", " 2 ", "nan", "x1")] == [
+        False,
+        False,
+        True,
+        True,
+        True,
+        True,
+        False,
+    ]

@@ -5,6 +5,7 @@ The texts are small synthetic questions of three kinds (arithmetic, colours, tra
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -208,8 +209,11 @@ def test_feature_files_that_need_pickle_or_are_not_npy(tmp_path: Path) -> None:
     np.savez(tmp_path / "two.npz", a=np.zeros((2, 1)))
     with pytest.raises(ConversionError, match=r"a \.npz archive"):
         load_feature_file(tmp_path / "two.npz", 2)
-    with pytest.raises(FileNotFoundError, match=r"absent\.npy: no such feature file"):
+    with pytest.raises(FileNotFoundError, match=r"absent\.npy: no such file"):
         load_feature_file(tmp_path / "absent.npy", 2)
+    os.mkfifo(tmp_path / "pipe.npy")  # a FIFO is refused, never waited on
+    with pytest.raises(ConversionError, match=r"pipe\.npy: .*FIFO"):
+        load_feature_file(tmp_path / "pipe.npy", 2)
 
 
 def test_with_features_replaces_names_and_kind(tiny_cache: LogitCache) -> None:

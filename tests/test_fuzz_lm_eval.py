@@ -6,15 +6,25 @@ through ``ensemble-env cache from-lm-eval`` it must exit with status 2, print no
 Hostile values (numbers beyond the float range or written with thousands of digits, deep nesting, NaN,
 strings no cache can store) put where a log-likelihood or the doc_id belongs must be refused. Cases are
 seeded and run in the watchdog worker of tests/fuzzing.py; ``--run-slow`` runs thousands.
+
+The second suite (round 2) mixes hostile files and outputs (FIFOs, links to /dev/zero or out of the folder,
+oversized files, fullwidth digits, byte corruptions; -o an input, a link to one, a folder, a FIFO, a name
+too long) and checks the command's exit status, its one error line, and that no input changed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
+import re
 import shutil
+import stat
+import subprocess
+import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +38,8 @@ from ensemble_env.cache.convert import ConversionError, from_lm_eval
 from ensemble_env.cli import main
 
 CASE_SECONDS = 60.0
+#: a hostile-files case converts a run of 9 questions: anything near this long is a hang
+HOSTILE_CASE_SECONDS = 20.0
 #: raw JSON texts put in place of a field's value
 HOSTILE = {
     "nesting-100000": "[" * 100_000 + "]" * 100_000,
@@ -228,7 +240,274 @@ def suite_lm_eval(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]
     return run_cases("test_fuzz_lm_eval", "lm_eval_case", cases, workdir, CASE_SECONDS), 0
 
 
-SUITES: dict[str, Callable[[Path, bool], tuple[list[dict[str, Any]], int]]] = {"lm-eval samples": suite_lm_eval}
+# -- hostile files and outputs (issue "Reliability, round 2") ----------------------------------------------------------
+# Each case copies the base run, applies a random mix of 1 to 3 of HOSTILE_FILES (FIFOs, links to devices or out of
+# the folder, oversized or fullwidth-digit files, byte corruptions, outputs that are inputs or cannot be written)
+# and runs ``ensemble-env cache from-lm-eval`` in the watchdog worker. It must exit 0 (a cache that loads) or 2
+# (one ``error:`` line), never raise, hang or crash, and leave every input and a previous output as they were.
+
+#: the hostile changes: name -> whether the conversion must then be refused (None: depends on the layout)
+HOSTILE_FILES: dict[str, bool | None] = {
+    "fifo-samples": True,  # a samples file replaced by a FIFO
+    "zero-samples": True,  # ... by a link to /dev/zero
+    "urandom-samples": True,  # ... by a link to /dev/urandom
+    "link-out-samples": True,  # ... by a link to a copy outside the folder given
+    "link-in-samples": False,  # ... by a link to a copy inside it: read
+    "broken-link-samples": True,  # ... by a link to nothing
+    "linked-model-folder": True,  # a model folder replaced by a link to it, moved outside
+    "oversized-samples": True,  # a samples file beyond --max-file-mb 1 (sparse)
+    "fullwidth-loglik": True,  # a log-likelihood written "１２" or "－1.5"
+    "fifo-results": None,  # a results .json that is a FIFO: read (and refused) only in the old layout
+    "zero-results": None,  # a results .json linked to /dev/zero
+    "corrupted-bytes": False,  # the byte and line mutations above: converted or refused
+    "output-is-input": True,  # -o a samples file
+    "output-hard-link": True,  # -o a hard link to a samples file
+    "output-symlink": True,  # -o a symbolic link to a samples file
+    "output-folder": True,  # -o an existing folder
+    "output-fifo": True,  # -o an existing FIFO
+    "output-252-chars": False,  # -o a legal name of 252 characters
+    "output-256-bytes": True,  # -o a name beyond the filesystem's 255
+    "previous-output": False,  # an earlier cache at -o, to be kept when the conversion fails
+}
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    """Every entry under ``folder``: the hash of a regular file, where a link leads, the kind of anything else."""
+    found = {}
+    for path in sorted(folder.rglob("*")):
+        mode = path.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            found[str(path)] = "-> " + os.readlink(path)
+        elif stat.S_ISREG(mode):
+            found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            found[str(path)] = stat.filemode(mode)
+    return found
+
+
+def _apply(change: str, run: Path, work: Path, output: Path, rng: np.random.Generator) -> tuple[Path, list[str]]:
+    """Make the ``change``; returns the output path (it may change it) and extra command-line arguments."""
+    models = sorted(folder for folder in run.iterdir() if folder.is_dir() and not folder.is_symlink())
+    models = [folder for folder in models if folder.name != "shared"]  # where link-in-samples keeps its files
+    model = models[int(rng.integers(len(models)))] if models else run
+    files = sorted(file for file in model.glob("*.jsonl") if stat.S_ISREG(file.lstat().st_mode))
+    target = files[int(rng.integers(len(files)))] if files else model / "samples_none_2024-01-01T00-00-00.jsonl"
+    outside = work / "outside"
+    outside.mkdir(exist_ok=True)
+    if change.endswith("-samples") and change != "oversized-samples":
+        content = target.read_bytes() if target.exists() else b""
+        target.unlink(missing_ok=True)
+        if change == "fifo-samples":
+            os.mkfifo(target)
+        elif change in ("zero-samples", "urandom-samples"):
+            os.symlink("/dev/" + change.split("-")[0], target)
+        elif change == "link-out-samples":
+            (outside / target.name).write_bytes(content)
+            os.symlink(outside / target.name, target)
+        elif change == "link-in-samples":
+            (run / "shared").mkdir(exist_ok=True)
+            (run / "shared" / f"{model.name}.data").write_bytes(content)
+            os.symlink(Path("..") / "shared" / f"{model.name}.data", target)
+        else:
+            os.symlink(work / "absent.jsonl", target)
+    elif change == "linked-model-folder":
+        moved = outside / f"moved-{model.name}"
+        if not moved.exists():
+            model.rename(moved)
+            os.symlink(moved, model)
+    elif change == "oversized-samples" and target.exists():
+        with target.open("r+b") as handle:
+            handle.truncate(2 * 2**20)  # trailing NULs, sparse
+        return output, ["--max-file-mb", "1"]
+    elif change == "fullwidth-loglik" and target.exists():
+        text = target.read_text(encoding="utf-8")
+        start = text.find('"filtered_resps"')  # the log-likelihoods read ('resps' is not, beside it)
+        number = re.compile(r"-[0-9]+\.[0-9]+").search(text, max(start, 0))
+        if start >= 0 and number is not None:
+            wrong = '"１２"' if rng.random() < 0.5 else '"－' + number.group(0)[1:] + '"'
+            start, end = number.span()
+            if text[start - 1] == '"':  # the new layout writes it as a string
+                start, end = start - 1, end + 1
+            target.write_text(text[:start] + wrong + text[end:], encoding="utf-8")
+    elif change in ("fifo-results", "zero-results"):
+        results = model / ("results.json" if (model / "results.json").exists() else "results_2024-01-01T00-00-00.json")
+        results.unlink(missing_ok=True)
+        if change == "fifo-results":
+            os.mkfifo(results)
+        else:
+            os.symlink("/dev/zero", results)
+    elif change == "corrupted-bytes" and target.exists():
+        mutation = str(rng.choice(["flip", "truncate", "insert", "drop-line", "repeat-line", "swap-lines"]))
+        target.write_bytes(_mutate(target.read_bytes(), {"mutation": mutation}, rng))
+    elif change == "output-is-input":
+        return target, []
+    elif change in ("output-hard-link", "output-symlink") and target.exists():
+        link = output.parent / f"{change}.h5"
+        if not link.exists():
+            (os.link if change == "output-hard-link" else os.symlink)(target, link)
+        return link, []
+    elif change == "output-folder":
+        output.mkdir(exist_ok=True)
+    elif change == "output-fifo" and not os.path.lexists(output):
+        os.mkfifo(output)
+    elif change == "output-252-chars":
+        return output.parent / ("o" * 249 + ".h5"), []
+    elif change == "output-256-bytes":
+        return output.parent / ("o" * 253 + ".h5"), []
+    elif change == "previous-output" and not os.path.lexists(output) and len(output.name) < 256:
+        output.write_bytes(b"an earlier cache")
+    return output, []
+
+
+def hostile_files_case(case: dict[str, Any]) -> tuple[str, str]:
+    """Copy the base run, make the case's changes, convert through the CLI, and judge (see above)."""
+    from ensemble_env.cache import load_cache
+
+    rng = np.random.default_rng(case["seed"])
+    work = Path(f"hostile-{os.getpid()}").resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(case["base"], work / "run")
+    (work / "out").mkdir()
+    output, extra = work / "out" / "cache.h5", []
+    applied = []  # the changes that changed something (one may find nothing left to change)
+    for change in case["changes"]:
+        state = _snapshot(work)
+        changed_output, more = _apply(change, work / "run", work, output, rng)
+        if more or changed_output != output or _snapshot(work) != state:
+            applied.append(change)
+        output, extra = changed_output, extra + more
+    must = any(HOSTILE_FILES[name] or (HOSTILE_FILES[name] is None and case["layout"] == "old") for name in applied)
+    before = _snapshot(work)
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+            code = main(["cache", "from-lm-eval", str(work / "run"), "-o", str(output), *extra])
+    except BaseException as error:  # a traceback on the command line
+        return "bad_error", f"wrong exception: {type(error).__name__}: {str(error)[:200]}"
+    after = _snapshot(work)
+    changed = sorted(path for path in before.keys() | after.keys() if before.get(path) != after.get(path))
+    written = [str(output)] if code == 0 else []
+    if [path for path in changed if path not in written]:
+        return "wrong", f"data lost: exit {code}, changed {changed[:3]}"
+    err = stderr.getvalue()
+    if code == 2:
+        if "Traceback" in err or not re.fullmatch(r"ensemble-env cache( [a-z-]+)?: error: [^\n]+\n", err):
+            return "bad_error", f"wrong exception: not one error line: {err[:200]!r}"
+        return "refused", err[:300]
+    if code != 0:
+        return "bad_error", f"wrong exception: exit {code}: {err[:200]!r}"
+    if must:
+        return "wrong", "accepted wrongly"
+    try:
+        load_cache(output)
+    except Exception as error:
+        return "wrong", f"accepted wrongly: the cache written does not load: {error}"
+    return "accepted", ""
+
+
+def hostile_files_cases(workdir: Path, n: int, seed: int) -> list[dict[str, Any]]:
+    """``n`` seeded cases: each change alone once per layout, then random mixes of 1 or 2 changes of the files,
+    with one of the output's (they are alternatives for -o) and, on top, an earlier cache at -o."""
+    bases = {layout: write_run(workdir / f"base-{layout}", layout) for layout in ("new", "old")}
+    rng = np.random.default_rng(seed)
+    outputs = [name for name in HOSTILE_FILES if name.startswith("output-")]
+    inputs = [name for name in HOSTILE_FILES if name not in outputs and name != "previous-output"]
+    cases = [{"layout": layout, "changes": [name]} for name in HOSTILE_FILES for layout in bases]
+    while len(cases) < n:
+        picked = [inputs[i] for i in rng.choice(len(inputs), size=int(rng.integers(1, 3)), replace=False)]
+        if rng.random() < 0.6:
+            picked.append(outputs[int(rng.integers(len(outputs)))])
+        if rng.random() < 0.3:
+            picked.append("previous-output")
+        cases.append({"layout": str(rng.choice(list(bases))), "changes": picked})
+    for index, case in enumerate(cases[:n]):
+        case["base"] = str(bases[case["layout"]])
+        case["seed"] = int(seed * 1_000_003 + index)
+        case["kind"] = f"{case['layout']} {'+'.join(case['changes'])}"
+    return cases[:n]
+
+
+def suite_hostile_files(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
+    cases = hostile_files_cases(workdir, 1500 if slow else 2 * len(HOSTILE_FILES), 22)
+    return run_cases("test_fuzz_lm_eval", "hostile_files_case", cases, workdir, HOSTILE_CASE_SECONDS), 0
+
+
+def hostile_table(results: list[dict[str, Any]]) -> str:
+    """Per change (a case counts in the row of each of its changes) the inputs and each outcome."""
+    columns = ["inputs", "refused clearly", "accepted (valid)", "accepted wrongly", "wrong exception", "hang"]
+    columns += ["crash", "data lost"]
+    rows: dict[str, Counter[str]] = {name: Counter() for name in HOSTILE_FILES}
+    rows["all cases"] = Counter()
+    for result in results:
+        outcome = result["outcome"]
+        if outcome == "wrong":
+            outcome = "data lost" if result["detail"].startswith("data lost") else "accepted wrongly"
+        column = {"refused": "refused clearly", "accepted": "accepted (valid)", "bad_error": "wrong exception"}
+        for name in [*result["kind"].split(" ", 1)[1].split("+"), "all cases"]:
+            rows[name]["inputs"] += 1
+            rows[name][column.get(outcome, outcome)] += 1
+    lines = [" | ".join(["input class", *columns]), " | ".join(["---"] * (len(columns) + 1))]
+    lines += [" | ".join([name, *(str(counts[c]) for c in columns)]) for name, counts in rows.items()]
+    return "\n".join(lines)
+
+
+SUITES: dict[str, Callable[[Path, bool], tuple[list[dict[str, Any]], int]]] = {
+    "lm-eval samples": suite_lm_eval,
+    "hostile files and outputs": suite_hostile_files,
+}
+
+
+def test_hostile_files_and_outputs_are_refused_clearly_or_converted(tmp_path: Path) -> None:
+    results, _ = suite_hostile_files(tmp_path, slow=False)
+    counts = count(results)
+    assert not bad(results), f"{dict(counts)}; first: {bad(results)[:5]}\n{hostile_table(results)}"
+    assert counts["refused"] >= 30 and counts["accepted"] >= 4, hostile_table(results)
+    assert set(counts) <= {"refused", "accepted"}
+
+
+@pytest.mark.slow
+def test_hostile_files_and_outputs_large(tmp_path: Path) -> None:
+    results, _ = suite_hostile_files(tmp_path, slow=True)
+    assert len(results) == 1500 and not bad(results), f"first: {bad(results)[:5]}\n{hostile_table(results)}"
+
+
+def _cli(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real ``ensemble-env`` in a process of its own, given HOSTILE_CASE_SECONDS (a hang fails the test)."""
+    command = [sys.executable, "-m", "ensemble_env.cli", *map(str, argv)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=HOSTILE_CASE_SECONDS, cwd=cwd)
+
+
+def test_a_fifo_named_results_json_does_not_hang_the_command(tmp_path: Path) -> None:
+    """The reported hang, end to end in a process of its own: lm-eval 0.4.0-0.4.2 names need the results file."""
+    run = write_run(tmp_path / "run", layout="old")
+    fifo = run / "org__beta" / "results.json"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    before = _snapshot(tmp_path)
+    done = _cli("cache", "from-lm-eval", run, "-o", tmp_path / "out.h5", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert (
+        done.stderr == f"ensemble-env cache: error: {fifo}: a FIFO (named pipe), not a regular file; it is not read\n"
+    )
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "change", ["output-is-input", "output-hard-link", "zero-samples", "urandom-samples", "zero-results", "fifo-samples"]
+)
+def test_hostile_cases_in_their_own_process(tmp_path: Path, change: str) -> None:
+    """The real ``ensemble-env``, one process per case: exit status 2, one error line, nothing changed."""
+    run = write_run(tmp_path / "run", layout="old")
+    output, extra = _apply(change, run, tmp_path, tmp_path / "out.h5", np.random.default_rng(0))
+    before = _snapshot(tmp_path)
+    done = _cli("cache", "from-lm-eval", run, "-o", output, *extra, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "") and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("ensemble-env cache: error: ") and "Traceback" not in done.stderr
+    expected = "the output would overwrite the input" if change.startswith("output") else "not a regular file"
+    expected = "a symbolic link leading out of" if "zero" in change or "urandom" in change else expected
+    assert expected in done.stderr, done.stderr
+    assert _snapshot(tmp_path) == before
 
 
 def test_mutated_samples_convert_or_are_refused_with_file_and_line(tmp_path: Path) -> None:

@@ -1,6 +1,11 @@
 """Writing files safely: every file the project writes (caches, reports, plots, run directories) goes
 through :func:`atomic_path` or one of the helpers built on it, so a failure or a crash never leaves a partial
-file where a complete one was expected.
+file where a complete one was expected, and an output never replaces one of the inputs it was made from.
+
+- :func:`atomic_path`: the one atomic writer (a temporary file beside the target, synced, then renamed).
+- :func:`check_output`: the one check that an output is none of the inputs (same device and inode).
+- :class:`OutputError`: what both raise when an output cannot be written; a ValueError and an OSError,
+  naming the output and the cause.
 
 >>> import tempfile, pathlib
 >>> folder = pathlib.Path(tempfile.mkdtemp())
@@ -13,23 +18,63 @@ PosixPath('...config.json')
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import os
 import re
+import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_path", "save_figure", "write_bytes", "write_text"]
+__all__ = ["OutputError", "atomic_path", "check_output", "save_figure", "write_bytes", "write_text"]
 
 #: the temporary files of :func:`atomic_path`: ``.<name>.<pid>.<8 random characters>.tmp`` beside the target
+#: (``<name>`` shortened to ``<start of name>~<8 hex digits of its hash>`` when the whole would be too long)
 _TEMPORARY = ".{name}.{pid}."
 _TEMPORARY_SUFFIX = ".tmp"
+_RANDOM_CHARACTERS = 8  # what tempfile.mkstemp puts between the prefix and the suffix
+#: the longest file name, in bytes, where the filesystem does not say
+_DEFAULT_NAME_MAX = 255
 
 
-def _remove_stale_temporaries(target: Path) -> None:
+class OutputError(OSError, ValueError):
+    """An output that cannot be written, or must not be: the message names the output and the cause.
+
+    An OSError (``errno`` is the cause's, when there is one) and a ValueError, so that the command line
+    reports it as an error of the command, as it reports any bad argument, and never as a traceback.
+    """
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = code
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):  # no pathconf (Windows), or the folder cannot tell
+        return _DEFAULT_NAME_MAX
+
+
+def _temporary_stem(name: str, pid: int, limit: int) -> str:
+    """The ``<name>`` part of the temporary file's name: ``name`` itself, or its start and a hash of the whole
+    when ``.<name>.<pid>.<random>.tmp`` would be longer than ``limit`` bytes (the filesystem's name limit)."""
+    fixed = len(os.fsencode(_TEMPORARY.format(name="", pid=pid))) + _RANDOM_CHARACTERS + len(_TEMPORARY_SUFFIX)
+    if fixed + len(os.fsencode(name)) <= limit:
+        return name
+    digest = "~" + hashlib.sha256(os.fsencode(name)).hexdigest()[:8]
+    budget = max(limit - fixed - len(digest), 0)
+    start = name[:budget]
+    while len(os.fsencode(start)) > budget:  # multi-byte characters: cut on a character boundary
+        start = start[:-1]
+    return start + digest
+
+
+def _remove_stale_temporaries(target: Path, stem: str) -> None:
     """Remove the temporary files of ``target`` left by writers that were killed (their process is gone)."""
-    pattern = re.compile(re.escape(f".{target.name}.") + r"(\d+)\.[a-z0-9_]{8}" + re.escape(_TEMPORARY_SUFFIX))
+    pattern = re.compile(re.escape(f".{stem}.") + r"([0-9]+)\.[a-z0-9_]{8}" + re.escape(_TEMPORARY_SUFFIX))
     try:
         names = os.listdir(target.parent)
     except OSError:
@@ -68,33 +113,129 @@ def _sync(path: Path, directory: bool = False) -> None:
         os.close(handle)
 
 
+def _cause(error: OSError) -> str:
+    """An OSError's reason in words, without the paths it may repeat (``No space left on device``)."""
+    if error.strerror:
+        return error.strerror
+    return str(error) or type(error).__name__
+
+
+def _file_id(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """(device, inode) of the file ``path`` leads to (symbolic links followed); None when there is none."""
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):  # missing, a loop of links, a name too long, a NUL: no file known to be there
+        return None
+    return status.st_dev, status.st_ino
+
+
+def check_output(path: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]]) -> None:
+    """Raise :class:`OutputError` when the output ``path`` is one of ``inputs``: the same file by device and
+    inode (``os.stat``, following symbolic links), so that a hard link or a symbolic link to an input, or an
+    input reached through another spelling of its path, is refused too. Inputs that do not exist are passed
+    over; so is an output that does not exist yet.
+    """
+    if isinstance(inputs, str | bytes | os.PathLike):
+        raise TypeError(f"inputs must be a list of paths, got the single path {inputs!r}")
+    output = _file_id(path)
+    if output is None:
+        return
+    for source in inputs:
+        if _file_id(source) != output:
+            continue
+        if os.path.abspath(path) == os.path.abspath(source):
+            how = ""
+        elif os.path.islink(path) or os.path.islink(source):
+            how = " (a symbolic link leads from one to the other)"
+        elif os.path.realpath(path) == os.path.realpath(source):
+            how = " (the same file by another path)"
+        else:
+            how = " (a hard link: the same file under two names)"
+        raise OutputError(
+            f"{path}: the output would overwrite the input {source}{how}; inputs are never modified: "
+            "choose another output"
+        )
+
+
+def _check_target(target: Path, limit: int) -> None:
+    """Refuse an output that is a folder, an existing non-regular file, or a name the filesystem cannot hold."""
+    if not target.parent.is_dir():
+        if not target.parent.exists():
+            raise FileNotFoundError(f"{target.parent}: folder does not exist (cannot write {target.name})")
+        raise OutputError(f"{target}: cannot write: {target.parent} is not a folder", errno.ENOTDIR)
+    try:
+        status = os.stat(target)
+    except OSError:
+        status = None  # no file there (or a broken link, replaced as any file is)
+    if status is not None and stat.S_ISDIR(status.st_mode):
+        raise OutputError(
+            f"{target}: is a folder; give the path of a file to write (e.g. {target / 'out.h5'})", errno.EISDIR
+        )
+    if status is not None and not stat.S_ISREG(status.st_mode):
+        raise OutputError(
+            f"{target}: exists and is not a regular file (a device, FIFO or socket); it is not replaced",
+            errno.EEXIST,
+        )
+    size = len(os.fsencode(target.name))
+    if size > limit:
+        raise OutputError(
+            f"{target}: the file name is {size} bytes long, more than the {limit} the filesystem allows",
+            errno.ENAMETOOLONG,
+        )
+
+
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike[str], *, inputs: Iterable[str | os.PathLike[str]] = ()) -> Iterator[Path]:
     """A temporary path in the folder of ``path`` to write to; synced to disk and renamed to ``path`` when the
     block ends normally (with the usual permissions for the umask), removed when it raises (any exception,
     KeyboardInterrupt too).
 
-    The temporary file is ``.<name>.<pid>.<random>.tmp`` beside ``path``. One left by a writer that was
+    The temporary file is ``.<name>.<pid>.<random>.tmp`` beside ``path``, ``<name>`` shortened (its start and
+    a hash of it) when the whole would exceed the filesystem's name limit. One left by a writer that was
     killed (its process no longer runs) is removed at the next write of the same ``path``. The folder must
     exist (FileNotFoundError otherwise). An existing file at ``path`` is replaced only once the new one is
     complete and on disk, so a failure or a crash never leaves a partial file at ``path``.
+
+    ``inputs``: the files the output is made from; an output that is one of them is refused
+    (:func:`check_output`) before anything is written and again just before the rename.
+
+    Raises :class:`OutputError` naming ``path`` and the cause when ``path`` is a folder, an existing device,
+    FIFO or socket, a name longer than the filesystem allows, one of ``inputs``, or when the filesystem
+    refuses the write (read-only, full, over quota: any OSError, from the block too, is reported so, with
+    its ``errno``); the temporary file is removed and a previous file at ``path`` is left as it was.
     """
     target = Path(path)
-    if not target.parent.is_dir():
-        raise FileNotFoundError(f"{target.parent}: folder does not exist (cannot write {target.name})")
-    _remove_stale_temporaries(target)
-    prefix = _TEMPORARY.format(name=target.name, pid=os.getpid())
-    handle, name = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=_TEMPORARY_SUFFIX)
+    if not isinstance(inputs, str | bytes | os.PathLike):
+        inputs = list(inputs)  # read twice: before the write and before the rename
+    check_output(target, inputs)
+    limit = _name_max(target.parent)
+    _check_target(target, limit)
+    stem = _temporary_stem(target.name, os.getpid(), limit)
+    _remove_stale_temporaries(target, stem)
+    try:
+        handle, name = tempfile.mkstemp(
+            dir=target.parent, prefix=_TEMPORARY.format(name=stem, pid=os.getpid()), suffix=_TEMPORARY_SUFFIX
+        )
+    except OSError as error:
+        raise OutputError(
+            f"{target}: cannot write: {_cause(error)} (creating a temporary file in {target.parent})", error.errno
+        ) from error
     os.close(handle)
     temporary = Path(name)
     try:
-        yield temporary
-        _sync(temporary)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
-        os.replace(temporary, target)
-        _sync(target.parent, directory=True)
+        try:
+            yield temporary
+            _sync(temporary)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temporary, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
+            check_output(target, inputs)  # again: the output may have become an input while it was written
+            os.replace(temporary, target)
+            _sync(target.parent, directory=True)
+        except OSError as error:  # the temporary is no business of the caller's: name the output
+            named = isinstance(error, OutputError) or str(error).startswith(f"{temporary}:")  # a nested writer's
+            message = str(error) if named else f"{target}: cannot write: {_cause(error)}"
+            raise OutputError(message.replace(str(temporary), str(target)), error.errno) from error
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
@@ -107,15 +248,17 @@ def write_text(path: str | os.PathLike[str], text: str) -> Path:
     return Path(path)
 
 
-def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (:func:`atomic_path`); returns the path."""
-    with atomic_path(path) as temporary:
+def write_bytes(path: str | os.PathLike[str], data: bytes, *, inputs: Iterable[str | os.PathLike[str]] = ()) -> Path:
+    """Write ``data`` to ``path`` atomically (:func:`atomic_path`, which refuses an output that is one of
+    ``inputs``); returns the path."""
+    with atomic_path(path, inputs=inputs) as temporary:
         temporary.write_bytes(data)
     return Path(path)
 
 
-def save_figure(figure: Any, path: str | os.PathLike[str]) -> Path:
-    """Write a matplotlib figure as PNG atomically (:func:`atomic_path`), without a timestamp in its metadata."""
+def save_figure(figure: Any, path: str | os.PathLike[str], **options: Any) -> Path:
+    """Write a matplotlib figure as PNG atomically (:func:`atomic_path`), without a timestamp in its metadata;
+    ``options`` go to ``savefig`` (e.g. ``dpi=120``)."""
     with atomic_path(path) as temporary:
-        figure.savefig(temporary, format="png", metadata={"Software": None})
+        figure.savefig(temporary, format="png", metadata={"Software": None}, **options)
     return Path(path)

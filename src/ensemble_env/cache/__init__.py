@@ -26,6 +26,7 @@ The format is ``docs/cache-format.md``; the names below are re-exported for conv
 from __future__ import annotations
 
 from ensemble_env.cache.datasets import default_cache_path, load_default_cache
+from ensemble_env.cache.hdf5 import CacheWriteError
 from ensemble_env.cache.io import load_cache, save_cache
 from ensemble_env.cache.logit_cache import (
     FORMAT_NAME,
@@ -44,6 +45,7 @@ __all__ = [
     "SPLITS",
     "SPLIT_CHOICES",
     "CacheError",
+    "CacheWriteError",
     "LogitCache",
     "default_cache_path",
     "load_cache",

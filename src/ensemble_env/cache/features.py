@@ -23,13 +23,14 @@ scikit-learn (the ``data`` extra: ``pip install "ensemble-env[data]"``) is impor
 from __future__ import annotations
 
 import dataclasses
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ensemble_env.cache.convert.common import ConversionError
+from ensemble_env.cache.convert.common import ConversionError, read_input
 from ensemble_env.cache.logit_cache import SPLITS, LogitCache
 from ensemble_env.text import show
 
@@ -180,15 +181,14 @@ def with_text_features(cache: LogitCache, n_features: int = DEFAULT_N_FEATURES, 
 def load_feature_file(path: str | Path, n_questions: int) -> np.ndarray:
     """(Q, F) float32 features from a ``.npy`` file holding numbers, read without pickle.
 
+    The file is read as the converters read theirs (:func:`~ensemble_env.cache.convert.common.read_input`).
     Raises FileNotFoundError, or :class:`~ensemble_env.cache.convert.ConversionError` naming the file when it is not
     a ``.npy`` array of numbers of shape (``n_questions``, F >= 1), or holds a value that is not finite (also
     after the conversion to float32), naming the first such question.
     """
-    file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"{path}: no such feature file")
+    data = read_input(path)  # a regular file only, within the size limit: never a FIFO or a device
     try:
-        loaded = np.load(file, allow_pickle=False)
+        loaded = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError) as error:
         raise ConversionError(f"{path}: cannot be read as a .npy array without pickle ({error})") from None
     if not isinstance(loaded, np.ndarray):

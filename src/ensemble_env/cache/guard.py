@@ -11,6 +11,25 @@ naming the field it was stuck in; if it dies (HDF5 crashed on the file), the fil
 The helper is started once per process, on the first file that needs it, and kept for the next ones (it
 starts in a fraction of a second: it imports numpy, h5py and the cache modules, not the environment). It
 speaks JSON, one object a line, on its standard input and output; nothing is pickled.
+
+The helper never outlives its parent (a helper stuck in a file would otherwise spin at 100% CPU forever once
+its parent is gone, e.g. killed with SIGKILL):
+
+- Linux: before it imports or reads anything, the helper asks the kernel to SIGKILL it when its parent dies
+  (``prctl(PR_SET_PDEATHSIG, SIGKILL)`` through ctypes), then checks that its parent is still the process that
+  started it (``os.getppid()``), which closes the race of a parent dying before the request. The kernel sends
+  that signal when the *thread* that started the helper ends, so helpers are started from one thread that lives
+  as long as the process (:class:`_Spawner`), never from a caller's thread (a thread pool's worker would take
+  its helper with it when it ends).
+- Every POSIX system (macOS and the BSDs included, which have no parent-death signal): an idle helper sees its
+  standard input close when its parent dies and exits; a helper reading a file sets an alarm first
+  (``signal.alarm``, left to its default action, which the kernel carries out even while HDF5 spins without
+  returning to Python) at twice the parent's time limit plus :data:`ALARM_GRACE_SECONDS`, so a helper stuck
+  without a parent is killed at most that long after it began the file. While its parent lives, the parent
+  kills it first, at the time limit.
+- Windows has neither: there a helper stuck in a file when its parent is killed outlives it, until it is ended
+  by hand (the guard only runs on files without checksums, which :func:`ensemble_env.cache.save_cache` never
+  writes).
 """
 
 from __future__ import annotations
@@ -21,6 +40,7 @@ import json
 import math
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -30,12 +50,24 @@ from typing import IO, Any
 
 from ensemble_env.cache.logit_cache import CacheError
 
-__all__ = ["check", "default_timeout"]
+__all__ = ["ALARM_GRACE_SECONDS", "alarm_seconds", "check", "default_timeout"]
 
 #: seconds the helper may take to start (import numpy and h5py) before it is given up
 _START_SECONDS = 120.0
+#: a helper reading a file kills itself (SIGALRM) after twice the parent's time limit plus this (see above)
+ALARM_GRACE_SECONDS = 2
 _BOOTSTRAP = (
-    "import json, sys, types\n"
+    "import os, sys\n"
+    "if sys.platform.startswith('linux'):  # die with the parent (PR_SET_PDEATHSIG = 1), before anything else\n"
+    "    import ctypes, signal\n"
+    "    words = [ctypes.c_ulong(value) for value in (signal.SIGKILL, 0, 0, 0)]\n"
+    "    try:\n"
+    "        ctypes.CDLL(None).prctl(1, *words)\n"
+    "    except (OSError, AttributeError):  # no prctl to call: the alarm of serve() still bounds a stuck read\n"
+    "        pass\n"
+    "if os.getppid() != int(sys.argv[3]):\n"
+    "    sys.exit('the process that started this helper is gone')  # it died before the request\n"
+    "import json, types\n"
     "sys.path[:] = json.loads(sys.argv[1])\n"
     "package = types.ModuleType('ensemble_env')\n"
     "package.__path__ = [sys.argv[2]]\n"
@@ -50,6 +82,68 @@ def default_timeout(size: int) -> float:
     return 20.0 + math.ceil(size / 20e6)
 
 
+def alarm_seconds(timeout: float) -> int:
+    """The helper's own alarm for a read its parent allows ``timeout`` seconds: twice that plus
+    :data:`ALARM_GRACE_SECONDS`, in whole seconds (at most what ``signal.alarm`` takes)."""
+    if not math.isfinite(timeout):
+        return 2**31 - 1
+    return int(min(math.ceil(2 * max(timeout, 0.0)) + ALARM_GRACE_SECONDS, 2**31 - 1))
+
+
+class _Spawner:
+    """A thread that starts the helper processes and lives as long as the process.
+
+    On Linux a child's parent-death signal is sent when the *thread* that started it ends, not the process;
+    starting every helper from this thread ties the helper's life to the process's, whichever thread asks.
+    """
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.requests: queue.Queue[tuple[list[str], queue.Queue[Any]]] = queue.Queue()
+        threading.Thread(target=self._serve, name="ensemble-env-guard-spawner", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            command, reply = self.requests.get()
+            try:
+                reply.put(
+                    subprocess.Popen(
+                        command,
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                        encoding="utf-8",
+                        errors="replace",
+                        bufsize=1,
+                    )
+                )
+            except BaseException as error:  # handed to the caller, raised there
+                reply.put(error)
+
+    def start(self, command: list[str]) -> subprocess.Popen[str]:
+        reply: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self.requests.put((command, reply))
+        result = reply.get()
+        if isinstance(result, BaseException):
+            raise result
+        return result  # type: ignore[no-any-return]
+
+
+_spawner_lock = threading.Lock()
+_spawner: _Spawner | None = None
+
+
+def _start(command: list[str]) -> subprocess.Popen[str]:
+    """Start ``command`` with pipes from the process's spawner thread (a new one after a fork)."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or _spawner.pid != os.getpid():
+            _spawner = _Spawner()
+        spawner = _spawner
+    return spawner.start(command)
+
+
 class _Helper:
     """The helper process and a thread that queues its output lines; ``command`` starts another helper
     (tests do, to play a helper that hangs or dies)."""
@@ -57,15 +151,8 @@ class _Helper:
     def __init__(self, command: list[str] | None = None) -> None:
         paths = [entry for entry in sys.path if entry]
         package = str(Path(__file__).resolve().parent.parent)  # the ensemble_env folder
-        self.process = subprocess.Popen(
-            command or [sys.executable, "-c", _BOOTSTRAP, json.dumps(paths), package],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-            bufsize=1,
+        self.process = _start(
+            command or [sys.executable, "-c", _BOOTSTRAP, json.dumps(paths), package, str(os.getpid())]
         )
         self.pid = os.getpid()
         self.lines: queue.Queue[str | None] = queue.Queue()
@@ -105,7 +192,7 @@ class _Helper:
 
     def ask(self, path: str, timeout: float) -> None:
         stdin: IO[str] = self.process.stdin  # type: ignore[assignment]
-        stdin.write(json.dumps({"path": path}) + "\n")
+        stdin.write(json.dumps({"path": path, "seconds": timeout}) + "\n")
         stdin.flush()
         field: str | None = None
         deadline = time.monotonic() + timeout
@@ -118,6 +205,8 @@ class _Helper:
             if reply is None:
                 self.stop()
                 code = self.process.returncode
+                if code == -getattr(signal, "SIGALRM", 0):  # its own alarm (the parent was held up past it)
+                    raise _refusal(path, field, f"reading did not finish within {timeout:g} s") from None
                 how = f"signal {-code}" if code < 0 else f"exit status {code}"
                 raise _refusal(path, field, f"HDF5 crashed reading it (the reading process ended with {how})")
             if "field" in reply:

@@ -3,6 +3,11 @@
 :func:`ensemble_env.cache.load_cache` and :func:`ensemble_env.cache.save_cache` call :func:`read_cache_file` and
 :func:`write_cache_file`; nothing else in the package touches HDF5.
 
+Writing (:func:`write_cache_file`) makes the whole file in memory (h5py's core driver, no backing store) and
+then writes its bytes with plain Python I/O, atomically: a disk that fails (full, read-only, over quota) is an
+ordinary OSError, reported as a :class:`CacheWriteError` naming the file and the cause, never a failed write
+inside HDF5 (which went on to crash the process with SIGSEGV when Python freed the damaged file's objects).
+
 Reading (:func:`read_cache_file`) looks at every field's header before it reads a byte of its data:
 
 - links: a field must be stored in the file itself; an external link, a user-defined link or a soft link that
@@ -29,11 +34,14 @@ naming the file and the field, with a short message.
 from __future__ import annotations
 
 import contextlib
+import errno
+import itertools
 import json
 import math
 import os
+import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,9 +50,19 @@ import numpy as np
 
 from ensemble_env.cache import guard
 from ensemble_env.cache.logit_cache import FORMAT_NAME, FORMAT_VERSION, CacheError, LogitCache, cache_error
+from ensemble_env.files import OutputError, write_bytes
 from ensemble_env.text import show
 
-__all__ = ["LIMITS", "MAX_DATASET_BYTES", "read_cache_file", "serve", "superblock_version", "write_cache_file"]
+__all__ = [
+    "LIMITS",
+    "MAX_DATASET_BYTES",
+    "CacheWriteError",
+    "cache_image",
+    "read_cache_file",
+    "serve",
+    "superblock_version",
+    "write_cache_file",
+]
 
 #: largest size a cache's dimension may declare: questions Q, models N, choices C, tasks T, features F
 LIMITS = {"Q": 2**31 - 1, "N": 2**16, "C": 2**16, "T": 2**24, "F": 2**20}
@@ -570,34 +588,115 @@ def _fixed_string(text: str) -> np.ndarray:
     return np.array(encoded, dtype=h5py.string_dtype("utf-8", max(1, len(encoded))))
 
 
-def write_cache_file(path: str | os.PathLike[str], cache: LogitCache, compression: str | None) -> None:
-    """Write ``cache`` to ``path`` (overwritten) in the checksummed form described in the module docstring."""
+class CacheWriteError(OSError, CacheError):
+    """A cache file could not be written (a full disk, a read-only file system, a quota, a name too long, ...).
+
+    Both an OSError, with the cause's ``errno`` (``errno.ENOSPC``, ``EROFS``, ``EDQUOT``, ``ENAMETOOLONG``, ...),
+    its ``strerror`` (``"No space left on device"``) and the file as ``filename``, and a
+    :class:`~ensemble_env.cache.CacheError` (so a ValueError: the command line reports it in one line). Its
+    message names the file and the cause.
+    """
+
+    def __init__(self, code: int | None, reason: str, path: str, message: str | None = None) -> None:
+        super().__init__(code, reason, path)
+        self.message = message if message is not None else f"{path}: cannot write: {reason}"
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.errno, self.strerror, self.filename, self.message))
+
+
+def _write_error(path: str, cause: OSError) -> CacheWriteError:
+    """The CacheWriteError of an OSError of writing ``path`` (the atomic writer's own message when it names
+    ``path`` already, else one made from the cause)."""
+    code = cause.errno if isinstance(cause.errno, int) else None
+    text = str(cause)
+    reason = cause.strerror or (os.strerror(code) if code else "") or text or type(cause).__name__
+    if text.startswith(f"{path}:"):
+        message = text
+    else:
+        other = cause.filename is not None and os.fsdecode(cause.filename) != path
+        message = f"{path}: cannot write: {reason}" + (f" ({show(os.fsdecode(cause.filename), 300)})" if other else "")
+    name = errno.errorcode.get(code, "") if code else ""
+    if name and name not in message:
+        message += f" ({name})"
+    return CacheWriteError(code, reason, path, f"{message}; no partial or temporary file is left")
+
+
+_IMAGES = itertools.count()
+
+
+def cache_image(cache: LogitCache, compression: str | None) -> bytes:
+    """The bytes of the cache file of ``cache`` (the checksummed form of the module docstring), made wholly in
+    memory: h5py's ``core`` driver without a backing store, so HDF5 never touches a disk."""
     import h5py
 
+    name = f"ensemble-env-cache-{os.getpid()}-{next(_IMAGES)}.h5"  # in-memory files are told apart by name
+    with h5py.File(name, "w", driver="core", backing_store=False, libver=("v110", "v110")) as h5file:
+        _write_fields(h5file, cache, compression)
+        h5file.flush()
+        return bytes(h5file.id.get_file_image())
+
+
+def write_cache_file(
+    path: str | os.PathLike[str],
+    cache: LogitCache,
+    compression: str | None,
+    inputs: Iterable[str | os.PathLike[str]] = (),
+) -> Path:
+    """Write ``cache`` to ``path`` atomically, in the checksummed form described in the module docstring.
+
+    The file is made in memory first (:func:`cache_image`), then written with plain Python I/O through
+    :func:`~ensemble_env.files.write_bytes` (a temporary file beside ``path``, synced, renamed; removed on any
+    failure). So every failure of the disk (full, read-only, over quota, a name too long) is an ordinary OSError,
+    raised as a :class:`CacheWriteError` naming ``path`` and the cause, with ``path`` as it was and no temporary
+    file left; HDF5 never sees a failed write (on a full disk it used to go on writing and closing a damaged
+    file, and then crash the process when Python freed its objects). The cost: memory for about twice the
+    file's size while it is written (the HDF5 image and its bytes). The folder must exist (FileNotFoundError).
+    An output that is one of ``inputs`` (the files the cache was made from) is refused
+    (:func:`~ensemble_env.files.check_output`).
+    """
+    name = os.fsdecode(path)
+    image = cache_image(cache, compression)  # in memory: nothing of the disk can fail here (MemoryError can)
+    try:
+        write_bytes(path, image, inputs=inputs)
+    except FileNotFoundError:
+        raise  # the folder does not exist: atomic_path's message names it
+    except OutputError as error:
+        if error.errno is None:  # a refusal (the output is one of the inputs, a folder, ...), not a failed disk
+            raise
+        raise _write_error(name, error) from None
+    except OSError as error:
+        raise _write_error(name, error) from None
+    return Path(path)
+
+
+def _write_fields(h5file: Any, cache: LogitCache, compression: str | None) -> None:
     options = {"fletcher32": True, "compression": compression}
-    with h5py.File(path, "w", libver=("v110", "v110")) as h5file:
-        h5file.attrs.create("format", _fixed_string(FORMAT_NAME))
-        h5file.attrs.create("format_version", np.int64(FORMAT_VERSION))
-        h5file.attrs.create("score_kind", _fixed_string(cache.score_kind))
-        if cache.source:
-            h5file.attrs.create("source", _fixed_string(cache.source))
-        numbers = {"scores": cache.scores, "labels": cache.labels, "n_choices": cache.n_choices}
-        numbers.update({"tasks": cache.tasks, "split": cache.split})
-        if cache.costs is not None:
-            numbers["costs"] = cache.costs
-        for name, array in numbers.items():
-            h5file.create_dataset(name, data=array, **options)
-        strings: dict[str, tuple[str, ...] | None] = {"models": cache.models, "task_names": cache.task_names}
-        strings.update({"question_ids": cache.question_ids, "question_text": cache.question_text})
-        for name, texts in strings.items():
-            if texts is not None:
-                h5file.create_dataset(name, data=_fixed_strings(texts), **options)
-        if cache.features is not None:
-            node = h5file.create_dataset("features", data=cache.features, **options)
-            if cache.feature_names is not None:
-                node.attrs.create("feature_names", _fixed_strings(cache.feature_names))
-            if cache.feature_kind:
-                node.attrs.create("feature_kind", _fixed_string(cache.feature_kind))
+    h5file.attrs.create("format", _fixed_string(FORMAT_NAME))
+    h5file.attrs.create("format_version", np.int64(FORMAT_VERSION))
+    h5file.attrs.create("score_kind", _fixed_string(cache.score_kind))
+    if cache.source:
+        h5file.attrs.create("source", _fixed_string(cache.source))
+    numbers = {"scores": cache.scores, "labels": cache.labels, "n_choices": cache.n_choices}
+    numbers.update({"tasks": cache.tasks, "split": cache.split})
+    if cache.costs is not None:
+        numbers["costs"] = cache.costs
+    for name, array in numbers.items():
+        h5file.create_dataset(name, data=array, **options)
+    strings: dict[str, tuple[str, ...] | None] = {"models": cache.models, "task_names": cache.task_names}
+    strings.update({"question_ids": cache.question_ids, "question_text": cache.question_text})
+    for name, texts in strings.items():
+        if texts is not None:
+            h5file.create_dataset(name, data=_fixed_strings(texts), **options)
+    if cache.features is not None:
+        node = h5file.create_dataset("features", data=cache.features, **options)
+        if cache.feature_names is not None:
+            node.attrs.create("feature_names", _fixed_strings(cache.feature_names))
+        if cache.feature_kind:
+            node.attrs.create("feature_kind", _fixed_string(cache.feature_kind))
 
 
 # -- the guard's helper process -----------------------------------------------------------------
@@ -605,15 +704,27 @@ def write_cache_file(path: str | os.PathLike[str], cache: LogitCache, compressio
 
 def serve() -> None:
     """The loop of :mod:`ensemble_env.cache.guard`'s helper process: read each requested file with
-    :func:`read_cache_file` and report each field it reaches, as JSON lines on standard output."""
+    :func:`read_cache_file` and report each field it reaches, as JSON lines on standard output.
+
+    Each request is ``{"path": ..., "seconds": the parent's time limit}``. Where there is ``signal.alarm``
+    (POSIX), each read is covered by an alarm left to its default action (the kernel ends the process even while
+    HDF5 spins in C), at :func:`~ensemble_env.cache.guard.alarm_seconds` of the limit: a helper whose parent is
+    gone never spins on a file for long. The loop ends when standard input closes (the parent is gone).
+    """
 
     def say(message: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(message) + "\n")
         sys.stdout.flush()
 
+    alarm = getattr(signal, "alarm", None)
+    if alarm is not None:
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
     say({"ready": True})
     for line in sys.stdin:
-        path = json.loads(line)["path"]
+        request = json.loads(line)
+        path = request["path"]
+        if alarm is not None:
+            alarm(guard.alarm_seconds(float(request.get("seconds", math.inf))))
         try:
             read_cache_file(path, trusted=True, report=lambda field: say({"field": field}))
         except FileNotFoundError as error:
@@ -624,3 +735,6 @@ def serve() -> None:
             say({"error": f"{path}: cannot be read ({type(error).__name__}: {str(error)[:200]})"})
         else:
             say({"done": True})
+        finally:
+            if alarm is not None:
+                alarm(0)

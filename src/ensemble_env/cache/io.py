@@ -6,11 +6,11 @@ read under a time limit by :mod:`ensemble_env.cache.guard`.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from ensemble_env.cache.hdf5 import read_cache_file, write_cache_file
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.files import atomic_path
 
 __all__ = ["load_cache", "save_cache"]
 
@@ -32,15 +32,27 @@ def load_cache(path: str | os.PathLike[str], *, timeout: float | None = None) ->
     return LogitCache(**read_cache_file(path, timeout=timeout))
 
 
-def save_cache(path: str | os.PathLike[str], cache: LogitCache, *, compression: str | None = "gzip") -> Path:
+def save_cache(
+    path: str | os.PathLike[str],
+    cache: LogitCache,
+    *,
+    compression: str | None = "gzip",
+    inputs: Iterable[str | os.PathLike[str]] = (),
+) -> Path:
     """Write ``cache`` to ``path`` atomically (:func:`~ensemble_env.files.atomic_path`: a temporary file in the same
     folder, synced to disk, then renamed), with checksums on its data and metadata.
 
     The file is HDF5 in the format of HDF5 1.10 (readable by HDF5 >= 1.10 and h5py >= 2.7), every dataset
     with the fletcher32 checksum filter (and ``compression``, gzip by default; None for none), strings as
-    fixed-length UTF-8. The folder must exist. An existing file at ``path`` is replaced only once the new one
+    fixed-length UTF-8. It is made in memory first, then written with plain Python I/O
+    (:func:`~ensemble_env.cache.hdf5.write_cache_file`): it needs memory for about twice the file's size.
+    The folder must exist (FileNotFoundError). An existing file at ``path`` is replaced only once the new one
     is complete. Returns the path written.
+
+    A disk that fails (full, read-only, over quota, a name too long, ...) raises
+    :class:`~ensemble_env.cache.hdf5.CacheWriteError`, both an OSError with the cause's ``errno`` and a
+    :class:`CacheError`, naming ``path`` and the cause; ``path`` is left as it was and no temporary file remains.
+    ``inputs``: the files ``cache`` was made from; an output that is one of them (the same file by device and
+    inode, through links) is refused with :class:`~ensemble_env.files.OutputError` and nothing is written.
     """
-    with atomic_path(path) as temporary:
-        write_cache_file(temporary, cache, compression)
-    return Path(path)
+    return write_cache_file(path, cache, compression, inputs)

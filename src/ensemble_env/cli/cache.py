@@ -15,7 +15,13 @@
 A ``CACHE`` argument is a file or the name of a built-in cache (:func:`ensemble_env.datasets.resolve`).
 
 :func:`register` adds the group to the ``ensemble-env`` parser (the ``ensemble_env.commands`` entry point, see
-:mod:`ensemble_env.cli`). Caches are written with :func:`ensemble_env.cache.save_cache` (atomic).
+:mod:`ensemble_env.cli`). Every file the group writes goes through :func:`ensemble_env.files.atomic_path` with the
+command's inputs (caches by :func:`ensemble_env.cache.save_cache` inside it): an output that is one of the
+inputs (the same file by device and inode: a hard or symbolic link to it too) is refused before anything is
+read and again before the rename, as are a folder, a read-only or full filesystem, a name too long (each an
+:class:`ensemble_env.files.OutputError`, reported as ``ensemble-env cache ACTION: error: ...``, exit status 2).
+Any other OSError (an unreadable input) is reported the same way, never as a traceback; numbers given as
+options are plain ASCII decimal.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +37,17 @@ from typing import Any, TextIO
 
 from ensemble_env.baselines.report import PLOT_FILES, format_summary, plot_cache, summarize
 from ensemble_env.cache import datasets
-from ensemble_env.cache.convert import NORMALIZATIONS, describe_split, from_array_files, from_lm_eval, split_by_task
+from ensemble_env.cache.convert import (
+    MAX_FILE_BYTES,
+    NORMALIZATIONS,
+    describe_split,
+    from_array_files,
+    from_lm_eval,
+    lm_eval_inputs,
+    number_problem,
+    parse_float,
+    split_by_task,
+)
 from ensemble_env.cache.features import (
     DEFAULT_N_FEATURES,
     INSTALL_HINT,
@@ -43,6 +60,7 @@ from ensemble_env.cache.hdf5 import superblock_version
 from ensemble_env.cache.io import save_cache
 from ensemble_env.cache.logit_cache import SCORE_KINDS, SPLITS, LogitCache
 from ensemble_env.cli.options import ListOption, status
+from ensemble_env.files import check_output
 
 __all__ = ["ProgressBar", "register"]
 
@@ -99,29 +117,31 @@ def _describe(path: Path | str, cache: LogitCache) -> str:
     )
 
 
-def _check_output(output: str, inputs: list[str]) -> Path:
-    """The output path, refused when it is one of the inputs (inputs are never modified)."""
-    target = Path(output)
-    for source in inputs:
-        if target.exists() and Path(source).exists() and target.resolve() == Path(source).resolve():
-            raise ValueError(f"{output}: the output would overwrite the input {source}; choose another -o")
-    return target
-
-
-def _load_input(name: str, output: str, other_inputs: tuple[str, ...] = ()) -> tuple[LogitCache, Path]:
-    """The cache named by a CACHE argument (a file or a built-in name) and the output path, refused when it is
-    one of the inputs."""
+def _load_input(name: str, output: str, other_inputs: tuple[str, ...] = ()) -> tuple[LogitCache, list[str]]:
+    """The cache named by a CACHE argument (a file or a built-in name) and the inputs of the command, the output
+    refused when it is one of them (:func:`~ensemble_env.files.check_output`)."""
     cache = datasets.resolve(name)
-    return cache, _check_output(output, [name, cache.path, *other_inputs])
+    inputs = [name, cache.path, *other_inputs]
+    check_output(output, inputs)
+    return cache, inputs
 
 
-def _needs_extra(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """``run``, reporting a missing optional dependency (its message says what to install) with exit status 2."""
+def _save(output: str | Path, cache: LogitCache, inputs: list[str] | list[Path]) -> None:
+    """Write ``cache`` to ``output`` atomically, refusing an output that is one of ``inputs``."""
+    save_cache(output, cache, inputs=inputs)
+
+
+def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``run``, reporting a missing optional dependency (its message says what to install) and any OSError (an
+    input that cannot be read, a folder that cannot be made) as ``ensemble-env cache ACTION: error: ...`` with
+    exit status 2. ValueErrors (bad input, :class:`~ensemble_env.files.OutputError`) are the parser's to report."""
 
     def guarded(args: argparse.Namespace) -> int:
         try:
             return run(args)
-        except ModuleNotFoundError as error:
+        except (ModuleNotFoundError, OSError) as error:
+            if isinstance(error, BrokenPipeError | ValueError):  # the parser's: a closed stdout; an error line
+                raise
             print(f"ensemble-env cache {args.cache_command}: error: {error}", file=sys.stderr)
             return 2
 
@@ -132,11 +152,16 @@ def _n_features(args: argparse.Namespace) -> int:
     return DEFAULT_N_FEATURES if args.n_features is None else int(args.n_features)
 
 
-@_needs_extra
+def _max_file_bytes(args: argparse.Namespace) -> int:
+    return int(args.max_file_mb * 2**20)
+
+
 def _from_lm_eval(args: argparse.Namespace) -> int:
     output = Path(args.output)
     if args.n_features is not None and args.features != "text":
         raise ValueError("--n-features goes with --features text")
+    inputs = lm_eval_inputs(args.paths)
+    check_output(output, inputs)  # before reading: the same check runs again before the rename
     cache = from_lm_eval(
         args.paths,
         tasks=args.tasks,
@@ -148,11 +173,12 @@ def _from_lm_eval(args: argparse.Namespace) -> int:
         intersect=args.intersect,
         progress=ProgressBar("reading samples", enabled=args.progress),
         notify=_note,
+        max_file_bytes=_max_file_bytes(args),
     )
     if args.features == "text":
         with status("computing the text features (TF-IDF, SVD)"):
             cache = with_text_features(cache, _n_features(args))
-    save_cache(output, cache)
+    _save(output, cache, inputs)
     print(f"wrote {_describe(output, cache)}")
     print(f"  tasks: {', '.join(cache.task_names)}")
     print(f"  models: {', '.join(cache.models)}")
@@ -162,7 +188,8 @@ def _from_lm_eval(args: argparse.Namespace) -> int:
 
 def _from_arrays(args: argparse.Namespace) -> int:
     inputs = [path for path in (args.scores, args.labels, args.n_choices, args.tasks) if path is not None]
-    output = _check_output(args.output, inputs)
+    output = Path(args.output)
+    check_output(output, inputs)
     cache = from_array_files(
         args.scores,
         score_kind=args.score_kind,
@@ -173,8 +200,9 @@ def _from_arrays(args: argparse.Namespace) -> int:
         test_fraction=args.test_fraction,
         validation_fraction=args.validation_fraction,
         split_seed=args.split_seed,
+        max_file_bytes=_max_file_bytes(args),
     )
-    save_cache(output, cache)
+    _save(output, cache, inputs)
     print(f"wrote {_describe(output, cache)}")
     _pool_note(output, cache)
     return 0
@@ -205,7 +233,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _split(args: argparse.Namespace) -> int:
-    cache, output = _load_input(args.cache, args.output)
+    output = Path(args.output)
+    cache, inputs = _load_input(args.cache, args.output)
     split = split_by_task(cache.tasks, args.test_fraction, validation_fraction=args.validation_fraction, seed=args.seed)
     note = "re-" + describe_split(args.test_fraction, args.validation_fraction, args.seed, order="in cache order")
     source = f"{cache.source}; {note}" if cache.source else note
@@ -215,36 +244,40 @@ def _split(args: argparse.Namespace) -> int:
             f"note: the {TEXT_FEATURE_KIND} features were fitted on the old train split; recompute them on the new "
             f"one with: ensemble-env cache features {output} --from text -o OUT.h5"
         )
-    save_cache(output, resplit)
+    _save(output, resplit, inputs)
     print(f"wrote {_describe(output, resplit)}")
     return 0
 
 
-@_needs_extra
 def _features(args: argparse.Namespace) -> int:
+    output = Path(args.output)
     if args.source == "text":
         if args.kind:
             raise ValueError("--kind goes with --from FILE.npy (text features are of kind text-tfidf-svd)")
-        cache, output = _load_input(args.cache, args.output)
+        cache, inputs = _load_input(args.cache, args.output)
         with status("computing the text features (TF-IDF, SVD)"):
             updated = with_text_features(cache, _n_features(args), seed=args.seed)
     elif args.source.lower().endswith(".npy"):
         if args.n_features is not None:
             raise ValueError("--n-features goes with --from text (a file's features are stored as they are)")
-        cache, output = _load_input(args.cache, args.output, (args.source,))
+        cache, inputs = _load_input(args.cache, args.output, (args.source,))
         features = load_feature_file(args.source, cache.n_questions)
         note = f"features: {features.shape[1]} from {Path(args.source).name}"
         updated = with_features(cache, features, kind=args.kind, note=note)
     else:
         raise ValueError(f"--from: expected 'text' or a .npy file, got {args.source!r}")
-    save_cache(output, updated)
+    _save(output, updated, inputs)
     print(f"wrote {_describe(output, updated)}")
     return 0
 
 
-@_needs_extra
 def _plot(args: argparse.Namespace) -> int:
+    folder = Path(args.output)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{folder}: not a folder; -o of cache plot names the folder of the PNGs (created if missing)")
     cache = datasets.resolve(args.cache)
+    for name in PLOT_FILES:  # the PNGs are written by save_figure (atomic_path); none may be the input
+        check_output(folder / name, [args.cache, cache.path])
     with status(f"drawing {len(PLOT_FILES)} plots"):
         written = plot_cache(
             cache, args.output, split=args.split, max_teams_per_size=args.max_teams, seed=args.seed, dpi=args.dpi
@@ -258,21 +291,21 @@ def _add_split_options(parser: argparse.ArgumentParser, order: str, when: str = 
     """--test-fraction, --validation-fraction and --split-seed of a converter (questions ordered ``order``)."""
     parser.add_argument(
         "--test-fraction",
-        type=float,
+        type=_decimal,
         default=0.2,
         metavar="F",
         help=f"{when}per task, the last F of the questions {order} are test: n_train = floor((1 - F) n) (default 0.2)",
     )
     parser.add_argument(
         "--validation-fraction",
-        type=float,
+        type=_decimal,
         default=0.0,
         metavar="V",
         help=f"per task, the last V of the train questions {order} become validation (default 0: none)",
     )
     parser.add_argument(
         "--split-seed",
-        type=int,
+        type=_integer,
         default=None,
         metavar="S",
         help="random test (and validation) sets of the same sizes per task, seeded, instead",
@@ -289,14 +322,37 @@ def _pool_note(output: Path | str, cache: LogitCache) -> None:
         )
 
 
+def _integer(text: str) -> int:
+    """An integer option, written in ASCII digits (``int()`` would also read ``"１２"`` or ``"1_000"``)."""
+    if not re.fullmatch(r"[+-]?[0-9]{1,18}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (ASCII digits 0-9)")
+    return int(text)
+
+
 def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    value = _integer(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not >= 1")
     return value
+
+
+def _decimal(text: str) -> float:
+    """A number option, plain ASCII decimal and finite (``float()`` would also read ``"０.２"`` or ``"nan"``)."""
+    value = parse_float(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(number_problem(text))
+    return value
+
+
+def _add_limit_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-file-mb",
+        type=_positive,
+        default=MAX_FILE_BYTES // 2**20,
+        metavar="MB",
+        help=f"the largest input file read, in MiB (default {MAX_FILE_BYTES // 2**20}); only regular files are "
+        "read (a FIFO or a device is refused)",
+    )
 
 
 def _add(
@@ -311,7 +367,7 @@ def _add(
     parser: argparse.ArgumentParser = actions.add_parser(
         name, help=help_text, description=description, epilog=epilog or None, formatter_class=_HelpFormatter
     )
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=_guarded(run))
     return parser
 
 
@@ -391,6 +447,7 @@ def register(commands: Any) -> None:
         metavar="F",
         help=f"dimensions of --features text (default {DEFAULT_N_FEATURES})",
     )
+    _add_limit_option(lm_eval)
     lm_eval.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -425,6 +482,7 @@ def register(commands: Any) -> None:
     arrays.add_argument("--n-choices", metavar="FILE", help="valid choices per question: .npy or one integer per line")
     arrays.add_argument("--tasks", metavar="FILE", help="task name per question: .npy of strings or one per line")
     _add_split_options(arrays, "in file order", "when the arrays hold no split: ")
+    _add_limit_option(arrays)
 
     info = _add(
         actions,
@@ -465,17 +523,17 @@ def register(commands: Any) -> None:
     split.add_argument("cache", metavar="CACHE", help="a cache file or a built-in name")
     split.add_argument("-o", "--output", required=True, metavar="OUT.h5", help="the cache to write (atomically)")
     split.add_argument(
-        "--test-fraction", type=float, default=0.2, metavar="F", help="the last F of each task is test (default 0.2)"
+        "--test-fraction", type=_decimal, default=0.2, metavar="F", help="the last F of each task is test (default 0.2)"
     )
     split.add_argument(
         "--validation-fraction",
-        type=float,
+        type=_decimal,
         default=0.0,
         metavar="V",
         help="the last V of each task's train questions become validation (default 0)",
     )
     split.add_argument(
-        "--seed", type=int, default=None, help="a seeded random split per task instead (same sizes; default: none)"
+        "--seed", type=_integer, default=None, help="a seeded random split per task instead (same sizes; default: none)"
     )
 
     features = _add(
@@ -504,7 +562,7 @@ def register(commands: Any) -> None:
         metavar="F",
         help=f"dimensions of --from text (default {DEFAULT_N_FEATURES})",
     )
-    features.add_argument("--seed", type=int, default=0, help="random_state of the SVD of --from text (default 0)")
+    features.add_argument("--seed", type=_integer, default=0, help="random_state of the SVD of --from text (default 0)")
     features.add_argument(
         "--kind", default="", help="with --from FILE.npy: how the features were made, stored as feature_kind"
     )
@@ -523,5 +581,5 @@ def register(commands: Any) -> None:
     plot.add_argument(
         "--max-teams", type=_positive, default=256, metavar="K", help="teams per size beyond which K are sampled"
     )
-    plot.add_argument("--seed", type=int, default=0, help="seed of the team sample (default 0)")
+    plot.add_argument("--seed", type=_integer, default=0, help="seed of the team sample (default 0)")
     plot.add_argument("--dpi", type=_positive, default=100, help="resolution (default 100)")

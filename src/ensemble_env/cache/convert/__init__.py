@@ -21,26 +21,37 @@ module             what it does
                    test, the last fraction of the rest validation, or a seeded random choice); the ``cache
                    split`` command uses it too; :func:`describe_split` says the rule in words.
 ``common``         :class:`ConversionError` and what both formats share: messages naming the place of a
-                   problem, the parsing of numbers written as JSON numbers or text.
+                   problem, the parsing of numbers written as JSON numbers or ASCII decimal text
+                   (:func:`parse_float`, :func:`number_problem`), and :func:`read_input`, how every file
+                   is read: regular files only (no FIFO, no device), at most :data:`MAX_FILE_BYTES`,
+                   never through a symbolic link leading out of the folder given.
 =================  ===========================================================================================
 
 Every problem in an input raises :class:`ConversionError` (a ValueError) whose message names the file, the
 line and the field; inputs are only read. Writing the result is :func:`ensemble_env.cache.save_cache`'s job
-(atomic: temporary file, then rename). Nothing is loaded through pickle.
+(atomic: temporary file, then rename); :func:`lm_eval_inputs` lists what an output must not be
+(:func:`ensemble_env.files.check_output`). Nothing is loaded through pickle.
 """
 
 from __future__ import annotations
 
 from ensemble_env.cache.convert.arrays import ARRAY_FIELDS, from_array_files, from_arrays
-from ensemble_env.cache.convert.common import ConversionError
+from ensemble_env.cache.convert.common import (
+    MAX_FILE_BYTES,
+    ConversionError,
+    number_problem,
+    parse_float,
+    read_input,
+)
 from ensemble_env.cache.convert.discovery import find_model_folders, find_task_files, strip_task_prefix
-from ensemble_env.cache.convert.lm_eval import NORMALIZATIONS, from_lm_eval
+from ensemble_env.cache.convert.lm_eval import NORMALIZATIONS, from_lm_eval, lm_eval_inputs
 from ensemble_env.cache.convert.samples import DOC_TEXT_FIELDS, Sample, read_samples
 from ensemble_env.cache.convert.splits import describe_split, split_by_task
 
 __all__ = [
     "ARRAY_FIELDS",
     "DOC_TEXT_FIELDS",
+    "MAX_FILE_BYTES",
     "NORMALIZATIONS",
     "ConversionError",
     "Sample",
@@ -50,6 +61,10 @@ __all__ = [
     "from_array_files",
     "from_arrays",
     "from_lm_eval",
+    "lm_eval_inputs",
+    "number_problem",
+    "parse_float",
+    "read_input",
     "read_samples",
     "split_by_task",
     "strip_task_prefix",

@@ -1,8 +1,10 @@
 """A logit cache from arrays: :func:`from_arrays` (numpy arrays in memory) and :func:`from_array_files`
 (``.npz``/``.npy`` files or CSV/TSV tables), scores of shape (Q, N, C) or (Q, N*C).
 
-The files are read without pickle; a problem raises :class:`~ensemble_env.cache.convert.common.ConversionError`
-naming the file, the line (or array) and the field.
+The files are read without pickle, each by :func:`~ensemble_env.cache.convert.common.read_input` (a regular file
+of at most ``max_file_bytes``, 1 GiB by default; a FIFO or a device is refused without blocking on it); a
+problem raises :class:`~ensemble_env.cache.convert.common.ConversionError` naming the file, the line (or array)
+and the field. Numbers in CSV cells are plain ASCII decimal (a fullwidth ``１２`` is refused by name).
 
 Two rules fill what the arrays leave out:
 
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import math
+import os
 import re
 import zipfile
 from collections.abc import Iterator, Sequence
@@ -28,7 +32,16 @@ from typing import IO, Any
 
 import numpy as np
 
-from ensemble_env.cache.convert.common import ConversionError, conversion_error, number_problem, parse_float
+from ensemble_env.cache.convert.common import (
+    MAX_FILE_BYTES,
+    ConversionError,
+    conversion_error,
+    decode_text,
+    looks_like_number,
+    number_problem,
+    parse_float,
+    read_input,
+)
 from ensemble_env.cache.convert.splits import describe_split, split_by_task
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.text import show
@@ -168,28 +181,36 @@ def _strings(path: str, name: str, values: Sequence[str] | None) -> tuple[str, .
     return tuple(values)
 
 
-def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+_LIMIT_OPTION = "max_file_bytes (--max-file-mb)"
+
+
+def _read(path: Path, limit: int) -> bytes:
+    """The bytes of an input file, read by :func:`~ensemble_env.cache.convert.common.read_input`."""
+    return read_input(path, limit=limit, limit_option=_LIMIT_OPTION)
+
+
+def _csv_rows(path: Path, limit: int) -> Iterator[tuple[int, list[str]]]:
     """(line, cells) of the non-empty rows of a CSV/TSV file (tab-separated when the name ends in .tsv)."""
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    text = decode_text(path, _read(path, limit))
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
-            reader = csv.reader(handle, delimiter=delimiter, strict=True)
-            for cells in reader:
-                if any(cell.strip() for cell in cells):
-                    yield reader.line_num, [cell.strip() for cell in cells]
-    except UnicodeDecodeError as error:
-        raise conversion_error(path, None, None, f"not UTF-8 text ({error.reason})") from None
+        for cells in reader:
+            if any(cell.strip() for cell in cells):
+                yield reader.line_num, [cell.strip() for cell in cells]
     except csv.Error as error:
         raise conversion_error(path, None, None, f"not a valid CSV file ({error})") from None
 
 
-def _read_csv_numbers(path: Path, *, integer: bool, allow_empty: bool) -> np.ndarray:
-    """A 2-D array from a CSV of numbers; an optional header row (no cell of it a number) is skipped.
+def _read_csv_numbers(path: Path, *, integer: bool, allow_empty: bool, limit: int) -> np.ndarray:
+    """A 2-D array from a CSV of numbers; an optional header row (no cell of it a number, not even one
+    written wrongly, such as fullwidth digits: :func:`~ensemble_env.cache.convert.common.looks_like_number`)
+    is skipped.
 
     Empty cells are NaN when ``allow_empty`` (padding beyond a question's choices); NaN and infinity are refused.
     """
-    rows = list(_csv_rows(path))
-    if rows and not any(parse_float(cell) is not None for cell in rows[0][1]):
+    rows = list(_csv_rows(path, limit))
+    if rows and not any(looks_like_number(cell) for cell in rows[0][1]):
         rows = rows[1:]  # a header: no cell of the first row is a number
     if not rows:
         raise conversion_error(path, None, None, "holds no rows of numbers")
@@ -201,9 +222,8 @@ def _read_csv_numbers(path: Path, *, integer: bool, allow_empty: bool) -> np.nda
         for c, cell in enumerate(cells):
             if integer:
                 if not re.fullmatch(r"[+-]?[0-9]{1,19}", cell) or not -(2**63) <= int(cell) < 2**63:
-                    raise conversion_error(
-                        path, line, None, f"column {c + 1}: {show(cell)} is not an integer of 64 bits"
-                    )
+                    problem = f"{show(cell)} is not an integer of 64 bits" if cell.isascii() else number_problem(cell)
+                    raise conversion_error(path, line, None, f"column {c + 1}: {problem}")
                 values[r, c] = int(cell)
             elif cell == "" and allow_empty:
                 values[r, c] = np.nan
@@ -231,11 +251,13 @@ def _check_npy_header(handle: IO[bytes], available: int, where: str) -> None:
         raise ValueError(f"{where} declares an array of shape {shape} ({needed} bytes) but holds {available} bytes")
 
 
-def _load_npy(path: Path) -> np.ndarray:
+def _load_npy(path: Path, limit: int) -> np.ndarray:
+    data = _read(path, limit)
     try:
-        with path.open("rb") as handle:
-            _check_npy_header(handle, path.stat().st_size, "the header")
-        return np.asarray(np.load(path, allow_pickle=False))
+        handle = io.BytesIO(data)
+        _check_npy_header(handle, len(data), "the header")
+        handle.seek(0)
+        return np.asarray(np.load(handle, allow_pickle=False))
     except (ValueError, OSError, EOFError) as error:
         raise conversion_error(
             path,
@@ -245,20 +267,17 @@ def _load_npy(path: Path) -> np.ndarray:
         ) from None
 
 
-def _read_column(path: Path, kind: str) -> np.ndarray:
+def _read_column(path: Path, kind: str, limit: int) -> np.ndarray:
     """A per-question array from ``.npy`` or a text file with one value per line (``kind``: "int" or "str")."""
     if path.suffix.lower() == ".npy":
-        array = _load_npy(path)
+        array = _load_npy(path, limit)
     elif kind == "int":
-        table = _read_csv_numbers(path, integer=True, allow_empty=False)
+        table = _read_csv_numbers(path, integer=True, allow_empty=False, limit=limit)
         if table.shape[1] != 1:
             raise conversion_error(path, None, None, f"expected one integer per line, got {table.shape[1]} columns")
         array = table[:, 0]
     else:
-        try:
-            lines = path.read_text(encoding="utf-8").split("\n")
-        except UnicodeDecodeError as error:
-            raise conversion_error(path, None, None, f"not UTF-8 text ({error.reason})") from None
+        lines = decode_text(path, _read(path, limit)).split("\n")
         array = np.array([line.strip() for line in lines if line.strip()], dtype=str)
     if array.ndim != 1:
         raise conversion_error(
@@ -271,10 +290,10 @@ def _read_column(path: Path, kind: str) -> np.ndarray:
     return array
 
 
-def _check_npz(path: Path) -> None:
+def _check_npz(data: bytes) -> None:
     """Refuse members whose declared arrays exceed what they store, or that are compressed beyond deflate's
     reach (a zip bomb), before numpy reads them."""
-    with zipfile.ZipFile(path) as archive:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
         for member in archive.infolist():
             if member.file_size > max(member.compress_size, 1) * _ZIP_RATIO + 65536:
                 raise ValueError(f"member {member.filename} expands {member.compress_size} bytes to {member.file_size}")
@@ -283,10 +302,11 @@ def _check_npz(path: Path) -> None:
                     _check_npy_header(handle, member.file_size, f"member {member.filename}")
 
 
-def _read_npz(path: Path) -> dict[str, np.ndarray]:
+def _read_npz(path: Path, limit: int) -> dict[str, np.ndarray]:
+    data = _read(path, limit)
     try:
-        _check_npz(path)
-        archive = np.load(path, allow_pickle=False)
+        _check_npz(data)
+        archive = np.load(io.BytesIO(data), allow_pickle=False)
     except Exception as error:  # zipfile, zlib and numpy raise many kinds on a corrupted archive
         message = show(f"{type(error).__name__}: {error}", 200)
         raise conversion_error(path, None, None, f"cannot be read as a .npz archive ({message})") from None
@@ -319,6 +339,7 @@ def from_array_files(
     test_fraction: float = 0.2,
     validation_fraction: float = 0.0,
     split_seed: int | None = None,
+    max_file_bytes: int = MAX_FILE_BYTES,
 ) -> LogitCache:
     """A cache from files of arrays.
 
@@ -341,29 +362,34 @@ def from_array_files(
         The split when the files hold none (no ``split`` array in the ``.npz``): per task, as
         :func:`~ensemble_env.cache.convert.splits.split_by_task` assigns it to the questions in file order
         (default: the last 20% of each task is test, the rest train).
+    max_file_bytes
+        The largest file read (default 1 GiB); every file must be a regular file (not a FIFO, a device).
 
     A field given both in the ``.npz`` and as an argument is an error, as is a missing ``labels`` or
     ``models``. Without ``n_choices``, trailing ``-inf``/NaN scores (empty CSV cells) are padding.
     """
     split_by_task(np.zeros(0, dtype=np.int64), test_fraction, validation_fraction=validation_fraction, seed=split_seed)
+    if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes < 1:
+        raise ValueError(f"max_file_bytes must be a positive integer, got {max_file_bytes!r}")
+    limit = max_file_bytes
     path = Path(scores)
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise FileNotFoundError(f"{scores}: no such file")
     suffix = path.suffix.lower()
     if suffix == ".npz":
-        arrays: dict[str, Any] = _read_npz(path)
+        arrays: dict[str, Any] = _read_npz(path, limit)
         if "scores" not in arrays:
             raise conversion_error(path, None, "scores", "required array is missing")
     elif suffix == ".npy":
-        arrays = {"scores": _load_npy(path)}
+        arrays = {"scores": _load_npy(path, limit)}
     elif suffix in (".csv", ".tsv", ".txt"):
-        arrays = {"scores": _read_csv_numbers(path, integer=False, allow_empty=True)}
+        arrays = {"scores": _read_csv_numbers(path, integer=False, allow_empty=True, limit=limit)}
     else:
         raise conversion_error(path, None, None, "unknown file type: expected .npz, .npy, .csv, .tsv or .txt")
     given: dict[str, Any] = {
-        "labels": None if labels is None else _read_column(Path(labels), "int"),
-        "n_choices": None if n_choices is None else _read_column(Path(n_choices), "int"),
-        "tasks": None if tasks is None else _read_column(Path(tasks), "str"),
+        "labels": None if labels is None else _read_column(Path(labels), "int", limit),
+        "n_choices": None if n_choices is None else _read_column(Path(n_choices), "int", limit),
+        "tasks": None if tasks is None else _read_column(Path(tasks), "str", limit),
         "models": None if models is None else list(models),
     }
     for name, value in given.items():

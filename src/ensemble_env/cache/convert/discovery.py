@@ -4,7 +4,9 @@ task names stored in a cache.
 - :func:`find_model_folders`: a folder of samples files is one model; else each such sub-folder is one.
 - :func:`find_task_files`: the task of each samples file, from its name (``samples_<task>_<date>.jsonl``,
   lm-eval >= 0.4.3) or, for ``<model_args>_<task>.jsonl`` (0.4.0-0.4.2), with hints from the run's results
-  ``*.json`` or from the task names given. A ``samples_`` file renamed after lm-eval wrote it takes the text
+  ``*.json`` (read only then, by :func:`~ensemble_env.cache.convert.common.read_input`: regular files of at
+  most :data:`~ensemble_env.cache.convert.common.MAX_RESULTS_BYTES`, inside the folder given) or from the
+  task names given. A ``samples_`` file renamed after lm-eval wrote it takes the text
   before its date (``samples_<task>_<date>.first25.jsonl``) or, without a date, the longest task of the
   results file (or of the names given) that its name starts with, else all of it.
 - :func:`strip_task_prefix`: the shared prefix (e.g. ``leaderboard_bbh_``) removed from the stored names.
@@ -16,12 +18,18 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from ensemble_env.cache.convert.common import ConversionError, json_decoder
+from ensemble_env.cache.convert.common import (
+    MAX_RESULTS_BYTES,
+    ConversionError,
+    decode_text,
+    json_decoder,
+    read_input,
+)
 
 __all__ = ["find_model_folders", "find_task_files", "strip_task_prefix"]
 
 # lm-eval >= 0.4.3: samples_<task>_<datetime.isoformat() with ':' replaced by '-'>.jsonl
-_DATE = r"_\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"
+_DATE = r"_[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}-[0-9]{2}-[0-9]{2}(?:\.[0-9]+)?"
 _NEW_NAME = re.compile(rf"samples_(?P<task>.+?)(?P<date>{_DATE})?\.jsonl")
 # the same name with more after the date (a renamed or cut copy): the task is what precedes the first date
 _DATED_NAME = re.compile(rf"samples_(?P<task>.+?){_DATE}")
@@ -49,17 +57,37 @@ def find_model_folders(path: str | Path) -> list[tuple[str, Path]]:
 
 
 def _jsonl_files(folder: Path) -> list[Path]:
-    return sorted(file for file in folder.glob("*.jsonl") if file.is_file() and not file.name.startswith("."))
+    """The samples files of a folder: its ``*.jsonl`` entries but folders and hidden files. A FIFO, a device
+    or a link is listed too, so that reading it refuses it by name rather than leaving its task out unsaid."""
+    return sorted(file for file in folder.glob("*.jsonl") if not file.is_dir() and not file.name.startswith("."))
 
 
-def _results_hints(folder: Path) -> tuple[set[str], set[str]]:
-    """From the results ``*.json`` of a run: samples file-name prefixes (``<model_args>_``) and task names."""
+def _dated_task(name: str) -> str | None:
+    """The task of a samples file whose name holds lm-eval's date (``samples_<task>_<date>...``), else None."""
+    match = _NEW_NAME.fullmatch(name)
+    if match and match["date"]:
+        return match["task"]
+    dated = _DATED_NAME.match(name.removesuffix(".jsonl"))
+    return dated["task"] if dated else None
+
+
+def _results_hints(folder: Path, root: Path) -> tuple[set[str], set[str]]:
+    """From the results ``*.json`` of a run: samples file-name prefixes (``<model_args>_``) and task names.
+
+    A file that is not JSON (or not a results file) only gives no hint; one that cannot be read safely (not a
+    regular file, larger than :data:`MAX_RESULTS_BYTES`, a link leading out of ``root``) is an error."""
     prefixes: set[str] = set()
     tasks: set[str] = set()
     for file in sorted(folder.glob("*.json")):
+        if file.is_dir():
+            continue
         try:
-            results = json_decoder().decode(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):  # ValueError: not JSON, not UTF-8
+            data = read_input(file, limit=MAX_RESULTS_BYTES, root=root)
+        except FileNotFoundError:  # gone, or a broken link: no hint
+            continue
+        try:
+            results = json_decoder().decode(decode_text(file, data))
+        except (ValueError, RecursionError):  # ValueError: not JSON, not UTF-8
             continue  # not a results file we can use; the hint is optional
         if not isinstance(results, dict):
             continue
@@ -73,7 +101,11 @@ def _results_hints(folder: Path) -> tuple[set[str], set[str]]:
 
 
 def find_task_files(
-    folder: str | Path, known_tasks: Sequence[str] = (), *, skip_unknown: bool = False
+    folder: str | Path,
+    known_tasks: Sequence[str] = (),
+    *,
+    skip_unknown: bool = False,
+    root: str | Path | None = None,
 ) -> dict[str, Path]:
     """Map each task of a model folder to its samples file.
 
@@ -81,13 +113,19 @@ def find_task_files(
     (lm-eval 0.4.0-0.4.2) the model arguments are found from the run's results ``*.json`` beside the file
     (``config.model_args``), or the longest of the task names listed there or in ``known_tasks`` that ends the
     file name is the task; a file whose task cannot be told is an error, or is passed over with
-    ``skip_unknown`` (when the wanted tasks are named). Two files of the same task are an error.
+    ``skip_unknown`` (when the wanted tasks are named). Two files of the same task are an error. The results
+    files are read only when a file name holds no date, as the folder given (``root``, default ``folder``)
+    allows (:func:`~ensemble_env.cache.convert.common.read_input`).
     """
     folder = Path(folder)
-    prefixes, names = _results_hints(folder)
+    files = _jsonl_files(folder)
+    prefixes: set[str] = set()
+    names: set[str] = set()
+    if any(_dated_task(file.name) is None for file in files):
+        prefixes, names = _results_hints(folder, Path(folder if root is None else root))
     names.update(known_tasks)
     tasks: dict[str, Path] = {}
-    for file in _jsonl_files(folder):
+    for file in files:
         try:
             task = _task_of(file, prefixes, names)
         except ConversionError:
@@ -114,12 +152,10 @@ def _task_of(file: Path, prefixes: set[str], names: set[str]) -> str:
     'bias_classification'
     """
     stem = file.name.removesuffix(".jsonl")
+    dated = _dated_task(file.name)  # with more after the date: a renamed or cut copy
+    if dated is not None:
+        return dated
     match = _NEW_NAME.fullmatch(file.name)
-    if match and match["date"]:
-        return match["task"]
-    dated = _DATED_NAME.match(stem)
-    if dated:  # more after the date: a renamed or cut copy
-        return dated["task"]
     if match:  # samples_<name>.jsonl without a date: the longest known task it starts with, else all of it
         rest = match["task"]
         starts = [name for name in names if rest == name or rest.startswith((name + "_", name + "."))]

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ensemble_env.cache.convert.common import ConversionError, conversion_error
+from ensemble_env.cache.convert.common import MAX_FILE_BYTES, ConversionError, conversion_error
 from ensemble_env.cache.convert.discovery import find_model_folders, find_task_files, strip_task_prefix
 from ensemble_env.cache.convert.samples import Sample, read_samples
 from ensemble_env.cache.convert.splits import describe_split, split_by_task
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.text import show
 
-__all__ = ["NORMALIZATIONS", "NotifyFn", "ProgressFn", "from_lm_eval"]
+__all__ = ["NORMALIZATIONS", "NotifyFn", "ProgressFn", "from_lm_eval", "lm_eval_inputs"]
 
 #: how per-choice log-likelihoods may be normalised: as is, per character (lm-eval ``acc_norm``), per byte
 #: (lm-eval ``acc_bytes``) of the choice text
@@ -41,6 +41,7 @@ class _Model:
     name: str
     folder: Path
     files: dict[str, Path]
+    root: Path  # the folder given (PATH): no file is read through a link leading out of it
 
 
 def _find_models(paths: Sequence[str | Path], known_tasks: Sequence[str]) -> list[_Model]:
@@ -55,9 +56,24 @@ def _find_models(paths: Sequence[str | Path], known_tasks: Sequence[str]) -> lis
                     f"two model folders are named {name!r}: {seen[name]} and {folder}; model names must be unique"
                 )
             seen[name] = folder
-            files = find_task_files(folder, known_tasks, skip_unknown=bool(known_tasks))
-            models.append(_Model(name, folder, files))
+            files = find_task_files(folder, known_tasks, skip_unknown=bool(known_tasks), root=path)
+            models.append(_Model(name, folder, files, Path(path)))
     return models
+
+
+def lm_eval_inputs(paths: Sequence[str | Path]) -> list[Path]:
+    """Every file and folder :func:`from_lm_eval` may read from ``paths``: the folders given, the model
+    folders, and their samples (``*.jsonl``) and results (``*.json``) files; what an output must not be
+    (:func:`ensemble_env.files.check_output`)."""
+    if isinstance(paths, str | Path):
+        raise ValueError(f"paths must be a list of folders, got {paths!r}")
+    found: list[Path] = []
+    for path in paths:
+        found.append(Path(path))
+        for _, folder in find_model_folders(path):
+            found.append(folder)
+            found.extend(sorted(file for pattern in ("*.jsonl", "*.json") for file in folder.glob(pattern)))
+    return found
 
 
 def _select_tasks(models: list[_Model], short: dict[str, str], tasks: Sequence[str] | None) -> list[str]:
@@ -113,6 +129,7 @@ def from_lm_eval(
     intersect: bool = False,
     progress: ProgressFn | None = None,
     notify: NotifyFn | None = None,
+    max_file_bytes: int = MAX_FILE_BYTES,
 ) -> LogitCache:
     """Build a logit cache from lm-evaluation-harness samples files.
 
@@ -140,6 +157,10 @@ def from_lm_eval(
         Called as ``progress(done, total, "<model>: <task>")`` while files are read.
     notify
         Called with messages for the user (the questions dropped by ``intersect``).
+    max_file_bytes
+        The largest samples file read (default 1 GiB): every file is read by
+        :func:`~ensemble_env.cache.convert.common.read_input`, only when it is a regular file within this size
+        whose real path is inside the folder given (a symbolic link leading out of it is refused).
 
     Returns
     -------
@@ -151,6 +172,8 @@ def from_lm_eval(
     """
     if normalize not in NORMALIZATIONS:
         raise ValueError(f"normalize must be one of {', '.join(NORMALIZATIONS)}, got {normalize!r}")
+    if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes < 1:
+        raise ValueError(f"max_file_bytes must be a positive integer, got {max_file_bytes!r}")
     split = functools.partial(
         split_by_task, test_fraction=test_fraction, validation_fraction=validation_fraction, seed=split_seed
     )
@@ -185,7 +208,8 @@ def from_lm_eval(
         for model in models:
             if progress is not None:
                 progress(done, total, f"{model.name}: {short[task]}")
-            read[task, model.name] = {sample.doc_id: sample for sample in read_samples(model.files[task])}
+            samples = read_samples(model.files[task], root=model.root, max_file_bytes=max_file_bytes)
+            read[task, model.name] = {sample.doc_id: sample for sample in samples}
             done += 1
     if progress is not None:
         progress(total, total, "")

@@ -12,9 +12,10 @@ lm-eval          file                                content
                                                      ``arguments`` ``[[context, continuation]]``
 ===============  ==================================  ===========================================
 
-The JSON is streamed record by record (each with the line it starts on), and every record is checked as it
-becomes a :class:`Sample`; a problem raises :class:`~ensemble_env.cache.convert.common.ConversionError` naming the
-file, the line and the field.
+The file is read by :func:`~ensemble_env.cache.convert.common.read_input` (a regular file only, of bounded size,
+never through a link leading out of the folder given). The JSON is streamed record by record (each with the line
+it starts on), and every record is checked as it becomes a :class:`Sample`; a problem raises
+:class:`~ensemble_env.cache.convert.common.ConversionError` naming the file, the line and the field.
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from ensemble_env.cache.convert.common import (
+    MAX_FILE_BYTES,
     ConversionError,
     check_depth,
     conversion_error,
+    decode_text,
     json_decoder,
     number_problem,
     parse_float,
+    read_input,
 )
 from ensemble_env.text import show
 
@@ -145,14 +149,11 @@ def _json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
         raise conversion_error(path, line_at(index), None, "text after the end of the JSON array")
 
 
-def _records(path: Path) -> Iterator[tuple[int, Any]]:
+def _records(path: Path, root: str | Path | None, max_file_bytes: int) -> Iterator[tuple[int, Any]]:
     """(line, record) for every record of a samples file, whichever of the two layouts it has."""
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise conversion_error(path, line, None, f"not UTF-8 text ({error.reason})") from None
+    data = read_input(path, limit=max_file_bytes, root=root, limit_option="max_file_bytes (--max-file-mb)")
+    text = decode_text(path, data)
+    del data
     start = text.lstrip()
     if not start:
         raise conversion_error(path, None, None, "the file is empty: no samples")
@@ -320,11 +321,22 @@ def _parse_record(path: Path, line: int, record: Any) -> Sample:
     )
 
 
-def read_samples(path: str | Path) -> list[Sample]:
+def read_samples(
+    path: str | Path, *, root: str | Path | None = None, max_file_bytes: int = MAX_FILE_BYTES
+) -> list[Sample]:
     """Read one lm-eval samples file (either layout) into its questions, sorted by ``doc_id``.
+
+    The file is read by :func:`~ensemble_env.cache.convert.common.read_input`: a regular file of at most
+    ``max_file_bytes`` (default :data:`~ensemble_env.cache.convert.common.MAX_FILE_BYTES`, 1 GiB), and with
+    ``root`` (the folder the user gave) only when its real path is inside that folder.
 
     Raises
     ------
+    FileNotFoundError
+        When there is no such file.
+    ConversionError
+        Naming the file: not a regular file (a FIFO, a device), larger than ``max_file_bytes``, a symbolic
+        link leading out of ``root``.
     ConversionError
         Naming the file, the line and the field: invalid or truncated JSON, a missing field, a log-likelihood
         that is not a finite number, a ``target`` that is not a choice, a generative task (generation
@@ -332,7 +344,7 @@ def read_samples(path: str | Path) -> list[Sample]:
         two choices, a ``doc_id`` that appears twice.
     """
     file = Path(path)
-    samples = [_parse_record(file, line, record) for line, record in _records(file)]
+    samples = [_parse_record(file, line, record) for line, record in _records(file, root, max_file_bytes)]
     if not samples:
         raise conversion_error(file, None, None, "holds no samples (an empty JSON array)")
     samples.sort(key=lambda sample: sample.doc_id)
