@@ -12,6 +12,10 @@ actions, it prints steps/s of
 (b) ``ensemble_env.parallel_env`` (PettingZoo API, one game);
 (c) ``ensemble_env.vector_env(1024)`` (env-steps/s over the 1024 copies);
 (d) ``parallel_env`` with T = 50 and T = 5000 (the step cost must not depend on T);
+(e) the RLAE options (``--rlae``, on by default; ``--no-rlae`` skips them): ``parallel_env`` and
+    ``vector_env(1024)`` with ``fusion_action="weights"`` (the decider's team, weighted fusion), with
+    ``decider=False, fusion_action="weights"`` (RLAE_PPO) and with ``fusion_agents="per_model"`` and no decider
+    (RLAE_MAPPO: N weighting agents), random weights in [0, 1];
 
 each the median of ``--repeats`` timed blocks of this process's CPU time (``--wall`` for wall time), the
 five measurements taking turns block by block so that they share the machine's conditions, and the ratios
@@ -173,6 +177,55 @@ def vector_runner(cache: ensemble_env.LogitCache, window: int, batch_steps: int)
     return run, batch_steps, BATCH
 
 
+#: the RLAE configurations of (e), by row name
+RLAE_CONFIGS: dict[str, dict[str, object]] = {
+    "weights": {"fusion_action": "weights"},
+    "rlae_ppo": {"decider": False, "fusion_action": "weights"},
+    "rlae_mappo": {"decider": False, "fusion_action": "weights", "fusion_agents": "per_model"},
+}
+
+
+def rlae_actions(env: ensemble_env.EnsembleParallelEnv, rng: np.random.Generator, batch: int | None) -> dict:
+    """Random actions of every agent of ``env`` (one each, or ``batch`` each): teams, weights in [0, 1]."""
+    n_models, lead = env.engine.n_models, () if batch is None else (batch,)
+    actions: dict[str, object] = {}
+    for agent in env.possible_agents:
+        if agent == "decider":
+            actions[agent] = rng.integers(0, 2, (*lead, n_models)).astype(np.int8)
+        else:
+            actions[agent] = rng.random((*lead, *env.action_space(agent).shape)).astype(np.float32)
+    return actions
+
+
+def rlae_parallel_runner(cache: ensemble_env.LogitCache, steps: int, options: dict[str, object]) -> Runner:
+    env = ensemble_env.parallel_env(cache, split="all", window=WINDOW, **options)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    actions = [rlae_actions(env, rng, None) for _ in range(1024)]
+
+    def run(n: int) -> None:
+        for i in range(n):
+            if not env.agents:
+                env.reset()
+            env.step(actions[i % len(actions)])
+
+    return run, steps, 1
+
+
+def rlae_vector_runner(cache: ensemble_env.LogitCache, batch_steps: int, options: dict[str, object]) -> Runner:
+    venv = ensemble_env.vector_env(BATCH, cache, split="all", window=WINDOW, order="shuffled", **options)
+    venv.reset(seed=0)
+    rng = np.random.default_rng(0)
+    spaces_env = ensemble_env.parallel_env(cache, split="all", window=WINDOW, **options)
+    actions = [rlae_actions(spaces_env, rng, BATCH) for _ in range(16)]
+
+    def run(n: int) -> None:
+        for i in range(n):
+            venv.step(actions[i % len(actions)])
+
+    return run, batch_steps, BATCH
+
+
 def yardstick_runner(cache: ensemble_env.LogitCache, steps: int) -> Runner:
     env = Yardstick(cache, WINDOW)
     actions = random_actions(np.random.default_rng(0), cache.n_models, 4096)
@@ -244,6 +297,9 @@ def main() -> None:
     )
     parser.add_argument("--wall", action="store_true", help="time with the wall clock instead of CPU time")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers to this file")
+    parser.add_argument(
+        "--rlae", action=argparse.BooleanOptionalAction, default=True, help="also time the RLAE options (rows e)"
+    )
     args = parser.parse_args()
     scale = 0.1 if args.quick else 1.0
     Yardstick.vectorised = args.vectorised_yardstick
@@ -260,16 +316,18 @@ def main() -> None:
     results: dict[str, dict[str, float]] = {}
     for n_models in (8, 12):
         cache = make_cache(n_models=n_models, n_questions=N_QUESTIONS, n_choices=N_CHOICES, seed=0)
-        row = interleaved(
-            {
-                "yardstick": yardstick_runner(cache, yard_steps),
-                "parallel_env": parallel_runner(cache, WINDOW, steps),
-                "vector_env": vector_runner(cache, WINDOW, batch_steps),
-                "parallel_T50": parallel_runner(cache, 50, steps),
-                "parallel_T5000": parallel_runner(cache, 5000, steps),
-            },
-            args.repeats,
-        )
+        runners = {
+            "yardstick": yardstick_runner(cache, yard_steps),
+            "parallel_env": parallel_runner(cache, WINDOW, steps),
+            "vector_env": vector_runner(cache, WINDOW, batch_steps),
+            "parallel_T50": parallel_runner(cache, 50, steps),
+            "parallel_T5000": parallel_runner(cache, 5000, steps),
+        }
+        if args.rlae:
+            for name, options in RLAE_CONFIGS.items():
+                runners[f"parallel_{name}"] = rlae_parallel_runner(cache, steps, options)
+                runners[f"vector_{name}"] = rlae_vector_runner(cache, batch_steps, options)
+        row = interleaved(runners, args.repeats)
         results[f"N={n_models}"] = row
         print(
             f"N={n_models:<2d} C={N_CHOICES} T={WINDOW}: yardstick {row['yardstick']:>9,.0f} steps/s | "
@@ -279,6 +337,13 @@ def main() -> None:
             f"(cost ratio {row['parallel_T50'] / row['parallel_T5000']:.2f})",
             flush=True,
         )
+        for name in RLAE_CONFIGS if args.rlae else ():
+            print(
+                f"      RLAE {name:<10s} {RLAE_CONFIGS[name]}: parallel_env {row[f'parallel_{name}']:>9,.0f} steps/s "
+                f"({row[f'parallel_{name}'] / row['parallel_env']:.2f}x today's) | vector_env(B={BATCH}) "
+                f"{row[f'vector_{name}']:>11,.0f} ({row[f'vector_{name}'] / row['vector_env']:.2f}x today's)",
+                flush=True,
+            )
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "pool.h5"

@@ -123,3 +123,50 @@ def test_observations_never_reveal_the_next_label(cache: LogitCache) -> None:
     for agent in ("decider", "fusion"):
         np.testing.assert_array_equal(obs_a[agent], obs_b[agent])
     np.testing.assert_array_equal(first.state(), second.state())
+
+
+# -- seeds (issue "Reliability, round 2", problem 3): ints (not bools), non-negative, or None ---------------------
+
+BAD_SEEDS = (True, False, np.bool_(True), -1, np.int64(-3), 1.0, 0.5, float("nan"), "1", b"1", [1], (1,), np.array(1))
+GOOD_SEEDS = (0, 1, np.int8(7), np.uint64(2**64 - 1), 2**64, 2**200, None)
+
+
+@pytest.mark.parametrize("seed", BAD_SEEDS, ids=repr)
+def test_a_seed_that_is_not_a_non_negative_integer_is_refused(cache: LogitCache, seed: object) -> None:
+    venv = ensemble_env.vector_env(2, cache, order="shuffled", episode_length=5)
+    venv.reset(seed=3)
+    before = venv.np_random.bit_generator.state
+    questions = venv.episode_questions(1)
+    message = r"^reset: seed must be None or a non-negative integer \(int or numpy integer, not a bool\), got "
+    with pytest.raises(ValueError, match=message):
+        venv.reset(seed=seed)
+    assert venv.np_random.bit_generator.state == before  # refused before anything changed
+    np.testing.assert_array_equal(venv.episode_questions(1), questions)
+    with pytest.raises(ValueError, match=r"^seed: seed must be None or a non-negative integer"):
+        venv.seed(seed)
+    env = ensemble_env.parallel_env(cache)
+    with pytest.raises(ValueError, match=message):
+        env.reset(seed=seed)
+    assert env.agents == []  # the view did not start an episode
+    aec = ensemble_env.env(cache)
+    with pytest.raises(ValueError, match=message):
+        aec.reset(seed=seed)
+
+
+def test_true_is_not_seed_one(cache: LogitCache) -> None:
+    env = ensemble_env.parallel_env(cache, order="shuffled", episode_length=5)
+    with pytest.raises(ValueError, match="got True of type bool"):
+        env.reset(seed=True)
+
+
+@pytest.mark.parametrize("seed", GOOD_SEEDS, ids=repr)
+def test_non_negative_integer_seeds_of_any_size_are_taken_as_numpy_takes_them(cache: LogitCache, seed: object) -> None:
+    venv = ensemble_env.vector_env(2, cache, order="shuffled", episode_length=5)
+    venv.reset(seed=seed)
+    if seed is not None:
+        expected = np.random.default_rng(int(seed)).bit_generator.state
+        venv.seed(seed)
+        assert venv.np_random.bit_generator.state == expected
+    env = ensemble_env.parallel_env(cache, order="shuffled", episode_length=5)
+    env.reset(seed=seed)
+    assert env.agents == ["decider", "fusion"]

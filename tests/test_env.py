@@ -232,7 +232,12 @@ def test_min_team_size_forbids_small_teams() -> None:
         ({"use_costs": True}, "has no 'costs' dataset"),
         ({"decider_extras": ["features"]}, "has no 'features' dataset"),
         ({"size_penalty_mode": "sometimes"}, "size_penalty_mode='sometimes'"),
-        ({"fusion_extras": ["features"]}, "fusion_extras: unknown extra 'features'"),
+        ({"fusion_extras": ["model_accuracy"]}, "fusion_extras: unknown extra 'model_accuracy'"),
+        ({"fusion_extras": ["features"]}, "fusion_extras includes 'features' but the cache .* has no 'features'"),
+        ({"fusion_action": "logits"}, "fusion_action='logits' is not one of"),
+        ({"fusion_agents": "per_model"}, "fusion_agents='per_model' needs fusion_action='weights'"),
+        ({"decider": False, "initial_team": [0]}, "initial_team=.* needs the decider"),
+        ({"decider": 0}, "decider must be True or False"),
     ],
 )
 def test_bad_options_name_the_option(options: dict, message: str) -> None:

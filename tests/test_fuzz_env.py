@@ -29,6 +29,9 @@ CHOICES = {
     "use_costs": (False, True, 0, "yes"),
     "metrics": ((), ("focal_diversity",), ("nope",), "focal_diversity", ("kappa", "kappa"), [1]),
     "decider_extras": ((), ("task",), ("model_accuracy",), ("features",), ("x",), "task"),
+    "decider": (True, False, np.bool_(False), 0, "no", None),
+    "fusion_action": ("answer", "weights", "logits", None),
+    "fusion_agents": ("one", "per_model", "all", 1),
 }
 
 
@@ -59,12 +62,25 @@ def _fuzz_options(count: int, seed: int) -> tuple[int, int]:
             continue
         env.reset(seed=0)  # what was accepted plays
         whole_pool = ensemble_env.game.actions.encode_team(np.ones(CACHE.n_models, bool), env.config.decider_action)
-        env.step({"decider": whole_pool, "fusion": 0})
+        actions = {
+            agent: whole_pool
+            if agent == "decider"
+            else 0
+            if config_answers(env)
+            else np.ones(env.action_space(agent).shape)
+            for agent in env.agents
+        }
+        env.step(actions)
         config = env.config
         assert np.isfinite(config.alpha) and np.isfinite(config.diversity_bonus)
         assert type(config.window) is int and type(config.alpha) is float
         built += 1
     return built, refused
+
+
+def config_answers(env: ensemble_env.EnsembleParallelEnv) -> bool:
+    """The fusion agent answers with an index (else agents set weights)."""
+    return env.config.fusion_action == "answer"
 
 
 ACTIONS = (

@@ -12,6 +12,7 @@ from ensemble_env import LogitCache
 from ensemble_env.game.actions import DECIDER_ENCODINGS, decider_space
 from ensemble_env.game.config import EnvConfig
 from ensemble_env.game.engine import EnsembleVectorEnv
+from ensemble_env.game.records import Counter, Info
 from ensemble_env.synthetic import make_cache
 
 WINDOW_METRICS = ("plurality_accuracy", "focal_diversity", "disagreement", "q_statistic", "generalized_diversity")
@@ -133,3 +134,131 @@ def test_set_state_rejects_other_configurations(cache) -> None:
     damaged = dict(snapshot, counters=snapshot["counters"].astype(np.int32)[:1])
     with pytest.raises(ValueError, match=r"counters has shape \(1, "):
         venv.set_state(damaged)
+
+
+# -- values (issue "Reliability, round 2", problem 2): a snapshot is checked against the configuration and cache --
+
+
+def _played(cache, **options) -> EnsembleVectorEnv:
+    options = {"episode_length": 9, "window": 4, "metrics": WINDOW_METRICS, **options}
+    venv = _engine(cache, True, **options)
+    venv.reset(seed=5)
+    _play(venv, [_actions(venv, np.random.default_rng(step)) for step in range(6)])
+    return venv
+
+
+def _corrupted(snapshot: dict[str, np.ndarray], name: str, index: tuple, value) -> dict[str, np.ndarray]:
+    damaged = {key: array.copy() for key, array in snapshot.items()}
+    damaged[name][index] = value
+    return damaged
+
+
+# the crafted cases of the issue (each made the kernels read or write out of bounds) and the values it names
+CRAFTED = {
+    "START far past the stream": (
+        "counters",
+        (0, Counter.START),
+        10**9,
+        r"counters\[0, START\] = 1000000000 is outside",
+    ),
+    "POS negative": ("counters", (1, Counter.POS), -5, r"counters\[1, POS\] = -5 is outside"),
+    "HEAD past the window": ("counters", (2, Counter.HEAD), 4, r"counters\[2, HEAD\] = 4 is not "),
+    "COUNT above the window": ("counters", (0, Counter.COUNT), 99, r"counters\[0, COUNT\] = 99 is not "),
+    "STREAM beyond the order": ("counters", (1, Counter.STREAM), 2**40, r"counters\[1, STREAM\] = 1099511627776"),
+    "stream order out of the cache": ("order", (0, 3), 10**6, r"order\[0, 3\] = 1000000 is not question"),
+    "negative stream order": ("order", (0, 0), -7, r"order\[0, 0\] = -7 is not question"),
+    "window position out of the cache": ("window", (1, 2), 2**31 - 1, r"window\[1, 2\] = 2147483647 is not a question"),
+    "team 255": ("team", (0, 1), 255, r"team\[0, 1\] = 255 is not 0 or 1"),
+    "NaN observation": ("obs_fusion", (2, 0), np.nan, r"obs_fusion\[2, 0\] = nan is not finite"),
+    "observation outside its space": ("obs_decider", (0, 0), 2.0, r"obs_decider\[0, 0\] = 2.0 is outside"),
+    "reward outside the bounds": ("rewards", (0, 7), -2.5, r"rewards\[0, 7\] = -2.5 is outside the reward range"),
+    "info not finite": ("last", (Info.REWARD, 1), np.inf, r"last\[REWARD, 1\] = inf is not finite"),
+    "failure count off by one": ("fail", (2, 1), None, r"fail\[2, 1\] = \d+ is not \d+, the count"),
+    "even PCG64 increment": ("rng", (3,), None, r"rng\[3\] = \d+ is even"),
+    "has_uint32 not a flag": ("rng", (4,), 2, r"rng\[4\] = 2 is not 0 or 1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CRAFTED))
+def test_set_state_refuses_values_no_play_could_give(cache, case: str) -> None:
+    venv = _played(cache, order="sequential")
+    snapshot = venv.get_state()
+    name, index, value, message = CRAFTED[case]
+    if value is None:  # relative to the real value
+        value = snapshot[name][index] + 1 if name == "fail" else snapshot[name][index] & ~np.uint64(1)
+    target = _played(cache, order="sequential")
+    before = target.get_state()
+    with pytest.raises(ValueError, match="^set_state: " + message):
+        target.set_state(_corrupted(snapshot, name, index, value))
+    after = target.get_state()  # a refused snapshot changes nothing
+    for key in before:
+        np.testing.assert_array_equal(after[key], before[key], err_msg=key)
+
+
+def test_set_state_refuses_a_shuffled_stream_that_repeats_a_question(cache) -> None:
+    venv = _played(cache, order="shuffled")
+    snapshot = venv.get_state()
+    order = snapshot["order"]
+    damaged = _corrupted(snapshot, "order", (1, order.shape[1] - 1), order[1, 0])
+    with pytest.raises(ValueError, match=r"^set_state: order\[1\] holds question \d+ twice"):
+        venv.set_state(damaged)
+    foreign = np.setdiff1d(np.arange(cache.n_questions), venv.questions)[0]  # a test question
+    with pytest.raises(ValueError, match=rf"^set_state: order\[0, 2\] = {foreign} is not one of the \d+ questions"):
+        venv.set_state(_corrupted(snapshot, "order", (0, 2), foreign))
+
+
+def test_set_state_refuses_a_window_inconsistent_with_the_stream(cache) -> None:
+    venv = _played(cache)
+    snapshot = venv.get_state()
+    pos = int(snapshot["counters"][0, Counter.POS])
+    slot = (pos - 1) % 4  # the question answered last
+    other = int(venv.questions[(np.flatnonzero(venv.questions == snapshot["window"][0, slot])[0] + 1) % 10])
+    with pytest.raises(ValueError, match=rf"^set_state: window\[0, {slot}\] = {other} is not question"):
+        venv.set_state(_corrupted(snapshot, "window", (0, slot), other))
+
+
+def test_set_state_refuses_observations_the_state_does_not_give(cache) -> None:
+    venv = _played(cache)
+    snapshot = venv.get_state()
+    layout = venv.layout
+    team = layout.fusion["team_mask"].start
+    flipped = 1.0 - snapshot["obs_fusion"][0, team]  # inside the space, but not the team of the state
+    with pytest.raises(ValueError, match=r"the observation the restored state gives \(block 'team_mask'"):
+        venv.set_state(_corrupted(snapshot, "obs_fusion", (0, team), flipped))
+
+
+def test_set_state_refuses_a_team_smaller_than_min_team_size(cache) -> None:
+    venv = _engine(cache, True, min_team_size=2, window=4)
+    venv.reset(seed=0)
+    venv.step({"decider": np.ones((3, cache.n_models), dtype=np.int8), "fusion": np.zeros(3, dtype=np.int64)})
+    snapshot = venv.get_state()
+    with pytest.raises(ValueError, match=r"^set_state: team\[1\] has 1 models, fewer than min_team_size=2"):
+        venv.set_state(_corrupted(snapshot, "team", (1, slice(None)), [1, 0, 0, 0]))
+
+
+@pytest.mark.parametrize("autoreset", [True, False])
+def test_every_reachable_state_restores(cache, autoreset: bool) -> None:
+    """Snapshots after each step of several episodes (shuffled and sequential, ends included) all restore."""
+    for order in ("shuffled", "sequential"):
+        options = dict(order=order, episode_length=5, window=3, metrics=WINDOW_METRICS, reward_history=3)
+        venv, target = _engine(cache, autoreset, **options), _engine(cache, autoreset, **options)
+        venv.reset(seed=2)
+        rng = np.random.default_rng(1)
+        for _ in range(13):
+            if autoreset:
+                venv.step(_actions(venv, rng))
+            else:  # past the episode's end without a reset (the copies answer its last question again)
+                actions = _actions(venv, rng)
+                venv.advance(venv.decode_decider(actions["decider"]), venv.decode_fusion(actions["fusion"]))
+            target.set_state(venv.get_state())
+            np.testing.assert_array_equal(target.state(), venv.state())
+
+
+def test_a_finished_parallel_episode_restores(cache) -> None:
+    env = ensemble_env.parallel_env(cache, episode_length=4, window=10)
+    env.reset(seed=0)
+    while env.agents:
+        env.step({"decider": np.ones(cache.n_models, dtype=np.int8), "fusion": 1})
+    other = ensemble_env.parallel_env(cache, episode_length=4, window=10)
+    other.engine.set_state(env.engine.get_state())
+    np.testing.assert_array_equal(other.state(), env.state())

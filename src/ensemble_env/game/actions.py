@@ -13,7 +13,11 @@ encoding          space                       one action
 ================  ==========================  ==========================================================
 
 The fusion agent answers with ``Discrete(C)``: any integer is accepted (an index outside the question's
-valid choices is a wrong answer, never an error).
+valid choices is a wrong answer, never an error). With ``fusion_action="weights"`` (RLAE) it sets a weight per
+model instead, ``Box(0, 1, (N,), float32)`` (:func:`weights_space`, :func:`decode_weights`); with
+``fusion_agents="per_model"`` agent ``weight_i`` sets model i's, ``Box(0, 1, (1,), float32)``. Weights are
+real numbers (booleans, integers and floats of any width) in [0, 1]; NaN, infinities and values outside [0, 1]
+are refused, never clipped.
 
 Every action passes through :func:`decode_decider` / :func:`decode_fusion` exactly once, batched ((B, ...)
 for :class:`~ensemble_env.game.engine.EnsembleVectorEnv`) or single (PettingZoo, ``n_envs=None``). One rule for
@@ -49,9 +53,11 @@ __all__ = [
     "decider_space",
     "decode_decider",
     "decode_fusion",
+    "decode_weights",
     "encode_team",
     "fusion_space",
     "subset_masks",
+    "weights_space",
 ]
 
 #: the subset encoding enumerates 2**N - 1 teams; beyond this many models it is refused
@@ -253,6 +259,36 @@ def decode_fusion(action: Any, n_envs: int | None = None, max_choices: int | Non
     if answers is None:
         raise _fail("fusion", space, action, "an answer must be an integer")
     return np.ascontiguousarray(answers.reshape(batch))
+
+
+def weights_space(n_models: int) -> spaces.Box:
+    """The action space of a weighting agent: ``n_models`` weights in [0, 1] (a new object: build it once)."""
+    return spaces.Box(0.0, 1.0, shape=(n_models,), dtype=np.float32)
+
+
+def decode_weights(action: Any, n_models: int, n_envs: int | None = None, agent: str = "fusion") -> np.ndarray:
+    """(B, n_models) float32 C-contiguous weights of ``agent``'s actions, validated (real numbers in [0, 1]).
+
+    ``n_envs``: B for a batch of shape (B, n_models) (or (B,) when ``n_models`` is 1); None for one action of
+    shape (n_models,) (or a scalar when ``n_models`` is 1). A refused action raises a ValueError naming the agent,
+    the space and the value.
+    """
+    batch = 1 if n_envs is None else n_envs
+    one = f"Box(0.0, 1.0, ({n_models},), float32)"
+    space = one if n_envs is None else f"{n_envs} actions of {one}"
+    array = action if isinstance(action, np.ndarray) else np.asarray(action)
+    expected = (n_models,) if n_envs is None else (batch, n_models)
+    loose = ((), (1,)) if n_envs is None else ((batch,),)
+    if array.shape != expected and not (n_models == 1 and array.shape in loose):
+        raise _fail(agent, space, action, f"shape must be {expected}")
+    if array.dtype.kind not in "biuf":
+        raise _fail(agent, space, action, "a weight must be a real number")
+    if array.dtype.kind != "b":
+        good = (array >= 0) & (array <= 1)  # False for NaN; compared in the action's own dtype, before rounding
+        if not good.all():
+            bad = array.reshape(-1)[int(np.argmin(good.reshape(-1)))]
+            raise _fail(agent, space, action, f"weights must be in [0, 1] (found {bad.item()!r})")
+    return np.ascontiguousarray(array.reshape(batch, n_models), dtype=np.float32)
 
 
 def encode_team(team: Any, encoding: str) -> np.ndarray:

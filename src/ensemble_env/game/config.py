@@ -21,8 +21,11 @@ from ensemble_env.metrics import METRICS
 __all__ = [
     "DECIDER_ACTIONS",
     "DECIDER_EXTRAS",
+    "FUSION_ACTIONS",
+    "FUSION_AGENTS",
     "FUSION_EXTRAS",
     "ORDERS",
+    "RLAE_DEFAULTS",
     "SIZE_PENALTY_MODES",
     "SPLIT_CHOICES",
     "EnvConfig",
@@ -30,7 +33,13 @@ __all__ = [
 
 DECIDER_ACTIONS = tuple(DECIDER_ENCODINGS)
 DECIDER_EXTRAS = ("model_accuracy", "task", "features")
-FUSION_EXTRAS = ("task",)
+FUSION_EXTRAS = ("task", "features")
+#: ``fusion_action``: the answer index (RL-Focal) or a weight per model (RLAE)
+FUSION_ACTIONS = ("answer", "weights")
+#: ``fusion_agents``: one fusion agent, or one weighting agent per model (RLAE_MAPPO; needs weights)
+FUSION_AGENTS = ("one", "per_model")
+#: the RLAE options and their defaults (today's game); a snapshot's signature names them only when changed
+RLAE_DEFAULTS: dict[str, object] = {"decider": True, "fusion_action": "answer", "fusion_agents": "one"}
 ORDERS = ("sequential", "shuffled")
 
 
@@ -90,7 +99,17 @@ class EnvConfig:
     """Optional extra decider features: "model_accuracy" (each model's window accuracy, N),
     "task" (one-hot task of the next question), "features" (the cache's features of the next question)."""
     fusion_extras: tuple[str, ...] = ()
-    """Optional extra fusion features (beyond the paper): "task" (one-hot task of the question it answers)."""
+    """Optional extra fusion features (beyond the paper): "task" (one-hot task of the question it answers),
+    "features" (the cache's features of that question)."""
+    decider: bool = True
+    """False: no decider agent; the team is every model on every question (RLAE as published)."""
+    fusion_action: str = "answer"
+    """"answer": the fusion agent answers with ``Discrete(C)`` (RL-Focal); "weights": it sets a weight in [0, 1]
+    per model, ``Box(0, 1, (N,))``, and the answer is the valid choice with the largest weighted sum of the team's
+    probabilities (RLAE)."""
+    fusion_agents: str = "one"
+    """"one": a single fusion agent; "per_model" (needs ``fusion_action="weights"``): agents ``weight_0`` ...
+    ``weight_{N-1}``, each setting its own model's weight (RLAE_MAPPO)."""
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -114,9 +133,10 @@ class EnvConfig:
             put(self, option, integer_option(getattr(self, option), option, low, high))
         if self.episode_length is not None:
             put(self, "episode_length", integer_option(self.episode_length, "episode_length", 1, MAX_QUESTIONS))
-        if isinstance(self.use_costs, np.bool_):
-            put(self, "use_costs", bool(self.use_costs))
-        for option in ("split", "order", "decider_action", "size_penalty_mode"):
+        for option in ("use_costs", "decider"):
+            if isinstance(getattr(self, option), np.bool_):
+                put(self, option, bool(getattr(self, option)))
+        for option in ("split", "order", "decider_action", "size_penalty_mode", "fusion_action", "fusion_agents"):
             if isinstance(getattr(self, option), np.str_):
                 put(self, option, str(getattr(self, option)))
         choice_options: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -124,6 +144,8 @@ class EnvConfig:
             ("order", self.order, ORDERS),
             ("decider_action", self.decider_action, DECIDER_ACTIONS),
             ("size_penalty_mode", self.size_penalty_mode, SIZE_PENALTY_MODES),
+            ("fusion_action", self.fusion_action, FUSION_ACTIONS),
+            ("fusion_agents", self.fusion_agents, FUSION_AGENTS),
         )
         for option, choice, allowed in choice_options:
             if choice not in allowed:
@@ -141,8 +163,34 @@ class EnvConfig:
             for name in extras or ():
                 if name not in allowed:
                     raise ValueError(f"{option}: unknown extra {name!r}; choose from {', '.join(allowed)}")
-        if not isinstance(self.use_costs, bool):
-            raise ValueError(f"use_costs must be True or False, got {self.use_costs!r}")
+        for option in ("use_costs", "decider"):
+            if not isinstance(getattr(self, option), bool):
+                raise ValueError(f"{option} must be True or False, got {getattr(self, option)!r}")
+        if self.fusion_agents == "per_model" and self.fusion_action != "weights":
+            raise ValueError(
+                f"fusion_agents='per_model' needs fusion_action='weights' (each agent sets its model's weight), "
+                f"got fusion_action={self.fusion_action!r}"
+            )
+        if not self.decider:
+            for option, value, default in (
+                ("initial_team", self.initial_team, None),
+                ("decider_extras", self.decider_extras, ()),
+                ("min_team_size", self.min_team_size, 0),
+            ):
+                if value != default:
+                    raise ValueError(
+                        f"{option}={value!r} needs the decider: with decider=False the team is every model"
+                    )
+
+    def signature_text(self) -> str:
+        """The options as ``repr`` gives them, but the RLAE options at their defaults left out (so that a snapshot
+        of today's game keeps the signature it had before those options existed)."""
+        parts = [
+            f"{item.name}={getattr(self, item.name)!r}"
+            for item in fields(self)
+            if item.name not in RLAE_DEFAULTS or getattr(self, item.name) != RLAE_DEFAULTS[item.name]
+        ]
+        return f"{type(self).__qualname__}({', '.join(parts)})"
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> EnvConfig:

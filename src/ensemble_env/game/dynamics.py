@@ -4,6 +4,8 @@
 cache's read-only ``Tables``, the copies' ``CopyState``, the ``Settings``) and calls these kernels: ``step``
 advances every copy by one question and writes the observations (``Outputs``); ``observe`` writes the
 observations of a set of copies (after a reset); ``team_statistics`` gives the decider's window statistics.
+For RLAE (``fusion_action="weights"``), ``weighted_answers`` turns the weights into the answers ``step`` takes,
+and ``observe_models`` writes the per-model agents' observations (``fusion_agents="per_model"``).
 The reward of a step is :func:`ensemble_env.game.reward.step_reward`; the window counts and the statistics read
 from them are in :mod:`ensemble_env.game.window`.
 """
@@ -35,7 +37,7 @@ from ensemble_env.game.window import (
     FOCAL as FOCAL_CODE,
 )
 
-__all__ = ["observe", "step", "team_statistics", "write_statistics"]
+__all__ = ["observe", "observe_models", "step", "team_statistics", "weighted_answers", "write_statistics"]
 
 
 @kernel(inline="always")
@@ -47,6 +49,14 @@ def _question(env: int, ahead: int, order: np.ndarray, counters: np.ndarray, per
     pos = counters[env, Counter.POS] + ahead
     if pos >= counters[env, Counter.STREAM]:
         return -1
+    return order[env if per_copy_order else 0, counters[env, Counter.START] + pos]
+
+
+@kernel(inline="always")
+def _answering(env: int, order: np.ndarray, counters: np.ndarray, episode_length: int, per_copy_order: bool) -> int:
+    """The question copy ``env`` answers at its next step (a copy stepped past its episode's end without a reset
+    answers the episode's last question again)."""
+    pos = min(counters[env, Counter.POS], episode_length - 1)
     return order[env if per_copy_order else 0, counters[env, Counter.START] + pos]
 
 
@@ -146,6 +156,9 @@ def observe(env_ids: np.ndarray, tables: Tables, state: CopyState, settings: Set
                 fusion[layout.fusion_mask + c] = 1.0
             if layout.fusion_task >= 0:
                 fusion[layout.fusion_task + tasks[q]] = 1.0
+            if layout.fusion_features >= 0:
+                for f in range(features.shape[1]):
+                    fusion[layout.fusion_features + f] = features[q, f]
         else:
             for c in range(max_choices):
                 fusion[layout.fusion_mask + c] = 1.0
@@ -173,8 +186,7 @@ def step(
     for env in range(n_envs):
         # 1. fusion answers q_t with the team E_t committed one step earlier (a copy stepped past its episode's
         #    end without a reset answers the episode's last question again)
-        pos = min(counters[env, Counter.POS], settings.episode_length - 1)
-        q = state.order[env if settings.per_copy_order else 0, counters[env, Counter.START] + pos]
+        q = _answering(env, state.order, counters, settings.episode_length, settings.per_copy_order)
         size = 0
         for i in range(n_models):
             size += team[env, i]
@@ -246,3 +258,65 @@ def team_statistics(tables: Tables, state: CopyState, settings: Settings) -> np.
     values = np.zeros((n_envs, tables.statistics.shape[0]))
     write_statistics(np.arange(n_envs), tables, state, settings, values, 0)
     return values
+
+
+@kernel()
+def weighted_answers(weights: np.ndarray, tables: Tables, state: CopyState, settings: Settings) -> np.ndarray:
+    """(B,) int64 answers of weights (B, N) float32: per copy, the valid choice c of its next question with the
+    largest sum over the team of w_i p_i(c) (RLAE's weighted ensemble), summed in float64 in model order.
+
+    Ties go to the lowest choice index; weights of models outside the team are ignored; when the team's weights
+    are all 0 every member counts 1 (the team's mean vote). An empty team answers 0 (never right).
+    """
+    probs, n_choices, team = tables.probs, tables.n_choices, state.team
+    n_envs, n_models = team.shape
+    answers = np.zeros(n_envs, dtype=np.int64)
+    for env in range(n_envs):
+        q = _answering(env, state.order, state.counters, settings.episode_length, settings.per_copy_order)
+        total = 0.0
+        for i in range(n_models):
+            if team[env, i]:
+                total += float(weights[env, i])
+        best, best_score = 0, -1.0
+        for c in range(n_choices[q]):
+            score = 0.0
+            for i in range(n_models):
+                if team[env, i]:
+                    score += (float(weights[env, i]) if total > 0.0 else 1.0) * float(probs[q, i, c])
+            if score > best_score:
+                best, best_score = c, score
+        answers[env] = best
+    return answers
+
+
+@kernel()
+def observe_models(tables: Tables, state: CopyState, settings: Settings, out: np.ndarray, has_features: bool) -> None:
+    """Write the per-model agents' observations (B, N, M) of every copy: for agent i, the context of the question
+    it weighs next (task one-hot, then the cache's features when ``has_features``), model i's probabilities over
+    the choices (zero outside the team), its team membership and the valid-choice mask (all ones, and no context
+    or probabilities, after the last question)."""
+    probs, n_choices, tasks, features = tables.probs, tables.n_choices, tables.tasks, tables.features
+    team, counters, order = state.team, state.counters, state.order
+    n_envs, n_models, max_choices = team.shape[0], team.shape[1], probs.shape[2]
+    n_tasks = out.shape[2] - 2 * max_choices - 1 - (features.shape[1] if has_features else 0)
+    n_features = features.shape[1] if has_features else 0
+    probs_at = n_tasks + n_features
+    member_at = probs_at + max_choices
+    mask_at = member_at + 1
+    for env in range(n_envs):
+        q = _question(env, 0, order, counters, settings.per_copy_order)
+        for i in range(n_models):
+            row = out[env, i]
+            row[:] = 0.0
+            row[member_at] = team[env, i]
+            if q >= 0:
+                row[tasks[q]] = 1.0
+                for f in range(n_features):
+                    row[n_tasks + f] = features[q, f]
+                for c in range(n_choices[q]):
+                    if team[env, i]:
+                        row[probs_at + c] = probs[q, i, c]
+                    row[mask_at + c] = 1.0
+            else:
+                for c in range(max_choices):
+                    row[mask_at + c] = 1.0

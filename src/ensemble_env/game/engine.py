@@ -18,9 +18,19 @@ Observation layouts (float32, fixed length, inside their Box):
   extras, in this order when enabled: each model's window accuracy (N), one-hot task of the next question
   (n_tasks), the cache's features of the next question (F).
 - fusion: ``[team-masked probabilities of the question (N x C, model-major), team mask (N),
-  last T' rewards (oldest first), valid-choice mask (C), extras]``; extra: one-hot task of the question (n_tasks)
-  with ``fusion_extras=("task",)``.
+  last T' rewards (oldest first), valid-choice mask (C), extras]``;
+  extras, in this order when enabled: one-hot task of the question (n_tasks), its features (F).
 - state: ``concat(decider, fusion)``.
+
+RLAE options (``docs/environment-spec.md``, "RLAE"): with ``fusion_action="weights"`` the fusion action is a
+weight per model and :func:`~ensemble_env.game.dynamics.weighted_answers` turns it into the answer the step
+takes (the kernels' step is the same); with ``decider=False`` there is no decider agent and every step commits
+the whole pool; with ``fusion_agents="per_model"`` agents ``weight_0`` ... ``weight_{N-1}`` each observe
+``[task one-hot of the question (n_tasks), its features (F, when the cache has them), the model's team-masked
+probabilities (C), its team membership (1), valid-choice mask (C)]`` and set their model's weight. The state is
+then ``concat(decider (if any), fusion, context)``, context = the task one-hot and features of the question
+(the per-model agents' shared first n_tasks + F entries). The decider's observation is computed in every case
+(one set of kernels); without a decider no agent observes it and the state leaves it out.
 
 After the last question there is no next question: the fusion observation's probabilities are zero and its
 valid-choice mask is all ones; the decider's task/feature extras are zero.
@@ -36,25 +46,67 @@ import numpy as np
 
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game import dynamics
-from ensemble_env.game.actions import MAX_SUBSET_MODELS, decode_decider, decode_fusion
+from ensemble_env.game.actions import MAX_SUBSET_MODELS, decode_decider, decode_fusion, decode_weights
 from ensemble_env.game.config import EnvConfig
+from ensemble_env.game.jit import kernel
 from ensemble_env.game.records import INFO_KEYS, CopyState, Counter, FastKernel, Info, Layout, Outputs, Settings, Tables
-from ensemble_env.game.reward import reward_bounds
+from ensemble_env.game.reward import RewardSettings, reward_bounds
 from ensemble_env.game.window import (
     MAX_TABLE_MODELS,
     STATISTIC_CODES,
+    add_agreement,
+    add_failures,
     count_planes,
     n_triples,
     plurality_table,
     statistic_bounds,
     table_words,
+    update_plurality,
 )
+from ensemble_env.text import show
 
-__all__ = ["AGENTS", "INFO_KEYS", "MAX_STATE_BYTES", "EnsembleVectorEnv", "ObservationLayout"]
+__all__ = [
+    "AGENTS",
+    "INFO_KEYS",
+    "MAX_STATE_BYTES",
+    "MAX_STEPS",
+    "EnsembleVectorEnv",
+    "ObservationLayout",
+    "check_seed",
+    "game_agents",
+]
 
 AGENTS = ("decider", "fusion")
+
+
+def game_agents(config: EnvConfig, n_models: int) -> tuple[str, ...]:
+    """The agents of a configuration, in acting order: ``AGENTS`` by default; without a decider no
+    ``"decider"``; with ``fusion_agents="per_model"`` ``weight_0`` ... ``weight_{N-1}`` instead of ``"fusion"``."""
+    deciders = ("decider",) if config.decider else ()
+    if config.fusion_agents == "per_model":
+        return (*deciders, *(f"weight_{i}" for i in range(n_models)))
+    return (*deciders, "fusion")
+
+
 #: the most memory the copies' state may take (``num_envs`` x window x ... beyond it is refused up front)
 MAX_STATE_BYTES = 8 * 2**30
+#: the most steps a copy's counters may hold in a snapshot (stepping on past an episode's end with ``advance``
+#: keeps counting); 2**53, so that the info ``step`` (a float64) holds it exactly
+MAX_STEPS = 2**53
+
+
+def check_seed(seed: Any, where: str = "reset") -> int | None:
+    """``seed`` as numpy's generators take it: None, or a non-negative integer (a Python or numpy integer of any
+    size, as :class:`numpy.random.SeedSequence`); anything else (a bool, a negative number, a float, a string,
+    a sequence) raises a ValueError naming the value, never coerced (``True`` is not seed 1)."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(
+            f"{where}: seed must be None or a non-negative integer (int or numpy integer, not a bool), "
+            f"got {show(seed)} of type {type(seed).__name__}"
+        )
+    return int(seed)
 
 
 @dataclass(frozen=True)
@@ -67,6 +119,13 @@ class ObservationLayout:
     decider_high: np.ndarray
     fusion_low: np.ndarray
     fusion_high: np.ndarray
+    #: a per-model agent's observation (``fusion_agents="per_model"``; else empty)
+    model: dict[str, slice]
+    model_low: np.ndarray
+    model_high: np.ndarray
+    #: the centralized state: [decider (with a decider)], fusion, [context (per-model agents)]
+    state_low: np.ndarray
+    state_high: np.ndarray
 
     @property
     def decider_size(self) -> int:
@@ -75,6 +134,17 @@ class ObservationLayout:
     @property
     def fusion_size(self) -> int:
         return int(self.fusion_low.size)
+
+    @property
+    def model_size(self) -> int:
+        return int(self.model_low.size)
+
+    @property
+    def context_size(self) -> int:
+        """Entries of the per-model observation that describe the question (task one-hot, features)."""
+        return sum(
+            self.model[name].stop - self.model[name].start for name in ("task", "features") if name in self.model
+        )
 
 
 def _layout(
@@ -108,11 +178,11 @@ class EnsembleVectorEnv:
 
     ``reset(seed)`` returns ``(obs, infos)``; ``step(actions)`` returns ``(obs, rewards, terminations,
     truncations, infos)``, each a dict keyed by agent of arrays with a leading B axis. ``actions`` is
-    ``{"decider": (B, N) 0/1 array (or (B,) team indices for the "subset" encoding), "fusion": (B,) ints}``.
+    ``{"decider": (B, N) 0/1 array (or (B,) team indices for the "subset" encoding), "fusion": (B,) ints}``;
+    with the RLAE options (``agents``): ``"fusion"`` (B, N) weights in [0, 1], no ``"decider"``, or
+    ``"weight_i"`` (B, 1) weights.
     ``get_state()`` / ``set_state()`` snapshot and restore every copy exactly.
     """
-
-    agents = AGENTS
 
     def __init__(self, cache: LogitCache, config: EnvConfig, num_envs: int = 1, *, autoreset: bool = True) -> None:
         if isinstance(num_envs, bool | np.bool_) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
@@ -138,8 +208,15 @@ class EnsembleVectorEnv:
             )
         if config.use_costs and cache.costs is None:
             raise ValueError(f"use_costs=True but the cache {cache.path} has no 'costs' dataset")
-        if "features" in config.decider_extras and cache.features is None:
-            raise ValueError(f"decider_extras includes 'features' but the cache {cache.path} has no 'features' dataset")
+        for option in ("decider_extras", "fusion_extras"):
+            if "features" in getattr(config, option) and cache.features is None:
+                raise ValueError(f"{option} includes 'features' but the cache {cache.path} has no 'features' dataset")
+        #: the agents, in acting order (:func:`game_agents`)
+        self.agents = game_agents(config, n_models)
+        self.weight_agents = tuple(agent for agent in self.agents if agent.startswith("weight_"))
+        self.uses_weights = config.fusion_action == "weights"
+        #: today's game (a decider, one fusion agent answering): the paths it takes stay as they were
+        self._plain = self.agents == AGENTS and not self.uses_weights
         if config.min_team_size > n_models:
             raise ValueError(f"min_team_size={config.min_team_size} exceeds the pool size N={n_models}")
 
@@ -167,6 +244,13 @@ class EnsembleVectorEnv:
         self._step_kernel = FastKernel(dynamics.step)
         self._observe_kernel = FastKernel(dynamics.observe)
         self._statistics_kernel = FastKernel(dynamics.team_statistics)
+        self._weights_kernel = FastKernel(dynamics.weighted_answers)
+        self._models_kernel = FastKernel(dynamics.observe_models)
+        #: the team every step commits without a decider (the whole pool)
+        self._pool = np.ones((self.num_envs, n_models), dtype=np.uint8)
+        self._models_out = np.zeros((self.num_envs, n_models, self.layout.model_size), dtype=np.float32)
+        #: (B, N) float32 the weights of the last step (None before the first, with ``fusion_action="answer"``)
+        self.last_weights: np.ndarray | None = None
 
     # -- records ----------------------------------------------------------------------------------------
     def _build_settings(self) -> Settings:
@@ -201,6 +285,7 @@ class EnsembleVectorEnv:
             fusion_rewards=start(fusion, "rewards"),
             fusion_mask=start(fusion, "action_mask"),
             fusion_task=start(fusion, "task"),
+            fusion_features=start(fusion, "features"),
         )
 
     def _build_tables(self) -> Tables:
@@ -253,6 +338,7 @@ class EnsembleVectorEnv:
             + 8 * (len(Counter) + len(Info))
             + n
             + 8 * (self.layout.decider_size + self.layout.fusion_size)  # observations, and a step's copy
+            + 8 * n * self.layout.model_size
         )
         total = per_copy * self.num_envs
         if total > MAX_STATE_BYTES:
@@ -325,11 +411,38 @@ class EnsembleVectorEnv:
             ("rewards", cfg.reward_history, low_reward, high_reward),
             ("action_mask", c, 0.0, 1.0),
         ]
+        features = self.cache.features
         if "task" in cfg.fusion_extras:
             fusion_parts.append(("task", self.cache.n_tasks, 0.0, 1.0))
+        if "features" in cfg.fusion_extras and features is not None:  # presence checked in __init__
+            fusion_parts.append(("features", features.shape[1], -np.inf, np.inf))
+        model_parts: list[tuple[str, int, Any, Any]] = []
+        if cfg.fusion_agents == "per_model":
+            model_parts.append(("task", self.cache.n_tasks, 0.0, 1.0))
+            if features is not None:
+                model_parts.append(("features", features.shape[1], -np.inf, np.inf))
+            model_parts += [("probs", c, 0.0, 1.0), ("member", 1, 0.0, 1.0), ("action_mask", c, 0.0, 1.0)]
         decider, d_low, d_high = _layout(decider_parts)
         fusion, f_low, f_high = _layout(fusion_parts)
-        return ObservationLayout(decider, fusion, d_low, d_high, f_low, f_high)
+        model, m_low, m_high = (
+            _layout(model_parts) if model_parts else ({}, np.zeros(0, np.float32), np.zeros(0, np.float32))
+        )
+        context = sum(model[name].stop - model[name].start for name in ("task", "features") if name in model)
+        lows = [*([d_low] if cfg.decider else []), f_low, m_low[:context]]
+        highs = [*([d_high] if cfg.decider else []), f_high, m_high[:context]]
+        return ObservationLayout(
+            decider,
+            fusion,
+            d_low,
+            d_high,
+            f_low,
+            f_high,
+            model,
+            m_low,
+            m_high,
+            np.concatenate(lows),
+            np.concatenate(highs),
+        )
 
     @property
     def reward_range(self) -> tuple[float, float]:
@@ -346,10 +459,57 @@ class EnsembleVectorEnv:
         """(B,) answer indices (any integer; out-of-range answers are wrong, never an error)."""
         return decode_fusion(action, self.num_envs, self.max_choices)
 
+    def decode_agent(self, agent: str, action: Any, n_envs: int | None) -> np.ndarray:
+        """``agent``'s action decoded and validated: (B, N) uint8 team (decider), (B,) int64 answers (fusion,
+        ``fusion_action="answer"``), (B, N) float32 weights (fusion, ``"weights"``) or (B, 1) float32 weights
+        (``weight_i``). ``n_envs``: B for a batch, None for one action (B = 1). A ValueError names the agent, the
+        space and the value."""
+        cfg, n = self.config, self.n_models
+        if agent not in self.agents:
+            raise ValueError(f"unknown agent {agent!r}; the agents are {list(self.agents)}")
+        if agent == "decider":
+            return decode_decider(action, cfg.decider_action, n, n_envs, cfg.min_team_size)
+        if agent == "fusion" and not self.uses_weights:
+            return decode_fusion(action, n_envs, self.max_choices)
+        return decode_weights(action, n if agent == "fusion" else 1, n_envs, agent)
+
+    def decode_actions(self, actions: Any, n_envs: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(teams (B, N) uint8, answers (B,) int64, weights (B, N) float32 or None) of one action per agent
+        (``n_envs``: see :meth:`decode_agent`), every action validated before anything changes."""
+        if not isinstance(actions, Mapping):
+            raise ValueError(f"actions must be a dict keyed by agent ({', '.join(self.agents)}), got {show(actions)}")
+        missing = [agent for agent in self.agents if agent not in actions]
+        if missing:
+            raise ValueError(f"actions lacks {', '.join(missing)}; expected a dict with keys {', '.join(self.agents)}")
+        unknown = [agent for agent in actions if agent not in self.agents]
+        if unknown:
+            raise ValueError(
+                f"actions names unknown agent(s) {', '.join(map(repr, unknown))}; the agents are {list(self.agents)}"
+            )
+        teams = self.decode_agent("decider", actions["decider"], n_envs) if self.config.decider else self._pool
+        if not self.uses_weights:
+            return teams, self.decode_agent("fusion", actions["fusion"], n_envs), None
+        if self.weight_agents:
+            weights = np.concatenate([self.decode_agent(a, actions[a], n_envs) for a in self.weight_agents], axis=1)
+        else:
+            weights = self.decode_agent("fusion", actions["fusion"], n_envs)
+        return teams, self.weighted_answers(weights), weights
+
+    def weighted_answers(self, weights: np.ndarray) -> np.ndarray:
+        """(B,) int64 answers the (B, N) weights give on each copy's next question with its current team
+        (:func:`~ensemble_env.game.dynamics.weighted_answers`)."""
+        weights = np.ascontiguousarray(weights, dtype=np.float32)
+        if weights.shape != (self.num_envs, self.n_models):
+            raise ValueError(
+                f"weighted_answers: expected weights of shape {(self.num_envs, self.n_models)}, got {weights.shape}"
+            )
+        return self._weights_kernel(weights, self.tables, self._state, self.settings)
+
     # -- episodes ---------------------------------------------------------------------------------------
     def seed(self, seed: int | None) -> None:
-        """Re-seed the engine's generator (every random choice of the dynamics flows from it)."""
-        self.np_random = np.random.default_rng(seed)
+        """Re-seed the engine's generator (every random choice of the dynamics flows from it); ``seed`` is None
+        or a non-negative integer (:func:`check_seed`)."""
+        self.np_random = np.random.default_rng(check_seed(seed, "seed"))
 
     def _start_episodes(self, env_ids: np.ndarray) -> None:
         """Begin a new episode in the given copies: draw their streams, empty their windows."""
@@ -377,11 +537,13 @@ class EnsembleVectorEnv:
         for row in (Info.ANSWER, Info.LABEL, Info.QUESTION, Info.TASK):
             last[row, env_ids] = -1.0
         last[Info.TEAM_SIZE, env_ids] = self.initial_team.sum()
+        last[Info.COST, env_ids] = self._initial_cost(self._questions_of(env_ids))
+
+    def _initial_cost(self, questions: np.ndarray) -> np.ndarray | np.integer:
+        """The info ``cost`` at reset: the initial team's cost on each given first question."""
         if self.cache.costs is None:
-            last[Info.COST, env_ids] = self.initial_team.sum()
-        else:
-            costs = self.tables.costs[self._questions_of(env_ids)]
-            last[Info.COST, env_ids] = (costs * self.initial_team).sum(axis=1)
+            return self.initial_team.sum()
+        return (self.tables.costs[questions] * self.initial_team).sum(axis=1)
 
     def next_questions(self) -> np.ndarray:
         """(B,) cache index of the question each copy answers at its next step."""
@@ -405,16 +567,21 @@ class EnsembleVectorEnv:
 
     def _observe(self, env_ids: np.ndarray) -> None:
         self._observe_kernel(env_ids, self.tables, self._state, self.settings, self._out)
+        if self.weight_agents:
+            self._observe_models()
 
     def reset(self, seed: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
-        """Start a new episode in every copy. With ``seed``, the generator is re-seeded first."""
+        """Start a new episode in every copy. With ``seed`` (None or a non-negative integer, :func:`check_seed`),
+        the generator is re-seeded first."""
+        seed = check_seed(seed)
         if seed is not None:
-            self.seed(seed)
+            self.np_random = np.random.default_rng(seed)
         all_envs = np.arange(self.num_envs)
         self._start_episodes(all_envs)
         self._started = True
         self._out = self._new_outputs()
         self._observe(all_envs)
+        self.last_weights = None
         return self.observations, self._infos()
 
     def step(
@@ -425,10 +592,18 @@ class EnsembleVectorEnv:
         """Advance every copy by one question; see the class docstring for shapes."""
         if not self._started:
             raise RuntimeError("step() called before reset()")
-        if "decider" not in actions or "fusion" not in actions:
-            missing = [agent for agent in AGENTS if agent not in actions]
-            raise ValueError(f"actions lacks {', '.join(missing)}; expected a dict with keys {', '.join(AGENTS)}")
-        obs, reward, done = self.advance(self.decode_decider(actions["decider"]), self.decode_fusion(actions["fusion"]))
+        if self._plain:  # today's game
+            if "decider" not in actions or "fusion" not in actions:
+                missing = [agent for agent in AGENTS if agent not in actions]
+                raise ValueError(f"actions lacks {', '.join(missing)}; expected a dict with keys {', '.join(AGENTS)}")
+            teams, answers, weights = (
+                self.decode_decider(actions["decider"]),
+                self.decode_fusion(actions["fusion"]),
+                None,
+            )
+        else:
+            teams, answers, weights = self.decode_actions(actions, self.num_envs)
+        obs, reward, done = self.advance(teams, answers, weights)
         terminated = self.outputs.terminated.copy()
         truncated = done & ~terminated
         infos: dict[str, Any] = self._infos()
@@ -437,18 +612,32 @@ class EnsembleVectorEnv:
             finished = np.flatnonzero(done)
             infos["final_obs"] = {agent: array.copy() for agent, array in obs.items()}
             infos["final_state"] = self.state()
-            infos["final_info"] = {agent: infos[agent] for agent in AGENTS}
+            infos["final_info"] = {agent: infos[agent] for agent in self.agents}
             self._start_episodes(finished)
             self._observe(finished)
             infos.update(self._infos())
-        truncations = {"decider": truncated, "fusion": truncated.copy()}
-        terminations = {"decider": terminated, "fusion": terminated.copy()}
-        return self.observations, {"decider": rewards, "fusion": rewards.copy()}, terminations, truncations, infos
+        if self._plain:
+            truncations = {"decider": truncated, "fusion": truncated.copy()}
+            terminations = {"decider": terminated, "fusion": terminated.copy()}
+            return self.observations, {"decider": rewards, "fusion": rewards.copy()}, terminations, truncations, infos
+        agents = self.agents
+        first = agents[0]
+        truncations = {agent: truncated if agent == first else truncated.copy() for agent in agents}
+        terminations = {agent: terminated if agent == first else terminated.copy() for agent in agents}
+        return (
+            self.observations,
+            {agent: rewards.copy() if agent != first else rewards for agent in agents},
+            terminations,
+            truncations,
+            infos,
+        )
 
     def advance(
-        self, next_team: np.ndarray, answers: np.ndarray
+        self, next_team: np.ndarray, answers: np.ndarray, weights: np.ndarray | None = None
     ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-        """The step itself, on decoded actions: (B, N) uint8 teams and (B,) int64 answers.
+        """The step itself, on decoded actions: (B, N) uint8 teams and (B,) int64 answers (with
+        ``fusion_action="weights"``, those of :meth:`weighted_answers`; ``weights``, kept for rendering in
+        :attr:`last_weights`).
 
         Returns the new observations, the (B,) float64 rewards and the (B,) bool episode ends; no auto-reset.
         """
@@ -464,7 +653,16 @@ class EnsembleVectorEnv:
         out = self._new_outputs()
         self._step_kernel(next_team, answers, self.tables, self._state, self.settings, out)
         self._out = out
+        if self.weight_agents:
+            self._observe_models()
+        if self.uses_weights:
+            self.last_weights = None if weights is None else np.array(weights, dtype=np.float32)
         return self.observations, out.reward, out.done
+
+    def _observe_models(self) -> None:
+        """Fresh per-model observations of every copy (``fusion_agents="per_model"``)."""
+        self._models_out = np.empty((self.num_envs, self.n_models, self.layout.model_size), dtype=np.float32)
+        self._models_kernel(self.tables, self._state, self.settings, self._models_out, "features" in self.layout.model)
 
     # -- snapshots ----------------------------------------------------------------------------------------
     def get_state(self) -> dict[str, np.ndarray]:
@@ -484,7 +682,34 @@ class EnsembleVectorEnv:
         return snapshot
 
     def set_state(self, snapshot: Mapping[str, np.ndarray]) -> None:
-        """Restore a snapshot of :meth:`get_state` taken from an engine of the same cache, options and B."""
+        """Restore a snapshot of :meth:`get_state` taken from an engine of the same cache, options and B.
+
+        Every array is checked before anything changes: its shape and dtype, then its values against the
+        configuration and the cache (:class:`_SnapshotCheck`): the streams, every counter, the teams, the windows
+        and the counts kept over them, the reward history, the infos, the generator's words and the
+        observations (which must be those the restored state gives). A value out of its range or inconsistent
+        with the others raises a ValueError naming the field, the copy and the value, and the engine is left as
+        it was: the kernels never see it. What passes is a state the kernels can step safely, with every
+        observation, reward and info inside its bounds (the generator's words, the window's slots not yet
+        written in the episode and a return longer than the reward history cannot be checked further).
+        """
+        values = self._checked_snapshot(snapshot)
+        for name, array in self._state._asdict().items():
+            array[...] = values[name]
+        out = self._new_outputs()
+        out.decider[...] = values["obs_decider"]
+        out.fusion[...] = values["obs_fusion"]
+        self._out = out
+        self.np_random = _rng_from_array(values["rng"])
+        self._started = True
+        self.last_weights = None
+        if self.weight_agents:
+            self._observe_models()
+
+    def _checked_snapshot(self, snapshot: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Copies of the snapshot's arrays (C order, the engine's dtypes), checked by shape, dtype and value."""
+        if not isinstance(snapshot, Mapping):
+            raise ValueError(f"set_state: the snapshot must be the dict get_state() returns, got {show(snapshot)}")
         names = [*CopyState._fields, "obs_decider", "obs_fusion", "rng", "signature"]
         missing = [name for name in names if name not in snapshot]
         if missing:
@@ -492,33 +717,32 @@ class EnsembleVectorEnv:
         signature = str(np.asarray(snapshot["signature"]))
         if signature != self._signature():
             raise ValueError(
-                f"set_state: the snapshot was taken from another configuration or cache ({signature}); "
+                f"set_state: the snapshot was taken from another configuration or cache ({show(signature, 2000)}); "
                 f"this engine is {self._signature()}"
             )
-        shapes = {name: array for name, array in self._state._asdict().items()}
-        shapes["obs_decider"], shapes["obs_fusion"] = self._out.decider, self._out.fusion
-        shapes["rng"] = _rng_to_array(self.np_random)
-        for name, reference in shapes.items():
-            value = np.asarray(snapshot[name])
+        references = {name: array for name, array in self._state._asdict().items()}
+        references["obs_decider"], references["obs_fusion"] = self._out.decider, self._out.fusion
+        references["rng"] = _rng_to_array(self.np_random)
+        values: dict[str, np.ndarray] = {}
+        for name, reference in references.items():
+            try:
+                value = np.asarray(snapshot[name])
+            except (ValueError, TypeError) as error:
+                raise ValueError(f"set_state: {name} is not an array ({type(error).__name__}: {error})") from None
             if value.shape != reference.shape or value.dtype != reference.dtype:
                 raise ValueError(
                     f"set_state: {name} has shape {value.shape} and dtype {value.dtype}, expected "
                     f"{reference.shape} and {reference.dtype}"
                 )
-        for name, array in self._state._asdict().items():
-            array[...] = snapshot[name]
-        out = self._new_outputs()
-        out.decider[...] = snapshot["obs_decider"]
-        out.fusion[...] = snapshot["obs_fusion"]
-        self._out = out
-        self.np_random = _rng_from_array(np.asarray(snapshot["rng"]))
-        self._started = True
+            values[name] = np.array(value, order="C", copy=True)  # what is checked is what is restored
+        _SnapshotCheck(self, values).run()
+        return values
 
     def _signature(self) -> str:
         cfg, cache = self.config, self.cache
         return (
             f"num_envs={self.num_envs} models={list(cache.models)} n_questions={cache.n_questions} "
-            f"tasks={list(cache.task_names)} config={cfg!r}"
+            f"tasks={list(cache.task_names)} config={cfg.signature_text()}"
         )
 
     # -- observations and infos -------------------------------------------------------------------------
@@ -529,14 +753,32 @@ class EnsembleVectorEnv:
 
     @property
     def observations(self) -> dict[str, np.ndarray]:
-        """The current observations, ``{"decider": (B, D), "fusion": (B, F)}`` float32."""
-        return {"decider": self._out.decider, "fusion": self._out.fusion}
+        """The current observations by agent, float32: ``{"decider": (B, D), "fusion": (B, F)}`` by default;
+        without a decider no ``"decider"``; per-model agents ``"weight_i": (B, M)`` instead of ``"fusion"``."""
+        if self._plain:
+            return {"decider": self._out.decider, "fusion": self._out.fusion}
+        obs = {"decider": self._out.decider} if self.config.decider else {}
+        if self.weight_agents:
+            obs.update((agent, self._models_out[:, i]) for i, agent in enumerate(self.weight_agents))
+        else:
+            obs["fusion"] = self._out.fusion
+        return obs
+
+    @property
+    def fusion_observation(self) -> np.ndarray:
+        """(B, F) the fusion observation (the whole team's probabilities), also with per-model agents."""
+        return self._out.fusion
 
     def state(self) -> np.ndarray:
-        """(B, decider_size + fusion_size) centralized state: both agents' current observations."""
+        """(B, S) centralized state: ``concat(decider, fusion)`` observations by default; without a decider
+        no decider part; with per-model agents the question's context (task one-hot, features) appended."""
         if not self._started:
             raise RuntimeError("state() called before reset(): reset the environment first")
-        return np.concatenate([self._out.decider, self._out.fusion], axis=1)
+        parts = [self._out.decider] if self.config.decider else []
+        parts.append(self._out.fusion)
+        if self.weight_agents:
+            parts.append(self._models_out[:, 0, : self.layout.context_size])
+        return np.concatenate(parts, axis=1)
 
     def action_masks(self) -> np.ndarray:
         """(B, C) int8 valid-choice mask of the question the fusion agent answers next."""
@@ -545,7 +787,15 @@ class EnsembleVectorEnv:
     def _infos(self) -> dict[str, dict[str, np.ndarray]]:
         last = self._state.last
         shared = {key: last[k].copy() for k, key in enumerate(INFO_KEYS)}
-        return {"decider": shared, "fusion": {**shared, "action_mask": self.action_masks()}}
+        if self._plain:
+            return {"decider": shared, "fusion": {**shared, "action_mask": self.action_masks()}}
+        infos = {"decider": shared} if self.config.decider else {}
+        # a weighting agent's action is a Box: the valid choices are its "choice_mask", not an action mask
+        mask_key = "choice_mask" if self.uses_weights else "action_mask"
+        for agent in self.agents:
+            if agent != "decider":
+                infos[agent] = {**shared, mask_key: self.action_masks()}
+        return infos
 
     def info_values(self, env: int = 0) -> dict[str, float]:
         """The shared info values of one copy as Python floats (what ``_infos`` holds at index ``env``)."""
@@ -570,6 +820,484 @@ class EnsembleVectorEnv:
         if count < ring.size:
             return ring[:count].astype(np.int64)
         return np.roll(ring, -head).astype(np.int64)
+
+
+# -- checking a snapshot by value -------------------------------------------------------------------------
+
+
+def _item(value: Any) -> Any:
+    """A numpy scalar as a Python number (for messages)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _first(mask: np.ndarray) -> tuple[int, ...] | None:
+    """The index of the first True entry of ``mask`` (C order), None when there is none."""
+    if not mask.any():
+        return None
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(mask.reshape(-1))), mask.shape))
+
+
+def _refusal(field: str, index: tuple[Any, ...], value: Any, problem: str) -> ValueError:
+    where = "[" + ", ".join(str(part) for part in index) + "]" if index else ""
+    return ValueError(f"set_state: {field}{where} = {show(_item(value))} {problem}")
+
+
+@kernel()
+def _window_counts(
+    window: np.ndarray,
+    counts: np.ndarray,
+    tables: Tables,
+    settings: Settings,
+    fail: np.ndarray,
+    fail2: np.ndarray,
+    fail3: np.ndarray,
+    plural: np.ndarray,
+    agree: np.ndarray,
+    votes: np.ndarray,
+) -> None:
+    """The counts the step kernel keeps over each copy's window, rebuilt from the window's first ``counts[env]``
+    questions into zeroed arrays (the same updates as ``dynamics.step``, so equal counts are bit-identical)."""
+    carry = np.empty(plural.shape[2], dtype=np.uint64)
+    borrow = np.empty(plural.shape[2], dtype=np.uint64)
+    for env in range(window.shape[0]):
+        for r in range(counts[env]):
+            q = window[env, r]
+            add_failures(env, q, 1, tables.failing, tables.n_failing, fail, fail2, fail3)
+            if settings.track_agreement:
+                add_agreement(env, q, 1, tables.preds, agree, votes)
+            if settings.use_table:
+                row = tables.plural_table[tables.table_row[q]]
+                update_plurality(plural[env], row, row, False, carry, borrow)
+
+
+class _SnapshotCheck:
+    """The value checks of :meth:`EnsembleVectorEnv.set_state`, in an order where each check relies only on what
+    the earlier ones established (the kernels that rebuild the counts and the observations run last, on arrays
+    whose indices are all known to be in range).
+
+    What a snapshot of this engine holds, per copy b, with L = episode_length, T = window, S = the stream's size:
+
+    - ``order``: sequential order, exactly the stream (the split's questions in cache order); shuffled order, per
+      copy the first questions of a permutation of the stream (questions of the stream, none twice);
+    - ``counters``: START in 0..S - L (0 when shuffled or when an episode is the whole stream), POS (steps
+      answered) in 0..MAX_STEPS, and the others follow from them: ANSWERED = POS, COUNT = min(POS, T),
+      HEAD = POS mod T, STREAM = (order's width) - START, N_CORRECT in 0..ANSWERED;
+    - ``team``: 0/1, at least ``min_team_size`` models (every model with ``decider=False``);
+    - ``window``: question indices of the cache; the last COUNT slots written hold the questions answered at those
+      steps (step t answered ``order[START + min(t, L - 1)]``);
+    - ``fail`` ... ``votes``: exactly the counts of the window's questions (rebuilt and compared);
+    - ``rewards``: finite, inside ``reward_range``, zero where the episode has not yet written one;
+    - ``last`` (the infos): finite; at POS = 0 the values of a reset; after it, the last question, its label and
+      task, the step, the running accuracy exactly, the answer an integer (the label when right), the team size
+      and cost possible, the reward inside the bounds (and the history's last entry), the return within POS
+      times the bounds, the focal diversity that of the team over the window;
+    - ``rng``: a PCG64 state (odd increment, has_uint32 0 or 1, a 32-bit cached value);
+    - ``obs_decider``, ``obs_fusion``: finite (but features), inside their spaces, and equal to the observations
+      the restored state gives (rebuilt by ``dynamics.observe``).
+    """
+
+    def __init__(self, engine: EnsembleVectorEnv, values: dict[str, np.ndarray]) -> None:
+        self.engine = engine
+        self.values = values
+        self.state = CopyState(**{name: values[name] for name in CopyState._fields})
+        self.sequential = engine.config.order != "shuffled"
+
+    def run(self) -> None:
+        self.order()
+        self.counters()
+        self.team()
+        self.window()
+        self.counts()
+        self.rewards()
+        self.infos()
+        self.rng()
+        self.observations()
+
+    # -- where each copy is ---------------------------------------------------------------------------
+    def _stream_text(self) -> str:
+        cfg, n_stream = self.engine.config, self.engine.questions.size
+        tasks = "" if cfg.tasks is None else f" and tasks {list(cfg.tasks)}"
+        return f"the {n_stream} questions of split {cfg.split!r}{tasks}"
+
+    def order(self) -> None:
+        order, questions = self.state.order, self.engine.questions
+        if self.sequential:
+            index = _first(order != questions[None, :])
+            if index is not None:
+                raise _refusal(
+                    "order",
+                    index,
+                    order[index],
+                    f"is not question {questions[index[1]]}: with order='sequential' the stream is "
+                    f"{self._stream_text()}, in cache order",
+                )
+            return
+        index = _first(~np.isin(order, questions))
+        if index is not None:
+            raise _refusal("order", index, order[index], f"is not one of {self._stream_text()}")
+        ordered = np.sort(order, axis=1)
+        index = _first(ordered[:, 1:] == ordered[:, :-1])
+        if index is not None:
+            raise ValueError(
+                f"set_state: order[{index[0]}] holds question {ordered[index]} twice: a shuffled stream draws "
+                f"each question of {self._stream_text()} at most once"
+            )
+
+    def counters(self) -> None:
+        engine, counters = self.engine, self.state.counters
+        window, length, n_stream = engine.config.window, engine.episode_length, engine.questions.size
+        start, pos = counters[:, Counter.START], counters[:, Counter.POS]
+        if self.sequential and length < n_stream:
+            latest, why = n_stream - length, f"an episode of {length} questions starts within a stream of {n_stream}"
+        else:
+            latest = 0
+            why = "a shuffled episode starts its own stream" if not self.sequential else "an episode is the stream"
+        self._in_range(Counter.START, 0, latest, why)
+        self._in_range(Counter.POS, 0, MAX_STEPS, "the steps answered in the episode")
+        derived = {
+            Counter.ANSWERED: (pos, "ANSWERED counts the steps answered, as POS"),
+            Counter.COUNT: (np.minimum(pos, window), f"the window holds min(POS, window={window}) questions"),
+            Counter.HEAD: (pos % window, f"the window's next slot is POS mod window={window}"),
+            Counter.STREAM: (
+                self.state.order.shape[1] - start,
+                "STREAM is the questions of the copy's stream from START on",
+            ),
+        }
+        for column, (expected, why) in derived.items():
+            index = _first(counters[:, column] != expected)
+            if index is not None:
+                env = index[0]
+                raise _refusal(
+                    "counters",
+                    (env, column.name),
+                    counters[env, column],
+                    f"is not {expected[env]}, the value for POS = {pos[env]} and START = {start[env]} ({why})",
+                )
+        self._in_range(Counter.N_CORRECT, 0, counters[:, Counter.ANSWERED], "the right answers among ANSWERED")
+
+    def _in_range(self, column: Counter, low: int, high: Any, why: str) -> None:
+        values = self.state.counters[:, column]
+        highs = np.broadcast_to(high, values.shape)
+        index = _first((values < low) | (values > highs))
+        if index is not None:
+            env = index[0]
+            raise _refusal(
+                "counters", (env, column.name), values[env], f"is outside [{low}, {_item(highs[env])}] ({why})"
+            )
+
+    # -- teams and windows ----------------------------------------------------------------------------
+    def team(self) -> None:
+        team, smallest = self.state.team, self.engine.config.min_team_size
+        index = _first(team > 1)
+        if index is not None:
+            raise _refusal("team", index, team[index], "is not 0 or 1 (a team is a 0/1 mask over the models)")
+        sizes = team.sum(axis=1, dtype=np.int64)
+        if not self.engine.config.decider:
+            index = _first(team != 1)
+            if index is not None:
+                raise _refusal("team", index, team[index], "is not 1: with decider=False the team is every model")
+        index = _first(sizes < smallest)
+        if index is not None:
+            raise ValueError(
+                f"set_state: team[{index[0]}] has {sizes[index]} models, fewer than min_team_size={smallest}"
+            )
+
+    def window(self) -> None:
+        engine, state = self.engine, self.state
+        window, counters, order = state.window, state.counters, state.order
+        n_questions, length, size = engine.cache.n_questions, engine.episode_length, engine.config.window
+        index = _first((window < 0) | (window >= n_questions))
+        if index is not None:
+            raise _refusal("window", index, window[index], f"is not a question of the cache (0..{n_questions - 1})")
+        for env in range(engine.num_envs):
+            pos, start = int(counters[env, Counter.POS]), int(counters[env, Counter.START])
+            steps = np.arange(pos - min(pos, size), pos, dtype=np.int64)
+            expected = order[0 if self.sequential else env, start + np.minimum(steps, length - 1)]
+            got = window[env, steps % size]
+            wrong = _first(got != expected)
+            if wrong is not None:
+                k = wrong[0]
+                raise _refusal(
+                    "window",
+                    (env, int(steps[k] % size)),
+                    got[k],
+                    f"is not question {expected[k]}, the one copy {env} answered at step {steps[k]} of its episode "
+                    f"(order[{0 if self.sequential else env}, {start + min(int(steps[k]), length - 1)}], with counters "
+                    f"POS = {pos} and START = {start})",
+                )
+
+    def counts(self) -> None:
+        engine, state = self.engine, self.state
+        names = ("fail", "fail2", "fail3", "plural", "agree", "votes")
+        rebuilt = {name: np.zeros_like(getattr(state, name)) for name in names}
+        counts = np.ascontiguousarray(state.counters[:, Counter.COUNT])
+        _window_counts(state.window, counts, engine.tables, engine.settings, *rebuilt.values())
+        for name, expected in rebuilt.items():
+            got = getattr(state, name)
+            index = _first(got != expected)
+            if index is not None:
+                env = index[0]
+                count = int(state.counters[env, Counter.COUNT])
+                raise _refusal(
+                    name,
+                    index,
+                    got[index],
+                    f"is not {_item(expected[index])}, the count the questions of copy {env}'s window give (its "
+                    f"window's first {count} slots, counters COUNT = {count})",
+                )
+
+    # -- rewards and infos ----------------------------------------------------------------------------
+    def rewards(self) -> None:
+        rewards, pos = self.state.rewards, self.state.counters[:, Counter.POS]
+        history = rewards.shape[1]
+        if history == 0:
+            return
+        low, high = self.engine.reward_range
+        index = _first(~np.isfinite(rewards))
+        if index is not None:
+            raise _refusal("rewards", index, rewards[index], "is not finite")
+        index = _first((rewards < np.float32(low)) | (rewards > np.float32(high)))
+        if index is not None:
+            raise _refusal("rewards", index, rewards[index], f"is outside the reward range [{low:g}, {high:g}]")
+        unset = np.arange(history)[None, :] < (history - np.minimum(pos, history))[:, None]
+        index = _first(unset & (rewards != 0))
+        if index is not None:
+            env = index[0]
+            raise _refusal(
+                "rewards",
+                index,
+                rewards[index],
+                f"is not 0: copy {env} has answered {pos[env]} questions of its episode, so only its last "
+                f"{min(int(pos[env]), history)} rewards are set",
+            )
+
+    def infos(self) -> None:
+        engine, state = self.engine, self.state
+        last, counters, order = state.last, state.counters, state.order
+        index = _first(~np.isfinite(last))
+        if index is not None:
+            raise _refusal("last", (Info(index[0]).name, index[1]), last[index], "is not finite (an info value)")
+        pos = counters[:, Counter.POS]
+        envs = np.arange(engine.num_envs)
+        fresh, played = envs[pos == 0], envs[pos > 0]
+        # at the start of an episode: the values of a reset
+        first = order[0 if self.sequential else fresh, counters[fresh, Counter.START]]
+        at_reset = {
+            Info.CORRECT: 0.0,
+            Info.ANSWER: -1.0,
+            Info.LABEL: -1.0,
+            Info.QUESTION: -1.0,
+            Info.TASK: -1.0,
+            Info.TEAM_SIZE: float(engine.initial_team.sum()),
+            Info.COST: engine._initial_cost(first),
+            Info.REWARD: 0.0,
+            Info.ACCURACY: 0.0,
+            Info.EPISODE_RETURN: 0.0,
+            Info.STEP: 0.0,
+        }
+        for row, expected in at_reset.items():
+            self._expect(row, fresh, expected, "the value at the start of an episode (POS = 0)")
+        if played.size == 0:
+            return
+        # after a step: what the last step wrote
+        steps = pos[played]
+        rows = 0 if self.sequential else played
+        question = order[rows, counters[played, Counter.START] + np.minimum(steps - 1, engine.episode_length - 1)]
+        tables = engine.tables
+        self._expect(Info.QUESTION, played, question, "the question the copy answered last")
+        self._expect(Info.LABEL, played, tables.labels[question], "the label of the question answered last")
+        self._expect(Info.TASK, played, tables.tasks[question], "the task of the question answered last")
+        self._expect(Info.STEP, played, steps, "the steps answered (counters POS)")
+        answered, right = counters[played, Counter.ANSWERED], counters[played, Counter.N_CORRECT]
+        self._expect(Info.ACCURACY, played, right / answered, "N_CORRECT / ANSWERED of the counters")
+        correct = last[Info.CORRECT, played]
+        self._require(Info.CORRECT, played, (correct == 0) | (correct == 1), "is not 0 or 1")
+        self._require(
+            Info.CORRECT,
+            played,
+            (right >= correct) & (right <= answered - 1 + correct),
+            "does not agree with the counters' N_CORRECT (the right answers of the episode)",
+        )
+        answer = last[Info.ANSWER, played]
+        self._require(
+            Info.ANSWER,
+            played,
+            (answer == np.round(answer)) & (np.abs(answer) <= 2.0**63),
+            "is not an integer answer (an int64)",
+        )
+        self._require(Info.ANSWER, played, (correct == 0) | (answer == tables.labels[question]), "is not the label")
+        n_models, smallest = engine.n_models, engine.config.min_team_size
+        size = last[Info.TEAM_SIZE, played]
+        self._require(
+            Info.TEAM_SIZE,
+            played,
+            (size == np.round(size)) & (size >= smallest) & (size <= n_models),
+            f"is not a team size in [min_team_size={smallest}, N={n_models}]",
+        )
+        self._require(Info.CORRECT, played, (size > 0) | (correct == 0), "is 1 for an empty team (never right)")
+        cost = last[Info.COST, played]
+        total_cost = np.zeros(played.size)
+        for i in range(n_models):  # the question's cost for the whole pool, summed in the step kernel's order
+            total_cost = total_cost + tables.costs[question if engine.cache.costs is not None else 0, i]
+        if engine.cache.costs is None:
+            self._require(Info.COST, played, cost == size, "is not the team size (the cache has no costs)")
+        else:
+            self._require(Info.COST, played, (cost >= 0) & (cost <= total_cost), "is not a cost of a team")
+        low, high = engine.reward_range
+        slack = 1e-9 * max(1.0, abs(low), abs(high))
+        reward = last[Info.REWARD, played]
+        self._require(
+            Info.REWARD,
+            played,
+            (reward >= low - slack) & (reward <= high + slack),
+            f"is outside the reward range [{low:g}, {high:g}]",
+        )
+        # the reward of the answer, team size and cost above (the same kernels as the step's), but the diversity
+        # bonus: that is bonus x the focal diversity the answering team had, in [0, 1], exactly 0 without a bonus
+        cfg = engine.config
+        scoring = RewardSettings(alpha=cfg.alpha, size_penalty_mode=cfg.size_penalty_mode, use_costs=cfg.use_costs)
+        base = scoring.rewards(correct == 1, scoring.share(engine.cache, size, cost, total_cost))
+        bonus = cfg.diversity_bonus
+        index = _first((reward - base < min(bonus, 0.0) - slack) | (reward - base > max(bonus, 0.0) + slack))
+        if index is not None:
+            env = int(played[index[0]])
+            raise _refusal(
+                "last",
+                ("REWARD", env),
+                reward[index],
+                f"is not the reward of copy {env}'s last answer (its CORRECT, TEAM_SIZE and COST give "
+                f"{_item(base[index])}, plus the diversity bonus {bonus:g} times a focal diversity in [0, 1])",
+            )
+        if state.rewards.shape[1] > 0:
+            self._require(
+                Info.REWARD,
+                played,
+                reward.astype(np.float32) == state.rewards[played, -1],
+                "is not the last reward of the history (rewards)",
+            )
+        total_return = last[Info.EPISODE_RETURN, played]
+        self._require(
+            Info.EPISODE_RETURN,
+            played,
+            (total_return >= steps * low - slack * steps) & (total_return <= steps * high + slack * steps),
+            "is not a sum of POS rewards inside the reward range",
+        )
+        history = state.rewards.shape[1]
+        whole = steps <= history  # every reward of the episode is in the history: the return is their sum
+        if whole.any():
+            envs, kept = played[whole], np.arange(history)[None, :] >= history - steps[whole][:, None]
+            sums = np.where(kept, state.rewards[envs], 0.0).sum(axis=1, dtype=np.float64)
+            self._require(
+                Info.EPISODE_RETURN,
+                envs,
+                np.abs(last[Info.EPISODE_RETURN, envs] - sums) <= 1e-6 * max(1.0, abs(low), abs(high)) * steps[whole],
+                "is not the sum of the episode's rewards (all in the history)",
+            )
+
+    def _expect(self, row: Info, envs: np.ndarray, expected: Any, what: str) -> None:
+        got = self.state.last[row, envs]
+        expected = np.broadcast_to(np.asarray(expected, dtype=np.float64), got.shape)
+        index = _first(got != expected)
+        if index is not None:
+            env = int(envs[index[0]])
+            raise _refusal(
+                "last", (row.name, env), got[index], f"is not {_item(expected[index])}, {what} of copy {env}"
+            )
+
+    def _require(self, row: Info, envs: np.ndarray, good: np.ndarray, problem: str) -> None:
+        index = _first(~good)
+        if index is not None:
+            env = int(envs[index[0]])
+            raise _refusal("last", (row.name, env), self.state.last[row, env], problem)
+
+    # -- the generator and the observations -----------------------------------------------------------
+    def rng(self) -> None:
+        words = self.values["rng"]
+        if not int(words[3]) & 1:
+            raise _refusal("rng", (3,), words[3], "is even: a PCG64 increment (words 2 and 3) is always odd")
+        if words[4] > 1:
+            raise _refusal("rng", (4,), words[4], "is not 0 or 1 (PCG64's has_uint32 flag)")
+        if words[5] >= 2**32:
+            raise _refusal("rng", (5,), words[5], "does not fit in 32 bits (PCG64's cached uinteger)")
+
+    def observations(self) -> None:
+        engine, state, layout = self.engine, self.state, self.engine.layout
+        scratch = state._replace(last=state.last.copy())  # observing notes the focal diversity there
+        b = engine.num_envs
+        out = Outputs(
+            decider=np.zeros((b, layout.decider_size), dtype=np.float32),
+            fusion=np.zeros((b, layout.fusion_size), dtype=np.float32),
+            reward=np.zeros(b, dtype=np.float64),
+            done=np.zeros(b, dtype=np.bool_),
+            terminated=np.zeros(b, dtype=np.bool_),
+        )
+        dynamics.observe(np.arange(b), engine.tables, scratch, engine.settings, out)
+        blocks = (
+            ("obs_decider", out.decider, layout.decider, layout.decider_low, layout.decider_high),
+            ("obs_fusion", out.fusion, layout.fusion, layout.fusion_low, layout.fusion_high),
+        )
+        for name, expected, parts, low, high in blocks:
+            got = self.values[name]
+            checked = np.ones(got.shape[1], dtype=bool)
+            if "features" in parts:
+                checked[parts["features"]] = False  # float32 features of a finite cache may overflow to inf
+            index = _first(~np.isfinite(got) & checked)
+            if index is not None:
+                raise _refusal(
+                    name, index, got[index], f"is not finite (block {_block(parts, index[1])!r}, entry {index[1]})"
+                )
+            index = _first((got < low) | (got > high))
+            if index is not None:
+                raise _refusal(
+                    name,
+                    index,
+                    got[index],
+                    f"is outside the observation space's bounds [{low[index[1]]}, {high[index[1]]}] "
+                    f"(block {_block(parts, index[1])!r}, entry {index[1]})",
+                )
+            index = _first((got != expected) & ~(np.isnan(got) & np.isnan(expected)))
+            if index is not None:
+                block = _block(parts, index[1])
+                raise _refusal(
+                    name,
+                    index,
+                    got[index],
+                    f"is not {_item(expected[index])}, the observation the restored state gives (block {block!r}, "
+                    f"entry {index[1]}, from {_SOURCES[name, block]})",
+                )
+        got, expected = state.last[Info.FOCAL_DIVERSITY], scratch.last[Info.FOCAL_DIVERSITY]
+        index = _first(got != expected)
+        if index is not None:
+            env = index[0]
+            raise _refusal(
+                "last",
+                ("FOCAL_DIVERSITY", env),
+                got[env],
+                f"is not {_item(expected[env])}, the focal diversity of copy {env}'s team over its window",
+            )
+
+
+_STREAM = "order and counters"
+#: what each observation block is made from, for the message of an observation the state does not give
+_SOURCES = {
+    ("obs_decider", "team_mask"): "team",
+    ("obs_decider", "team_size"): "team",
+    ("obs_decider", "statistics"): "team, window and its counts (fail, fail2, fail3, plural, agree, votes)",
+    ("obs_decider", "model_accuracy"): "fail and counters",
+    ("obs_decider", "task"): _STREAM,
+    ("obs_decider", "features"): _STREAM,
+    ("obs_fusion", "probs"): f"{_STREAM} and team",
+    ("obs_fusion", "team_mask"): "team",
+    ("obs_fusion", "rewards"): "rewards",
+    ("obs_fusion", "action_mask"): _STREAM,
+    ("obs_fusion", "task"): _STREAM,
+    ("obs_fusion", "features"): _STREAM,
+}
+
+
+def _block(parts: dict[str, slice], column: int) -> str:
+    """The name of the observation block holding ``column``."""
+    return next(name for name, part in parts.items() if part.start <= column < part.stop)
 
 
 def _rng_to_array(generator: np.random.Generator) -> np.ndarray:

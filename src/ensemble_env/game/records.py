@@ -99,7 +99,12 @@ class Tables(NamedTuple):
 
 
 class CopyState(NamedTuple):
-    """Per-copy arrays (B copies): everything that changes as the copies play."""
+    """Per-copy arrays (B copies): everything that changes as the copies play.
+
+    The kernels trust these arrays (indices into the cache's tables, counters within their ranges): the engine
+    alone writes them, and ``EnsembleVectorEnv.set_state`` checks a restored snapshot by value before any kernel
+    reads it (what each array must hold: ``_SnapshotCheck`` in :mod:`ensemble_env.game.engine`).
+    """
 
     order: np.ndarray  # (B or 1, L) int32 the question streams (one shared row for sequential order)
     counters: np.ndarray  # (B, len(Counter)) int64, columns named by ``Counter``
@@ -126,6 +131,7 @@ class Layout(NamedTuple):
     fusion_rewards: int
     fusion_mask: int
     fusion_task: int
+    fusion_features: int
 
 
 class Settings(NamedTuple):

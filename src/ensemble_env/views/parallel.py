@@ -15,11 +15,19 @@ Decider obs        ``Box(float32)``: team mask (N), team size / N, K window stat
 Fusion obs         ``Box(float32)``: team-masked probabilities (N x C), team mask (N), last T' rewards,
                    valid-choice mask (C) (also ``infos["fusion"]["action_mask"]``) [, task one-hot]
 State              ``Box(float32)``: decider obs + fusion obs (no label), for centralized critics
+                   [+ the question's context (task one-hot, features) with per-model agents]
 Reward (shared)    +1 if right, else -1 - alpha * |E_t| / N (``size_penalty_mode="on_error"``)
 Step order         fusion answers q_t with team E_t; the decider commits E_{t+1}; both get r_t
 Episode end        the stream exhausted: both agents terminated; ``episode_length`` cut a longer stream:
                    both truncated, the final observation shows the stream's real next question;
                    ``agents`` emptied either way
+RLAE options       ``fusion_action="weights"``: fusion sets ``Box(0, 1, (N,))`` weights; the answer is
+                   argmax over valid c of sum over the team of w_i p_i(c) (ties: lowest c; all-zero
+                   team weights: equal; weights outside the team ignored; outside [0, 1] or NaN
+                   refused). ``decider=False``: no decider, the team is every model. ``fusion_agents=
+                   "per_model"``: agents ``weight_0 .. weight_{N-1}``, ``Box(0, 1, (1,))`` each,
+                   observing [task one-hot, features, own team-masked probs (C), membership, valid-
+                   choice mask (C)]; weighting agents' infos carry ``choice_mask``
 =================  ===============================================================================
 
 Arguments: ``cache`` (a built-in name, a path or a :class:`~ensemble_env.cache.LogitCache`; default: ``"bbh5"``),
@@ -31,6 +39,9 @@ Version history:
   question its committed team answers, instead of q_t; an exhausted stream terminates the episode (it was
   reported as truncation), an ``episode_length`` cut truncates it with a real final observation (it was a
   placeholder); the default cache is the built-in ``bbh5`` (5 open LLMs on 16 BIG-Bench-Hard tasks).
+- v1, unchanged: the RLAE options ``fusion_action``, ``decider``, ``fusion_agents`` (and ``fusion_extras``
+  ``"features"``) were added without a bump: at their defaults every existing configuration's observations,
+  rewards, infos and snapshots are bit-identical.
 - v0: first release.
 """
 
@@ -47,9 +58,9 @@ from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 
 from ensemble_env.cache import datasets
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.game.actions import decider_space, decode_decider, decode_fusion, fusion_space
+from ensemble_env.game.actions import decider_space, decode_decider, decode_fusion, fusion_space, weights_space
 from ensemble_env.game.config import EnvConfig
-from ensemble_env.game.engine import AGENTS, EnsembleVectorEnv
+from ensemble_env.game.engine import EnsembleVectorEnv, check_seed
 from ensemble_env.views.render import EpisodeTrace, describe_reset, describe_step, draw_frame
 
 __all__ = ["EnsembleParallelEnv", "env", "parallel_env", "vector_env"]
@@ -78,22 +89,25 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         self.render_mode = render_mode
         self.engine = EnsembleVectorEnv(cache, config, num_envs=1, autoreset=False)
         self.cache, self.config = cache, config
-        self.possible_agents = list(AGENTS)
+        self.possible_agents = list(self.engine.agents)
         self.agents: list[str] = []
-        layout = self.engine.layout
-        self.observation_spaces = {
-            "decider": spaces.Box(layout.decider_low, layout.decider_high, dtype=np.float32),
-            "fusion": spaces.Box(layout.fusion_low, layout.fusion_high, dtype=np.float32),
-        }
-        self.action_spaces = {
-            "decider": decider_space(config.decider_action, cache.n_models),
-            "fusion": fusion_space(cache.max_choices),
-        }
-        self.state_space = spaces.Box(
-            np.concatenate([layout.decider_low, layout.fusion_low]),
-            np.concatenate([layout.decider_high, layout.fusion_high]),
-            dtype=np.float32,
-        )
+        layout, n_models = self.engine.layout, cache.n_models
+        self.observation_spaces: dict[str, spaces.Space[Any]] = {}
+        self.action_spaces: dict[str, spaces.Space[Any]] = {}
+        for agent in self.possible_agents:  # each space built once, here
+            if agent == "decider":
+                self.observation_spaces[agent] = spaces.Box(layout.decider_low, layout.decider_high, dtype=np.float32)
+                self.action_spaces[agent] = decider_space(config.decider_action, n_models)
+            elif agent == "fusion":
+                self.observation_spaces[agent] = spaces.Box(layout.fusion_low, layout.fusion_high, dtype=np.float32)
+                self.action_spaces[agent] = (
+                    weights_space(n_models) if config.fusion_action == "weights" else fusion_space(cache.max_choices)
+                )
+            else:  # weight_i
+                self.observation_spaces[agent] = spaces.Box(layout.model_low, layout.model_high, dtype=np.float32)
+                self.action_spaces[agent] = weights_space(1)
+        self.state_space = spaces.Box(layout.state_low, layout.state_high, dtype=np.float32)
+        self._plain = self.possible_agents == ["decider", "fusion"] and config.fusion_action == "answer"
         self._used_team: np.ndarray | None = None  # the team that answered the last step, for render()
         self._trace: EpisodeTrace | None = None  # the recent steps, for render_mode="rgb_array"
 
@@ -106,10 +120,11 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
-        """Start an episode (re-seeded with ``seed``). ``options`` is accepted for the PettingZoo API (whose
-        own conformance test passes arbitrary ones) and ignored: the game's options are set when the
-        environment is built (``ensemble_env.parallel_env(alpha=..., ...)``)."""
-        obs, _ = self.engine.reset(seed=seed)
+        """Start an episode (re-seeded with ``seed``: None or a non-negative integer, a ValueError naming the
+        value otherwise, before anything changes; ``True`` is not seed 1). ``options`` is accepted for the
+        PettingZoo API (whose own conformance test passes arbitrary ones) and ignored: the game's options are
+        set when the environment is built (``ensemble_env.parallel_env(alpha=..., ...)``)."""
+        obs, _ = self.engine.reset(seed=check_seed(seed))
         self.agents = list(self.possible_agents)
         self._used_team = None
         self._trace = EpisodeTrace() if self.render_mode == "rgb_array" else None
@@ -131,22 +146,38 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         engine = self.engine
         # the team that answers this step, kept only for render()
         used_team = engine.team[0] if self.render_mode is not None else None
-        next_team = self.check_action("decider", actions["decider"])
-        answers = self.check_action("fusion", actions["fusion"])
-        obs, reward, done = engine.advance(next_team, answers)
+        if self._plain:  # today's game: its decoders, called directly (the step's speed is as it was)
+            config = self.config
+            next_team = decode_decider(
+                actions["decider"], config.decider_action, engine.n_models, None, config.min_team_size
+            )
+            answers, weights = decode_fusion(actions["fusion"], None, engine.max_choices), None
+        else:
+            next_team, answers, weights = engine.decode_actions(actions, None)
+        obs, reward, done = engine.advance(next_team, answers, weights)
         self._used_team = used_team
         if self._trace is not None and used_team is not None:
             self._trace.record(engine, used_team)
         value, over = float(reward[0]), bool(done[0])
         terminated = bool(engine.outputs.terminated[0])
         truncated = over and not terminated
-        result = (
-            self._unbatch_obs(obs),
-            {"decider": value, "fusion": value},
-            {"decider": terminated, "fusion": terminated},
-            {"decider": truncated, "fusion": truncated},
-            self._infos(),
-        )
+        if self._plain:
+            result = (
+                self._unbatch_obs(obs),
+                {"decider": value, "fusion": value},
+                {"decider": terminated, "fusion": terminated},
+                {"decider": truncated, "fusion": truncated},
+                self._infos(),
+            )
+        else:
+            agents = self.possible_agents
+            result = (
+                self._unbatch_obs(obs),
+                dict.fromkeys(agents, value),
+                dict.fromkeys(agents, terminated),
+                dict.fromkeys(agents, truncated),
+                self._infos(),
+            )
         if over:
             self.agents = []
         if self.render_mode == "human":
@@ -154,14 +185,9 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         return result
 
     def check_action(self, agent: str, action: Any) -> np.ndarray:
-        """``agent``'s action decoded ((1, N) team or (1,) answer); a ValueError naming the agent, the space and
-        the value if it does not belong to the agent's space (nothing changes)."""
-        engine, config = self.engine, self.config
-        if agent == "decider":
-            return decode_decider(action, config.decider_action, engine.n_models, min_team_size=config.min_team_size)
-        if agent == "fusion":
-            return decode_fusion(action, max_choices=engine.max_choices)
-        raise ValueError(f"unknown agent {agent!r}; the agents are {list(self.possible_agents)}")
+        """``agent``'s action decoded ((1, N) team, (1,) answer, (1, N) or (1, 1) weights); a ValueError naming
+        the agent, the space and the value if it does not belong to the agent's space (nothing changes)."""
+        return self.engine.decode_agent(agent, action, None)
 
     def state(self) -> np.ndarray:
         return self.engine.state()[0]
@@ -187,15 +213,22 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
     def close(self) -> None:
         pass
 
-    @staticmethod
-    def _unbatch_obs(obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {"decider": obs["decider"][0], "fusion": obs["fusion"][0]}  # fresh arrays every step
+    def _unbatch_obs(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self._plain:
+            return {"decider": obs["decider"][0], "fusion": obs["fusion"][0]}  # fresh arrays every step
+        return {agent: array[0] for agent, array in obs.items()}
 
     def _infos(self) -> dict[str, dict[str, Any]]:
         values = self.engine.info_values(0)
-        fusion = dict(values)
-        fusion["action_mask"] = self.engine.action_masks()[0]
-        return {"decider": values, "fusion": fusion}
+        if self._plain:
+            fusion = dict(values)
+            fusion["action_mask"] = self.engine.action_masks()[0]
+            return {"decider": values, "fusion": fusion}
+        mask_key = "choice_mask" if self.config.fusion_action == "weights" else "action_mask"
+        infos: dict[str, dict[str, Any]] = {}
+        for agent in self.possible_agents:
+            infos[agent] = dict(values) if agent == "decider" else {**values, mask_key: self.engine.action_masks()[0]}
+        return infos
 
 
 # -- factories ----------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 ``"rgb_array"`` returns.
 
 They read the engine's public accessors only (``info_values``, ``observations``, ``statistic_names``,
-``team``, ``next_questions``, ``cache``, ``config``). The picture (:func:`draw_frame`) is drawn with numpy
+``outputs``, ``team``, ``next_questions``, ``last_weights``, ``cache``, ``config``). With
+``fusion_action="weights"`` both show the weights the step used. The picture (:func:`draw_frame`) is drawn with numpy
 alone (its own 5 x 7 pixel font), so recording episodes needs no plotting library; writing them to a GIF
 does (see ``docs/tutorials``).
 """
@@ -65,7 +66,7 @@ def describe_step(engine: EnsembleVectorEnv, used_team: np.ndarray, env: int = 0
     question, answer, label = int(info["question"]), int(info["answer"]), int(info["label"])
     step = int(info["step"]) - 1
     names = engine.statistic_names
-    statistics = engine.observations["decider"][env, engine.layout.decider["statistics"]]
+    statistics = engine.outputs.decider[env, engine.layout.decider["statistics"]]
     stats = "  ".join(f"{name} {value:.3f}" for name, value in zip(names, statistics, strict=True))
     gold = cache.probs[question, :, label]
     members = np.flatnonzero(used_team)
@@ -73,6 +74,17 @@ def describe_step(engine: EnsembleVectorEnv, used_team: np.ndarray, env: int = 0
     verdict = "right" if info["correct"] else "wrong"
     excerpt = question_excerpt(cache, question)
     text = "" if excerpt is None else f"  text       {excerpt}\n"
+    weights = engine.last_weights
+    if weights is not None:
+        w = weights[env]
+        shown = " ".join(f"{cache.models[i]}:{w[i]:.2f}" for i in members) or "-"
+        equal = "  (all 0 on the team: equal weights)" if members.size and not w[members].any() else ""
+        text += f"  weights    {shown}{equal}\n"
+    decider = (
+        f"  decider -> E_t+1 {_team_names(cache, engine.team[env])}   {stats}"
+        if engine.config.decider
+        else f"  no decider: E_t+1 every model   {stats}"
+    )
     return (
         f"t={step:<4d} task {cache.task_names[cache.tasks[question]]} | question {question} "
         f"({cache.n_choices[question]} choices, gold {label})\n"
@@ -80,7 +92,7 @@ def describe_step(engine: EnsembleVectorEnv, used_team: np.ndarray, env: int = 0
         f"  team E_t   {_team_names(cache, used_team)} ({len(members)}/{engine.n_models})  p(gold): {support}\n"
         f"  fusion  -> answer {answer}: {verdict}   reward {info['reward']:+.3f}   "
         f"running accuracy {info['accuracy']:.3f}\n"
-        f"  decider -> E_t+1 {_team_names(cache, engine.team[env])}   {stats}"
+        f"{decider}"
     )
 
 
@@ -296,6 +308,15 @@ class FrameGeometry:
         """(x, y) of the top-left pixel of ``model``'s cell in the "NEXT" column."""
         return self.next_x, self.strip_y + model * self.row
 
+    @property
+    def weight_width(self) -> int:
+        """Pixels of a weight of 1 in the weight bars between "NEXT" and the panel."""
+        return self.panel_x - self.next_x - 12 - 6
+
+    def weight_cell(self, model: int) -> tuple[int, int]:
+        """(x, y) of the top-left pixel of ``model``'s weight bar (its outline; the bar starts one pixel in)."""
+        return self.next_x + 14, self.strip_y + model * self.row
+
     def choice_width(self, n_choices: int) -> int:
         return int(np.clip((self.width - self.margin - self.panel_x) // max(n_choices, 1), 4, 24))
 
@@ -373,6 +394,13 @@ def draw_frame(
             _fill(image, *geo.next_cell(model), 12, row - 1, _INK)
         else:
             _outline(image, *geo.next_cell(model), 12, row - 1, _GRID)
+    weights = engine.last_weights if answered else None
+    if weights is not None:  # the weights the step used: a bar per model right of NEXT (grey: outside the team)
+        for model in range(n):
+            x, top = geo.weight_cell(model)
+            length = round(float(weights[env, model]) * geo.weight_width)
+            _outline(image, x, top, geo.weight_width + 2, row - 1, _GRID)
+            _fill(image, x + 1, top, length, row - 1, _PROB.astype(np.uint8) if team[model] else _GRID)
     y = geo.answer_y + row + 3
     draw_text(image, geo.strip_x, y, "<- OLDER", _GRID)
     draw_text(image, geo.strip_x + geo.strip_width - 6 * CHAR_WIDTH, y, "NEWER", _GRID)
@@ -405,6 +433,8 @@ def draw_frame(
         (_INK, "NEXT: TEAM COMMITTED FOR"),
         (None, "      THE NEXT QUESTION"),
     )
+    if weights is not None:
+        legend += ((tuple(int(v) for v in _PROB), "BAR RIGHT OF NEXT: WEIGHT"),)  # type: ignore[assignment]
     for k, (swatch, text) in enumerate(legend):
         if swatch is not None:
             _fill(image, legend_x, y + k * LINE_HEIGHT, 8, 7, swatch)
