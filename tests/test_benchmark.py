@@ -94,7 +94,29 @@ def results_runs(out: Path) -> list[dict]:
     return runs
 
 
-def test_test_labels_do_not_influence_the_selected_checkpoint(tmp_path: Path):
+#: the learner's options the label-flip test covers: the defaults (the expected credit, the offline start from the
+#: train outcomes, its KL trust region), and every decider option away from them (the other credits, the size
+#: prior, the offline start's temperature, the decider's own entropy bonus, the window)
+LEARNER_OPTIONS = {
+    "defaults": {},
+    "greedy credit, size prior": {
+        "decider_credit": "greedy",
+        "decider_start": "prior",
+        "decider_initial_prob": 0.25,
+        "decider_kl_coef": 0.0,
+    },
+    "sampled credit, offline start, entropy, window": {
+        "decider_credit": "sampled",
+        "offline_temperature": 0.1,
+        "decider_kl_coef": 0.2,
+        "decider_ent_coef": 0.0,
+        "env": {"window": 32},
+    },
+}
+
+
+@pytest.mark.parametrize("options", list(LEARNER_OPTIONS.values()), ids=list(LEARNER_OPTIONS))
+def test_test_labels_do_not_influence_the_selected_checkpoint(tmp_path: Path, options: dict):
     cache = small_cache()
     test = cache.select("test")
     labels = np.asarray(cache.labels).copy()
@@ -102,12 +124,57 @@ def test_test_labels_do_not_influence_the_selected_checkpoint(tmp_path: Path):
     flipped = dataclasses.replace(cache, labels=labels)
     chosen = []
     for index, which in enumerate((cache, flipped)):
-        answers = benchmark.learner_answers(which, 0, 1.0, tmp_path / str(index), passes=30.0, checkpoints=3)
+        answers = benchmark.learner_answers(
+            which, 0, 1.0, tmp_path / str(index), passes=30.0, checkpoints=3, overrides=options
+        )
         chosen.append((answers.info["selected_iteration"], answers.info["validation"]))
     assert len(chosen[0][1]) == 3
     assert chosen[0] == chosen[1]
-    scores = [benchmark._baseline("router")(which, 0, 1.0, tmp_path).teams for which in (cache, flipped)]
-    assert np.array_equal(*scores)
+    if not options:
+        scores = [benchmark._baseline("router")(which, 0, 1.0, tmp_path).teams for which in (cache, flipped)]
+        assert np.array_equal(*scores)
+
+
+def test_the_headroom_is_in_every_table_and_the_oracles_are_marked(cache_file: str, tmp_path: Path):
+    """static_team fitted on train + validation (a competitor) and the best fixed team per task on test (it reads
+    the test labels: a reference), in the default algorithms and marked in the tables."""
+    from ensemble_env.baselines import routing
+
+    assert {"static_team(train+val)", "oracle_team(test)"} <= set(benchmark.DEFAULT_ALGORITHMS)
+    assert [benchmark.uses_test_labels(name) for name in ("mappo", "static_team", "static_team(train+val)")] == [
+        False,
+        False,
+        False,
+    ]
+    assert benchmark.uses_test_labels("oracle_team(test)") and benchmark.uses_test_labels("oracle")
+    names = ["static_team", "static_team(train+val)", "oracle_team(test)", "best_single", "oracle"]
+    results = benchmark.benchmark(names, range(1), [cache_file], tmp_path, progress=False, plot=False)
+    table = (tmp_path / "results.md").read_text(encoding="utf-8")
+    for name in names:
+        role = benchmark.TEST_LABELS_ROLE if name in ("oracle_team(test)", "oracle") else "competitor"
+        assert f"| {name} | {role} |" in table
+    assert "| best_single | static_team(train+val) |" in table  # every competitor paired with it
+    # what the two fit on
+    cache = small_cache()
+    train, validation, test = (cache.select(split) for split in ("train", "validation", "test"))
+    both = routing.static_team(cache, np.concatenate([train, validation]), test)
+    hindsight = routing.static_team(cache, test, test)
+    per = results["caches"][cache_file]
+    stored = [json.loads(path.read_text()) for path in (tmp_path / "runs").glob("*/*/result.json")]
+    for name, expected in (("static_team(train+val)", both), ("oracle_team(test)", hindsight)):
+        (run,) = [record for record in stored if record["key"]["algorithm"] == name]
+        assert np.array_equal(np.asarray(run["teams"], dtype=bool), expected.teams), name
+        assert per[name]["uses_test_labels"] == (name == "oracle_team(test)")
+    rewards = {name: per[name]["aggregate"]["reward"]["mean"] for name in names}
+    assert rewards["oracle_team(test)"] >= max(rewards["static_team"], rewards["static_team(train+val)"])
+    # flipping the test labels moves the oracle, never the competitor
+    labels = np.asarray(cache.labels).copy()
+    labels[test] = (labels[test] + 1) % 4
+    flipped = dataclasses.replace(cache, labels=labels)
+    teams = {which: {name: benchmark._baseline(name)(c, 0, 1.0, tmp_path).teams for name in names[1:3]}
+             for which, c in (("same", cache), ("flipped", flipped))}  # fmt: skip
+    assert np.array_equal(teams["same"]["static_team(train+val)"], teams["flipped"]["static_team(train+val)"])
+    assert not np.array_equal(teams["same"]["oracle_team(test)"], teams["flipped"]["oracle_team(test)"])
 
 
 def test_registration_and_answers_are_checked(cache_file: str, tmp_path: Path):

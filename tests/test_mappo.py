@@ -323,7 +323,7 @@ def test_config_files_toml_and_json(tmp_path: Path) -> None:
     toml.write_text('seed = 4\nmode = "two-stage"\nlearning_rate = 1\n[env]\nalpha = 0.5\n')
     config = load_config(toml)
     assert (config.seed, config.mode, config.learning_rate) == (4, "two-stage", 1.0)
-    assert config.env == {"decider_extras": ["task"], "fusion_extras": ["task"], "alpha": 0.5}
+    assert config.env == {"decider_extras": ["task"], "fusion_extras": ["task"], "window": 32, "alpha": 0.5}
     as_json = tmp_path / "run.json"
     as_json.write_text(json.dumps(config.to_dict()))
     assert load_config(as_json) == config

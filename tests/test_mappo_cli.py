@@ -180,7 +180,7 @@ def test_plot_writes_pngs(run_dir: Path, tmp_path: Path) -> None:
     }
 
 
-@pytest.mark.parametrize("module", ["config", "files", "networks", "optim", "ppo", "training"])
+@pytest.mark.parametrize("module", ["config", "checkpoint", "networks", "optim", "ppo", "progress", "training"])
 def test_docstring_examples(module: str) -> None:
     failures, _ = doctest.testmod(importlib.import_module(f"ensemble_mappo.{module}"))
     assert failures == 0

@@ -152,17 +152,75 @@ def test_an_exhausted_stream_terminates_without_bootstrap() -> None:
     agents, rollout, venv, _ = _collect(episode_length=None, num_steps=n_stream)
     assert rollout.terminated[-1].all() and rollout.dones[-1].all() and rollout.dones.sum() == 2
     assert not rollout.final_values.any()  # a termination needs no value
+    config = TrainConfig(gamma=0.99, gae_lambda=1.0)
     with torch.no_grad():
-        advantages, returns = advantages_and_returns(
-            agents, rollout, venv.state(), TrainConfig(gamma=0.99, gae_lambda=1.0)
-        )
+        advantages, returns = advantages_and_returns(agents, rollout, venv.state(), config)
         values = agents.value_norm.denormalize(rollout.values)
     # the last team answers nothing: the decider's return there is 0, whatever the state after the rollout is worth
     assert returns[-1, :, 0].tolist() == [0.0, 0.0]
     np.testing.assert_allclose(advantages[-1, :, 0].numpy(), -values[-1, :, 0].numpy(), rtol=1e-6)
-    # the decider's second-to-last action earns the last question's reward and no more (lambda 1: the return)
-    reward = torch.from_numpy(rollout.rewards[-1])
+    # the decider's second-to-last action earns the last question's reward (as its credit counts it) and no more
+    # (lambda 1: the return)
+    reward = torch.from_numpy(rollout.credit(config.decider_credit)[-1])
     np.testing.assert_allclose(returns[-2, :, 0].numpy(), reward.numpy(), rtol=1e-6)
+
+
+# -- the decider's credit without the fusion agent's sampling noise ------------------------------------------------
+def _rollout_with_fusion_noise(fusion_seed: int, *, alpha: float = 1.0, mode: str = "on_error") -> tuple[Any, ...]:
+    """One rollout on bbh5's train split: the decider plays its mode (the same teams whatever the fusion agent
+    does), the fusion agent samples with its own seed. The critic outputs 0 and the fusion agent is the team's
+    mean-probability vote (gate weights 0), so neither reads the sampled rewards of the fusion observation."""
+    cache = datasets.load("bbh5")
+    options = {**env_options(TrainConfig(), cache), "alpha": alpha, "size_penalty_mode": mode}
+    venv = make_env(cache, options, num_envs=6, split="train", episode_length=32)
+    torch.manual_seed(0)
+    agents = Agents.build(venv, hidden=8, decider_initial_prob=0.3)
+    with torch.no_grad():
+        agents.critic.net[-1].weight.zero_()
+        agents.critic.net[-1].bias.zero_()
+        agents.fusion.gate.weight.zero_()
+    rollout = agents.rollout(venv, 32)
+    obs, _ = venv.reset(seed=0)
+    _, record = collect(venv, agents, rollout, obs, torch.Generator().manual_seed(fusion_seed), Behaviour("mode"))
+    return agents, rollout, venv, record, cache
+
+
+def test_the_deciders_advantage_is_unchanged_by_the_fusion_agents_sampling_noise() -> None:
+    first, second = _rollout_with_fusion_noise(1), _rollout_with_fusion_noise(2)
+    assert torch.equal(first[1].actions["decider"], second[1].actions["decider"])  # the same teams
+    assert not torch.equal(first[1].actions["fusion"], second[1].actions["fusion"])  # other sampled answers
+    assert not np.array_equal(first[1].rewards, second[1].rewards)
+    advantages = {}
+    for credit in ("sampled", "greedy", "expected"):
+        config = TrainConfig(decider_credit=credit)
+        advantages[credit] = [advantages_and_returns(a, r, v.state(), config)[0] for a, r, v, *_ in (first, second)]
+    # the decider's advantage (column 0) is its credit minus the critic's 0: sampling noise only in "sampled"
+    assert not torch.equal(advantages["sampled"][0][..., 0], advantages["sampled"][1][..., 0])
+    for credit in ("greedy", "expected"):
+        torch.testing.assert_close(advantages[credit][0][..., 0], advantages[credit][1][..., 0])
+        # the fusion agent still learns from the rewards of its own sampled answers
+        torch.testing.assert_close(advantages[credit][0][..., 1], advantages["sampled"][0][..., 1])
+
+
+@pytest.mark.parametrize(("alpha", "mode"), [(1.0, "on_error"), (0.5, "always")])
+def test_the_credits_are_the_rewards_of_the_greedy_answer_and_of_the_policy(alpha: float, mode: str) -> None:
+    agents, rollout, _, record, cache = _rollout_with_fusion_noise(3, alpha=alpha, mode=mode)
+    questions = record.question.astype(np.int64)
+    labels = np.asarray(cache.labels)[questions]
+    share = record.team_size / cache.n_models
+    with torch.no_grad():
+        logits = agents.fusion(rollout.inputs["fusion"].reshape(-1, agents.fusion.input_size))
+    greedy = logits.argmax(-1).numpy().reshape(labels.shape)
+    p_label = torch.softmax(logits, -1).numpy().reshape(*labels.shape, -1)
+    p_label = np.take_along_axis(p_label, labels[..., None], -1)[..., 0]
+    penalty = alpha * share
+    right, wrong = (1.0 - penalty, -1.0 - penalty) if mode == "always" else (np.ones_like(share), -1.0 - penalty)
+    np.testing.assert_allclose(rollout.credit("sampled"), np.where(record.correct > 0, right, wrong), atol=1e-6)
+    np.testing.assert_allclose(rollout.credit("greedy"), np.where(greedy == labels, right, wrong), atol=1e-6)
+    np.testing.assert_allclose(rollout.credit("expected"), p_label * right + (1 - p_label) * wrong, atol=1e-5)
+    assert (greedy != rollout.actions["fusion"].numpy()).any()  # the sampled answers are not all greedy ones
+    with pytest.raises(ValueError, match="decider_credit='best' is not one of"):
+        TrainConfig(decider_credit="best")
 
 
 # -- the greedy team is never empty ------------------------------------------------------------------------------------

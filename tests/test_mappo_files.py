@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import pickle
 from pathlib import Path
 
@@ -11,13 +12,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ensemble_mappo.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from ensemble_mappo.files import atomic_write  # noqa: E402
 from ensemble_mappo.progress import ProgressLog  # noqa: E402
 
 
 def _checkpoint(tmp_path: Path) -> Path:
     path = tmp_path / "checkpoint.pt"
-    save_checkpoint(path, {"networks": {"w": torch.arange(1000.0)}, "iteration": 3})
+    save_checkpoint(path, {"networks": {"decider": {"w": torch.arange(1000.0)}}, "iteration": 3})
     return path
 
 
@@ -44,15 +44,49 @@ def test_an_intact_checkpoint_loads(tmp_path: Path) -> None:
     assert load_checkpoint(_checkpoint(tmp_path))["iteration"] == 3
 
 
-def test_atomic_write_leaves_no_temporary_and_removes_a_dead_writers(tmp_path: Path) -> None:
-    stale = tmp_path / ".log.txt.999999999.abcdefgh.tmp"  # the name atomic_path gives, from a process that is gone
+def test_a_checkpoint_leaves_no_temporary_and_removes_a_dead_writers(tmp_path: Path) -> None:
+    stale = tmp_path / ".checkpoint.pt.999999999.abcdefgh.tmp"  # atomic_path's name, from a process that is gone
     stale.write_text("left by a killed writer")
-    atomic_write(tmp_path / "log.txt", lambda file: file.write(b"ok"))
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["log.txt"]
-    with pytest.raises(RuntimeError):
-        atomic_write(tmp_path / "log.txt", lambda file: (_ for _ in ()).throw(RuntimeError("interrupted")))
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["log.txt"]
-    assert (tmp_path / "log.txt").read_bytes() == b"ok"
+    path = _checkpoint(tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["checkpoint.pt"]
+    before = path.read_bytes()
+    with pytest.raises(RuntimeError):  # torch.save fails half-way: the previous checkpoint stays as it was
+        save_checkpoint(path, {"networks": {}, "bad": _Unsaveable()})
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["checkpoint.pt"]
+    assert path.read_bytes() == before
+
+
+class _Unsaveable:
+    def __reduce__(self) -> tuple[object, ...]:
+        raise RuntimeError("interrupted")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_checkpoint_whose_weights_are_not_finite_is_refused_naming_the_tensor(tmp_path: Path, value: float) -> None:
+    weights = torch.ones(4, 3)
+    weights[1, 2] = value
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(path, {"networks": {"decider": {"net.0.weight": weights}}, "iteration": 3})
+    with pytest.raises(ValueError, match=r"checkpoint\.pt: networks\.decider\.net\.0\.weight holds 1 of 12 values"):
+        load_checkpoint(path)
+
+
+@pytest.mark.parametrize(
+    "networks",
+    [[], {"decider": "weights"}, {"decider": {"w": [1.0]}}, {"decider": {"w": torch.zeros(2, dtype=torch.complex64)}}],
+    ids=["list", "module-not-a-dict", "tensor-not-a-tensor", "complex"],
+)
+def test_networks_of_anything_but_real_tensors_are_refused(tmp_path: Path, networks: object) -> None:
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(path, {"networks": networks})
+    with pytest.raises(ValueError, match=r"checkpoint\.pt: networks"):
+        load_checkpoint(path)
+
+
+def test_a_checkpoint_that_is_not_a_regular_file_is_refused_without_reading(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "checkpoint.pt")  # reading a FIFO would block for ever
+    with pytest.raises(ValueError, match="not a regular file"):
+        load_checkpoint(tmp_path)
 
 
 def test_resuming_keeps_the_progress_history(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -54,12 +55,41 @@ def test_log_prob_and_entropy_are_the_categoricals_over_teams() -> None:
     torch.testing.assert_close(actor.entropy(logits), categorical_entropy(logits))
 
 
+@pytest.mark.parametrize(("initial_prob", "min_team_size"), [(0.5, 0), (0.25, 0), (0.1, 2)])
+def test_the_prior_sets_the_team_size_distribution_at_initialisation(initial_prob: float, min_team_size: int) -> None:
+    """decider_initial_prob: each model in the team independently, the size binomial given an allowed team."""
+    n = 5
+    torch.manual_seed(0)
+    actor = TeamDeciderActor(obs_size=7, n_models=n, min_team_size=min_team_size, initial_prob=initial_prob)
+    sizes = actor.teams.sum(-1).long()
+    smallest = max(1, min_team_size)
+    binomial = np.array([math.comb(n, k) * initial_prob**k * (1 - initial_prob) ** (n - k) for k in range(n + 1)])
+    binomial[:smallest] = 0.0
+    binomial /= binomial.sum()
+    for inputs, tolerance in ((torch.zeros(1, 7), 1e-6), (torch.randn(256, 7), 0.02)):  # any input, at the start
+        probs = torch.softmax(actor(inputs), -1).detach().double()
+        by_size = torch.zeros(inputs.shape[0], n + 1, dtype=torch.float64).index_add_(1, sizes, probs)
+        assert (by_size - torch.from_numpy(binomial)).abs().max() < tolerance
+    mean_size = float((binomial * np.arange(n + 1)).sum())
+    if initial_prob == 0.5 and min_team_size == 0:  # uniform over the 31 teams: mean size 80 / 31
+        assert mean_size == pytest.approx(80 / 31)
+        assert torch.allclose(probs[0].float(), torch.full((31,), 1 / 31.0), atol=1e-3)
+    # the trainer builds the decider with the config's prior
+    cache = make_cache(n_models=n, n_questions=300, n_tasks=2, seed=0)
+    venv = make_env(cache, {"decider_extras": ["task"]}, num_envs=1, split="train")
+    built = Agents.build(venv, 8, decider_initial_prob=initial_prob, decider_policy="teams").decider
+    probs = torch.softmax(built(torch.zeros(1, venv.layout.decider_size)), -1)[0].detach().double()
+    assert float((probs * built.teams.sum(-1).double()).sum()) == pytest.approx(
+        n * initial_prob / (1 - (1 - initial_prob) ** n), abs=1e-4
+    )
+
+
 def test_a_run_with_the_team_decider_resumes_and_evaluates(tmp_path: Path) -> None:
     cache = make_cache(n_models=3, n_questions=300, n_tasks=2, seed=0)
     config = TrainConfig(decider_policy="teams", passes=2, num_envs=4, num_steps=16, hidden_size=8)
     train(config, cache, tmp_path, progress=False)
     saved = load_checkpoint(tmp_path)["networks"]
-    venv = make_env(cache, {"decider_extras": ["task"], "fusion_extras": ["task"]}, num_envs=1, split="test")
+    venv = make_env(cache, config.env, num_envs=1, split="test")
     agents = Agents.build(venv, 8, decider_policy="teams")
     agents.load_state_dict(saved)
     assert isinstance(agents.decider, TeamDeciderActor)

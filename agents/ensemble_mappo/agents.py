@@ -53,8 +53,9 @@ class Agents:
 
         The decider's greedy and played teams honour the environment's ``min_team_size``. ``critic``:
         "central" (MAPPO: one critic of the state) or "local" (IPPO: :class:`LocalCritics`, each agent's
-        values from its own observation). ``decider_policy``: "bernoulli" (:class:`DeciderActor`), "teams"
-        (:class:`TeamDeciderActor`, a categorical over the non-empty teams; ``decider_initial_prob`` unused) or
+        values from its own observation). ``decider_initial_prob``: each model's probability of being in the
+        untrained decider's team (either policy). ``decider_policy``: "bernoulli" (:class:`DeciderActor`), "teams"
+        (:class:`TeamDeciderActor`, a categorical over the non-empty teams) or
         "auto" (teams for pools of up to :data:`ensemble_env.game.actions.MAX_SUBSET_MODELS` models).
         """
         layout = venv.layout
@@ -67,7 +68,7 @@ class Agents:
             decider_policy = "teams" if venv.n_models <= MAX_SUBSET_MODELS else "bernoulli"
         decider: DeciderActor | TeamDeciderActor
         if decider_policy == "teams":
-            decider = TeamDeciderActor(layout.decider_size, venv.n_models, hidden, min_size)
+            decider = TeamDeciderActor(layout.decider_size, venv.n_models, hidden, min_size, decider_initial_prob)
         elif decider_policy == "bernoulli":
             decider = DeciderActor(layout.decider_size, venv.n_models, hidden, decider_initial_prob, min_size)
         else:

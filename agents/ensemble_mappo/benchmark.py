@@ -28,7 +28,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,8 @@ from ensemble_env.cache import datasets
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.files import write_text
-from ensemble_env.game.reward import RewardSettings
+from ensemble_env.game.reward import RewardSettings, check_alpha
+from ensemble_env.text import show
 from ensemble_mappo.config import TrainConfig
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "learner_answers",
     "register_algorithm",
     "register_command",
+    "uses_test_labels",
 ]
 
 #: MAPPO/IPPO budgets in passes over the train stream, and how many evaluations on validation choose the
@@ -62,8 +64,18 @@ BUDGETS: dict[str, dict[str, float]] = {
     "quick": {"passes": 40.0, "checkpoints": 4},
     "default": {"passes": TrainConfig().passes, "checkpoints": 5},
 }
-#: what ``ensemble-env benchmark`` runs without --algorithms
-DEFAULT_ALGORITHMS = ("mappo", "ippo", "static_team", "router", "stacking", "best_single")
+#: what ``ensemble-env benchmark`` runs without --algorithms: the learners, the competitors, and the headroom (the
+#: best fixed team per task chosen on train + validation, a competitor; and in hindsight on test, a reference)
+DEFAULT_ALGORITHMS = (
+    "mappo",
+    "ippo",
+    "static_team",
+    "static_team(train+val)",
+    "router",
+    "stacking",
+    "best_single",
+    "oracle_team(test)",
+)
 #: what the baselines of the benchmark are called in ensemble_env.baselines.comparison
 METRICS = ("accuracy", "reward", "team_size", "cost")
 
@@ -143,11 +155,14 @@ def learner_answers(
     passes: float = TrainConfig().passes,
     checkpoints: int = 5,
     progress: bool = False,
+    overrides: Mapping[str, Any] | None = None,
 ) -> Answers:
     """Train MAPPO (``critic="central"``) or IPPO (``"local"``) on train, pick the checkpoint with the best
     mean reward on validation among ``checkpoints`` evenly spaced ones, and answer the test split with it.
 
-    Test is played once, after the choice; the choice reads the validation split only.
+    ``overrides``: fields of :class:`~ensemble_mappo.config.TrainConfig` other than the defaults (an ``env`` table
+    adds to the default environment options). Test is played once, after the choice; the choice reads the
+    validation split only.
     """
     from ensemble_mappo.checkpoint import load_checkpoint
     from ensemble_mappo.evaluation import evaluate_agents
@@ -160,8 +175,9 @@ def learner_answers(
             f"{error}: the learners choose their checkpoint on the validation split; add one with "
             "`ensemble-env cache split CACHE -o OUT.h5 --validation-fraction 0.2`"
         ) from None
-    base = TrainConfig(seed=seed, passes=passes, critic=critic)
-    config = dataclasses.replace(base, env={**base.env, "alpha": float(alpha)})
+    changes = dict(overrides or {})
+    base = dataclasses.replace(TrainConfig(seed=seed, passes=passes, critic=critic), **changes)
+    config = dataclasses.replace(base, env={**TrainConfig().env, **base.env, "alpha": float(alpha)})
     iterations = Budget.plan(config, int(cache.select("train").size)).iterations
     stops = sorted({max(1, round(iterations * (k + 1) / checkpoints)) for k in range(checkpoints)})
     best: tuple[float, int, Any] | None = None
@@ -277,7 +293,21 @@ def bootstrap_interval(
 
 
 #: the references every algorithm is compared with, paired by seed and test question
-REFERENCES = ("static_team", "best_single")
+REFERENCES = ("static_team", "static_team(train+val)", "best_single")
+#: how the tables mark an algorithm that reads the test labels (an oracle: the headroom, never a competitor)
+TEST_LABELS_ROLE = "reference (uses test labels)"
+
+
+def uses_test_labels(name: str) -> bool:
+    """Whether algorithm ``name`` chooses with the labels of the test questions it is scored on (a baseline marked
+    ``uses_test_labels`` in :data:`ensemble_env.baselines.registry.BASELINES`); learners and registered algorithms
+    never do."""
+    if name in ("mappo", "ippo") or name in ALGORITHMS:
+        return False
+    try:
+        return registry.lookup(name).uses_test_labels
+    except ValueError:
+        return False
 
 
 def _matrices(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -> dict[str, np.ndarray]:
@@ -457,6 +487,12 @@ def benchmark(
     if budget not in BUDGETS:
         raise ValueError(f"budget={budget!r} is not one of {', '.join(BUDGETS)}")
     seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds: give at least one seed (the means and intervals are over seeds)")
+    if not all(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in seeds):
+        raise ValueError(f"seeds must be integers >= 0, got {show(seeds)}")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, got {show(seeds)}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     plan = [(cache_name, name, seed) for cache_name in caches for name in algorithms for seed in seeds]
@@ -493,6 +529,7 @@ def benchmark(
         for name in algorithms:
             group = runs[(cache_name, name)]
             per_algorithm[name] = {
+                "uses_test_labels": uses_test_labels(name),
                 "aggregate": aggregate(cache, group, alpha),
                 "runs": [_run_summary(cache, run, alpha) for run in group],
                 "routing": routing(cache, group, alpha),
@@ -540,19 +577,21 @@ def format_markdown(results: dict[str, Any]) -> str:
     lines = [
         f"Test split; alpha = {results['alpha']:g}; seeds {', '.join(map(str, results['seeds']))}; "
         f"learner budget {results['budget']!r}. Mean over seeds [95% bootstrap interval over seeds and test "
-        "questions]. Accuracy: macro over tasks; reward, team size, cost: mean per question.",
+        "questions]. Accuracy: macro over tasks; reward, team size, cost: mean per question. Role: a competitor "
+        f"fits on train and chooses on validation; a {TEST_LABELS_ROLE} chooses with the labels of the test "
+        "questions it is scored on, so it shows the headroom and is never a competitor.",
         "",
     ]
     for cache_name, per_algorithm in results["caches"].items():
         lines += [
             f"## {cache_name}",
             "",
-            "| algorithm | accuracy | reward | team size | cost |",
-            "|---|---|---|---|---|",
+            "| algorithm | role | accuracy | reward | team size | cost |",
+            "|---|---|---|---|---|---|",
         ]
         for name, entry in per_algorithm.items():
             aggregate_ = entry["aggregate"]
-            cells = [_interval(aggregate_["accuracy"]), _interval(aggregate_["reward"])]
+            cells = [_role(entry), _interval(aggregate_["accuracy"]), _interval(aggregate_["reward"])]
             cells += [_interval(aggregate_["team_size"], 2), _interval(aggregate_["cost"], 2)]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
@@ -571,6 +610,10 @@ def format_markdown(results: dict[str, Any]) -> str:
                     lines.append(f"| {name} | {reference} | " + " | ".join(cells) + " |")
             lines.append("")
     return "\n".join(lines)
+
+
+def _role(entry: dict[str, Any]) -> str:
+    return TEST_LABELS_ROLE if entry.get("uses_test_labels") else "competitor"
 
 
 def _routing_table(per_algorithm: dict[str, Any]) -> list[str]:
@@ -604,7 +647,7 @@ def _routing_table(per_algorithm: dict[str, Any]) -> list[str]:
 def _plot(per_algorithm: dict[str, Any], path: Path, cache_name: str, alpha: float) -> None:
     points = [
         comparison.FrontierPoint(
-            name,
+            f"{name} (test labels)" if entry.get("uses_test_labels") else name,
             alpha,
             entry["aggregate"]["accuracy"]["mean"],
             entry["aggregate"]["reward"]["mean"],
@@ -633,7 +676,14 @@ def _load_plugins(paths: Sequence[str]) -> None:
         spec.loader.exec_module(module)
 
 
+#: the most seeds one benchmark runs (``--seeds``)
+MAX_SEEDS = 1000
+
+
 def _command(args: Any) -> int:
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        raise ValueError(f"--seeds must be at least 1 and at most {MAX_SEEDS} (seeds 0..S-1), got {show(args.seeds)}")
+    check_alpha(args.alpha)
     _load_plugins(args.register or [])
     results = benchmark(
         args.algorithms or list(DEFAULT_ALGORITHMS),
@@ -660,13 +710,16 @@ def register_command(commands: Any) -> None:
         help="run algorithms x seeds x caches on the test split, with confidence intervals",
         description="Run each algorithm with each seed on each cache: fit on train, choose on validation, "
         "answer test once. Writes OUT/results.json (per run and means over seeds with 95% bootstrap intervals, "
-        "per task and macro: accuracy, reward at alpha, team size, cost), OUT/results.md (the tables: scores, how "
-        "each algorithm's teams vary within a task, paired differences to static_team and best_single) and "
-        "OUT/frontier.png. Finished runs (same algorithm, seed, cache, alpha, config) are read back, not redone. "
-        "The defaults on bbh5 (5 seeds, MAPPO and IPPO at the default budget, four baselines) take about 5 "
+        "per task and macro: accuracy, reward at alpha, team size, cost), OUT/results.md (the tables: scores, each "
+        "algorithm's role, how its teams vary within a task, paired differences to static_team, "
+        "static_team(train+val) and best_single) and OUT/frontier.png. The defaults show the headroom: "
+        "static_team(train+val) (the best fixed team per task on train + validation, a competitor) and "
+        "oracle_team(test) (the best fixed team per task on test: it reads the test labels, a reference marked as "
+        "such, never a competitor). Finished runs (same algorithm, seed, cache, alpha, config) are read back, not "
+        "redone. The defaults on bbh5 (5 seeds, MAPPO and IPPO at the default budget, six baselines) take about 8 "
         "minutes on 2 CPU cores, almost all of it the learners.",
-        epilog="example: ensemble-env benchmark --algorithms mappo,ippo,static_team,router,stacking,best_single "
-        "--seeds 5 --cache bbh5 --out bench",
+        epilog="example: ensemble-env benchmark --algorithms mappo,static_team,static_team(train+val),stacking,"
+        "best_single,oracle_team(test) --seeds 5 --cache bbh5 --out bench",
     )
     parser.add_argument(
         "--algorithms",

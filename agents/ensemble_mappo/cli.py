@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -61,7 +62,7 @@ def _parse_env_option(text: str) -> tuple[str, Any]:
 
 def _add_config_options(parser: argparse.ArgumentParser) -> None:
     """One ``--field-name`` option per TrainConfig field (help from the field's docstring)."""
-    from ensemble_mappo.config import CHOICES, TrainConfig, field_docs
+    from ensemble_mappo.config import CHOICES, LIMITS, TrainConfig, field_docs
 
     docs = field_docs()
     group = parser.add_argument_group("training options (defaults < --config FILE < these)")
@@ -70,7 +71,8 @@ def _add_config_options(parser: argparse.ArgumentParser) -> None:
             continue
         default = getattr(TrainConfig(), item.name)
         flag = "--" + item.name.replace("_", "-")
-        help_text = f"{docs.get(item.name, '')} (default: {default})"
+        limit = f"; at most {LIMITS[item.name]:,}" if item.name in LIMITS else ""
+        help_text = f"{docs.get(item.name, '')} (default: {default}{limit})"
         if isinstance(default, bool):
             group.add_argument(flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
         else:
@@ -103,10 +105,13 @@ def _config_from_args(args: argparse.Namespace) -> Any:
 
 
 def _train(args: argparse.Namespace) -> int:
+    """``train --out DIR`` or ``train --resume DIR``, holding DIR's lock (:class:`ensemble_mappo.runs.RunLock`)
+    from before the folder is looked at (or cleared by ``--overwrite``) to the end of the run."""
     if not _torch_available("train"):
         return 2
     from ensemble_mappo.config import TrainConfig
-    from ensemble_mappo.training import Budget, load_run, train
+    from ensemble_mappo.runs import RunLock, read_config, run_cache
+    from ensemble_mappo.training import Budget
 
     if args.resume:
         given = [
@@ -121,22 +126,62 @@ def _train(args: argparse.Namespace) -> int:
             extra = given or [flag for flag, used in (("--out", args.out), ("--overwrite", args.overwrite)) if used]
             raise ValueError(f"--resume continues a run with its saved config; drop {', '.join(extra)}")
         out = Path(args.resume)
-        config, run = load_run(out)
-        cache_path = args.cache if args.cache is not None else run["cache"]
-    else:
-        if not args.out:
-            raise ValueError("--out DIR is required (the run directory), or --resume DIR to continue a run")
-        out = Path(args.out)
-        if (out / "checkpoint.pt").exists():
-            if not args.overwrite:
-                raise ValueError(f"{out} already holds a run: --resume {out} continues it, --overwrite starts it over")
-            stale = [out / name for name in ("checkpoint.pt", "progress.csv", "config.json")]
-            stale += [*out.glob("evaluation_*.json"), *out.glob("events.out.tfevents.*")]
-            for path in stale:
-                path.unlink(missing_ok=True)
-        config = _config_from_args(args)
-        cache_path = _cache_reference(args.cache)
+        with RunLock(out, create=False) as lock:
+            _say_taken_over(lock)
+            run = read_config(out)
+            cache_path = args.cache if args.cache is not None else run.cache
+            return _run_training(run.config, run_cache(run, args.cache), cache_path, out, args)
+    if not args.out:
+        raise ValueError("--out DIR is required (the run directory), or --resume DIR to continue a run")
+    out = Path(args.out)
+    config = _config_from_args(args)
+    cache_path = _cache_reference(args.cache)
     cache = resolve_cache(cache_path)
+    Budget.of_cache(config, cache)  # a budget beyond the limits is refused before the folder is made
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: is a file; the run directory is a folder")
+    with RunLock(out) as lock:
+        _say_taken_over(lock)
+        _clear_for_new_run(out, args.overwrite)
+        return _run_training(config, cache, cache_path, out, args)
+
+
+def _say_taken_over(lock: Any) -> None:
+    if lock.taken_over:
+        from ensemble_mappo.runs import describe_holder
+
+        print(
+            f"ensemble-env train: {lock.path} was left by {describe_holder(lock.taken_over)}, which no longer runs "
+            "(killed?); taking the run directory over",
+            file=sys.stderr,
+        )
+
+
+def _clear_for_new_run(out: Path, overwrite: bool) -> None:
+    """Refuse a folder that holds a run (or part of one), unless ``overwrite``: then remove the run's files."""
+    from ensemble_mappo.plots import PLOT_NAMES
+    from ensemble_mappo.runs import CHECKPOINT_NAME, CONFIG_NAME, RUN_FILES
+
+    present = [name for name in RUN_FILES if os.path.lexists(out / name)]
+    if not present:
+        return
+    if not overwrite:
+        raise ValueError(
+            f"{out} already holds a run ({', '.join(present)}): --resume {out} continues it, --overwrite starts it over"
+        )
+    stale = [out / CHECKPOINT_NAME, *(out / name for name in RUN_FILES if name not in (CHECKPOINT_NAME, CONFIG_NAME))]
+    stale += [*out.glob("evaluation_*.json"), *out.glob("events.out.tfevents.*"), *(out / name for name in PLOT_NAMES)]
+    stale.append(out / CONFIG_NAME)  # last: until it goes, the folder still says whose files these are
+    for path in stale:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as error:
+            raise ValueError(f"--overwrite: cannot remove {path} ({error.strerror or error})") from None
+
+
+def _run_training(config: Any, cache: Any, cache_path: str | None, out: Path, args: argparse.Namespace) -> int:
+    from ensemble_mappo.training import Budget, train
+
     where = f"the default built-in cache {datasets.DEFAULT!r}" if cache_path is None else cache_path
     print(f"MAPPO ({config.mode}) on {where}: {cache.n_models} models, train split; run directory {out}")
     print(Budget.of_cache(config, cache).describe())
@@ -161,10 +206,9 @@ def _cache_reference(cache_arg: str | None) -> str | None:
 
 
 def _run_cache(run_dir: Path, cache_arg: str | None) -> Any:
-    from ensemble_mappo.training import load_run
+    from ensemble_mappo.runs import read_config, run_cache
 
-    _, run = load_run(run_dir)
-    return resolve_cache(cache_arg if cache_arg is not None else run["cache"])
+    return run_cache(read_config(run_dir), cache_arg)
 
 
 def _evaluate(args: argparse.Namespace) -> int:

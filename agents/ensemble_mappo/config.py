@@ -20,17 +20,27 @@ import functools
 import inspect
 import itertools
 import json
+import math
 import sys
 import textwrap
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ensemble_env.game.config import EnvConfig
+from ensemble_env.text import show
+
 __all__ = [
     "CHOICES",
     "CRITICS",
+    "DECIDER_CREDITS",
     "DECIDER_POLICIES",
+    "DECIDER_STARTS",
     "DEFAULT_ENV_OPTIONS",
+    "LIMITS",
+    "MAX_CONFIG_BYTES",
+    "MAX_ROLLOUT_BYTES",
+    "MAX_TOTAL_STEPS",
     "MODES",
     "ORDERS",
     "TrainConfig",
@@ -48,16 +58,47 @@ CRITICS = ("central", "local")
 #: the decider's policy: one Bernoulli per model, a categorical over the non-empty teams, or "auto" (teams for
 #: pools of up to ensemble_env.baselines.routing.MAX_TEAM_MODELS models, else Bernoulli)
 DECIDER_POLICIES = ("auto", "teams", "bernoulli")
+#: the reward a decider's team is credited with: the fusion agent's sampled answer's, its most probable answer's,
+#: or the expectation over its policy (see ensemble_mappo.collection.decider_credit)
+DECIDER_CREDITS = ("sampled", "greedy", "expected")
+#: the team decider's start policy: the size prior of decider_initial_prob, or the offline start from every team's
+#: train outcomes (ensemble_mappo.start)
+DECIDER_STARTS = ("prior", "offline")
 #: the choices of the str fields (for the command line)
 CHOICES: dict[str, tuple[str, ...]] = {
     "mode": MODES,
     "order": ORDERS,
     "critic": CRITICS,
     "decider_policy": DECIDER_POLICIES,
+    "decider_credit": DECIDER_CREDITS,
+    "decider_start": DECIDER_STARTS,
 }
 
+#: the largest budget of one run, in env steps (``total_steps``, or ``passes`` x the train questions): about two
+#: weeks of CPU at the 8,000 steps/s of the default run, forty thousand times its 256k steps
+MAX_TOTAL_STEPS = 10**10
+#: the largest value of each size and budget field: beyond it a config is refused before anything is allocated or
+#: run (each far above any run of this learner: the default is 100 passes, 64 copies x 64 steps, hidden size 64)
+LIMITS: dict[str, int] = {
+    "total_steps": MAX_TOTAL_STEPS,
+    "passes": 10**6,
+    "num_envs": 2**16,
+    "num_steps": 2**20,
+    "episode_length": 2**31 - 1,
+    "hidden_size": 4096,
+    "update_epochs": 1000,
+    "num_minibatches": 2**20,
+    "threads": 1024,
+    "seed": 2**63 - 1,
+}
+#: the most memory a rollout's storage may take (num_envs x num_steps transitions), checked before it is
+#: allocated (:func:`ensemble_mappo.progress.check_rollout_size`); the default rollout on bbh5 takes 10.5 MB
+MAX_ROLLOUT_BYTES = 8 * 2**30
+#: the largest config file read (``--config``, a run's ``config.json``: about 2 KB)
+MAX_CONFIG_BYTES = 2**20
+
 #: environment options of the training stream unless the config overrides them (see ``TrainConfig.env``)
-DEFAULT_ENV_OPTIONS: dict[str, Any] = {"decider_extras": ["task"], "fusion_extras": ["task"]}
+DEFAULT_ENV_OPTIONS: dict[str, Any] = {"decider_extras": ["task"], "fusion_extras": ["task"], "window": 32}
 
 
 @dataclass(frozen=True)
@@ -78,6 +119,13 @@ class TrainConfig:
     which compares whole teams. "bernoulli": the decider draws each model in or out (one Bernoulli per model,
     starting at ``decider_initial_prob``), changing a team one model at a time. "auto": teams for pools of up to 12
     models, else bernoulli. Chosen on bbh5's validation split (docs/mappo.md)."""
+    decider_credit: str = "expected"
+    """The reward the decider's team is credited with for the question it answers. "sampled": the reward of the
+    fusion agent's sampled answer (what the environment paid). "greedy": the reward the fusion agent's most
+    probable answer would have earned, the answer it gives when frozen (evaluation). "expected": the reward
+    expected under the fusion agent's policy. The last two take the fusion agent's exploration out of the
+    decider's credit (they read the train question's label, as the reward does). Chosen on bbh5's validation
+    split (docs/mappo.md)."""
     stage_one_fraction: float = 0.5
     """Two-stage mode: share of the step budget spent in the first (decider) stage."""
     passes: float = 100.0
@@ -103,8 +151,10 @@ class TrainConfig:
     """Options of the environment (``ensemble_env.EnvConfig`` fields such as alpha, window, tasks,
     decider_extras), the same for training and evaluation. The default adds the one-hot task to both
     observations (for the decider: of the question its team will answer; it names the task, never the
-    answer). A config file's ``[env]`` table is merged into these defaults (write ``decider_extras = []`` to
-    drop one)."""
+    answer) and sets the decider's statistics window to T = 32 answered questions (the environment's default,
+    500, spans a dozen tasks of a stream sorted by task; 32 fits inside one task's block of bbh5's validation
+    and test streams, and paid on its validation split: docs/mappo.md). A config file's ``[env]`` table is merged
+    into these defaults (write ``decider_extras = []`` to drop one)."""
     question_features: bool = True
     """Let the decider read the cache's per-question features of the question its team will answer (adds
     "features" to env.decider_extras) when the cache holds features; a cache without them is played
@@ -143,7 +193,21 @@ class TrainConfig:
     hidden_size: int = 64
     """Width of the two hidden layers of every network (MAPPO default)."""
     decider_initial_prob: float = 0.5
-    """Probability with which the untrained decider puts each model in the team (the bias of its output)."""
+    """Probability with which the untrained decider puts each model in the team (the bias of its output; for the
+    team decider, a prior over teams whose size is binomial, conditioned on a non-empty team; 0.5: uniform)."""
+    decider_start: str = "offline"
+    """The team decider's start policy. "prior": the size prior of ``decider_initial_prob``, the same for every
+    question. "offline": per task, a softmax (at ``offline_temperature``) of every team's mean reward on the task's
+    train questions under its mean-probability vote, read from the cache's logged outputs; the decider is fitted
+    to it before PPO starts (ensemble_mappo.start). Chosen on bbh5's validation split (docs/mappo.md)."""
+    offline_temperature: float = 0.05
+    """Temperature of the offline start's softmax over teams, in reward units (the median gap between a bbh5 task's
+    best and second-best team on train is 0.044)."""
+    decider_kl_coef: float = 0.05
+    """Weight of the KL divergence of the decider's policy from its start policy (``decider_start``) in its loss:
+    the trust region that keeps PPO's fine-tuning near the start; 0: none (team decider only)."""
+    decider_ent_coef: float = -1.0
+    """The decider's entropy bonus; negative: ``ent_coef`` (the fusion agent's)."""
     normalize_advantages: bool = True
     """Standardise each agent's advantages over each rollout (as MAPPO does)."""
     checkpoint_every: int = 20
@@ -164,19 +228,34 @@ class TrainConfig:
             raise ValueError(
                 f"decider_policy={self.decider_policy!r} is not one of {', '.join(map(repr, DECIDER_POLICIES))}"
             )
+        if self.decider_credit not in DECIDER_CREDITS:
+            raise ValueError(
+                f"decider_credit={self.decider_credit!r} is not one of {', '.join(map(repr, DECIDER_CREDITS))}"
+            )
+        if self.decider_start not in DECIDER_STARTS:
+            raise ValueError(
+                f"decider_start={self.decider_start!r} is not one of {', '.join(map(repr, DECIDER_STARTS))}"
+            )
         if self.order not in ORDERS:
             raise ValueError(f"order={self.order!r} is not one of {', '.join(map(repr, ORDERS))}")
         positive_ints = ("num_envs", "num_steps", "episode_length", "update_epochs", "num_minibatches")
         for name in (*positive_ints, "hidden_size", "checkpoint_every", "threads"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+                raise ValueError(f"{name} must be an integer >= 1, got {show(value)}")
         if isinstance(self.total_steps, bool) or not isinstance(self.total_steps, int) or self.total_steps < 0:
-            raise ValueError(f"total_steps must be an integer >= 0 (0: use passes), got {self.total_steps!r}")
+            raise ValueError(f"total_steps must be an integer >= 0 (0: use passes), got {show(self.total_steps)}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+            raise ValueError(f"seed must be an integer >= 0, got {show(self.seed)}")
+        for name, limit in LIMITS.items():  # every value is finite and a number by now (passes: checked below)
+            value = getattr(self, name)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value > limit:
+                raise ValueError(
+                    f"{name}={show(value)} is above its limit of {limit:,} (ensemble_mappo.config.LIMITS bounds every "
+                    "size and budget before anything is allocated or run)"
+                )
         for name, low, high in (
-            ("passes", 0.0, float("inf")),
+            ("passes", 0.0, float(LIMITS["passes"])),
             ("learning_rate", 0.0, float("inf")),
             ("gamma", 0.0, 1.0),
             ("gae_lambda", 0.0, 1.0),
@@ -187,26 +266,35 @@ class TrainConfig:
             ("max_grad_norm", 0.0, float("inf")),
             ("stage_one_fraction", 0.0, 1.0),
             ("decider_initial_prob", 1e-3, 1.0 - 1e-3),
+            ("offline_temperature", 1e-6, float("inf")),
+            ("decider_kl_coef", 0.0, float("inf")),
+            ("decider_ent_coef", -1.0, float("inf")),
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-                raise ValueError(f"{name} must be a number in [{low}, {high}], got {value!r}")
+                raise ValueError(f"{name} must be a number in [{low:g}, {high:g}], got {show(value)}")
+            if not math.isfinite(value):  # a config is saved as JSON, which holds finite numbers only
+                raise ValueError(f"{name} must be a finite number, got {show(value)}")
         if self.num_envs * self.num_steps < self.num_minibatches:
             raise ValueError(
                 f"num_minibatches={self.num_minibatches} exceeds the rollout size num_envs x num_steps = "
                 f"{self.num_envs * self.num_steps}"
             )
         if not isinstance(self.env, dict):
-            raise ValueError(f"env must be a table of environment options, got {self.env!r}")
+            raise ValueError(f"env must be a table of environment options, got {show(self.env)}")
         reserved = sorted({"split", "order", "episode_length"} & set(self.env))
         if reserved:
             raise ValueError(
                 f"env: {', '.join(reserved)} are set by the trainer (training uses the train split, the config's "
                 f"order and episode_length; evaluation plays the whole chosen split in order)"
             )
+        try:  # the options by value, before any cache is read (task and model names are checked against it later)
+            EnvConfig.from_options({key: tuple(v) if isinstance(v, list) else v for key, v in self.env.items()})
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"env: {error}") from None
         for name in ("anneal_lr", "clip_value", "normalize_advantages", "question_features", "tensorboard"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+                raise ValueError(f"{name} must be true or false, got {show(getattr(self, name))}")
         object.__setattr__(self, "env", {key: _plain(value) for key, value in self.env.items()})
 
     def to_dict(self) -> dict[str, Any]:
@@ -245,6 +333,8 @@ def config_from_dict(values: dict[str, Any], where: str = "config", *, merge_env
     ``merge_env``: a partial ``env`` table adds to the default environment options (a config file's); False
     takes it as it is (a run's saved config, which holds the options the run was trained with).
     """
+    if not isinstance(values, dict):
+        raise ValueError(f"{where}: expected a table of training options (field = value), got {show(values)}")
     known = {item.name: item for item in fields(TrainConfig)}
     unknown = sorted(set(values) - set(known))
     if unknown:
@@ -255,6 +345,8 @@ def config_from_dict(values: dict[str, Any], where: str = "config", *, merge_env
     for name, value in values.items():
         default = getattr(TrainConfig(), name)
         if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            if abs(value) > 2**53:  # beyond every limit, and beyond what a float holds exactly
+                raise ValueError(f"{where}: {name} must be a number in its range, got {show(value)}")
             cleaned[name] = float(value)
     try:
         return TrainConfig(**cleaned)
@@ -280,14 +372,25 @@ def _toml_module() -> Any:
 def load_config(path: str | Path) -> TrainConfig:
     """Read a config file: TOML (``.toml``) or JSON (anything else), an object of :class:`TrainConfig` fields."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    try:
+        if not path.is_file():  # a folder, a FIFO or a device (/dev/zero) is no config, and reading one may not end
+            raise ValueError(f"{path}: not a regular file; a config is a TOML or JSON file")
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ValueError(f"{path}: {path.stat().st_size:,} bytes, more than a config's {MAX_CONFIG_BYTES:,}")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such config file") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: a config is UTF-8 text (TOML or JSON); byte {error.start} is not") from None
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read the config ({error.strerror or error})") from None
     try:
         if path.suffix == ".toml":
             values = _toml_module().loads(text)
         else:
             values = json.loads(text)
-    except ValueError as error:
-        raise ValueError(f"{path}: cannot parse the config ({error})") from None
+    except (ValueError, RecursionError) as error:
+        raise ValueError(f"{path}: cannot parse the config ({show(str(error), 300)})") from None
     if not isinstance(values, dict):
         raise ValueError(f"{path}: a config must be an object of field names, got {type(values).__name__}")
     return config_from_dict(values, where=str(path))

@@ -35,14 +35,14 @@ from ensemble_env.baselines.report import align_table  # the tables of ensemble_
 from ensemble_env.baselines.simple import BaselineResult
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings
-from ensemble_mappo.checkpoint import load_checkpoint
-from ensemble_mappo.config import TrainConfig
+from ensemble_env.text import show
+from ensemble_mappo.config import LIMITS, TrainConfig
+from ensemble_mappo.runs import load_networks, load_optimizer, read_checkpoint, read_config
 from ensemble_mappo.training import (
     Agents,
     Behaviour,
     collect,
     env_options,
-    load_run,
     make_env,
     make_optimizer,
     update,
@@ -178,23 +178,31 @@ def evaluate_run(
     update_every: int = 64,
     seed: int = 0,
 ) -> Evaluation:
-    """Play ``split`` of ``cache`` once, in order, with the run's checkpoint (see the module docstring)."""
-    config, run = load_run(run_dir)
-    if list(cache.models) != list(run["models"]):
-        raise ValueError(f"the cache's models {list(cache.models)} differ from the run's {run['models']}")
-    checkpoint = load_checkpoint(run_dir)
+    """Play ``split`` of ``cache`` once, in order, with the run's checkpoint (see the module docstring).
+
+    The run's files are read and checked whole first (:func:`ensemble_mappo.runs.read_config`,
+    :func:`~ensemble_mappo.runs.read_checkpoint`): a bad one is refused naming the file, the field and the value.
+    """
+    run_config = read_config(run_dir)
+    if list(cache.models) != list(run_config.models):
+        raise ValueError(
+            f"the cache's models {list(cache.models)} differ from the run's {list(run_config.models)} "
+            f"({run_config.path}): evaluate with the cache the run was trained on"
+        )
+    checkpoint = read_checkpoint(run_dir, run_config)
     return evaluate_agents(
-        checkpoint["networks"],
-        config,
+        checkpoint.networks,
+        run_config.config,
         cache,
         split=split,
         online=online,
         update_every=update_every,
         seed=seed,
-        optimizer_state=checkpoint["optimizer"] if online else None,
+        optimizer_state=checkpoint.optimizer if online else None,
         run=str(run_dir),
-        iteration=int(checkpoint["iteration"]),
-        global_step=int(checkpoint["global_step"]),
+        iteration=checkpoint.iteration,
+        global_step=checkpoint.global_step,
+        source=str(checkpoint.path),
     )
 
 
@@ -211,16 +219,21 @@ def evaluate_agents(
     run: str = "",
     iteration: int = 0,
     global_step: int = 0,
+    source: str = "networks",
 ) -> Evaluation:
     """Play ``split`` of ``cache`` once, in order, with the networks of ``Agents.state_dict()`` of a run
     trained with ``config`` (e.g. a checkpoint's, or the live agents' during training, for model selection on
-    the validation split). The networks are copied: the online protocol learns on its copy."""
-    if update_every < 1:
-        raise ValueError(f"update_every must be >= 1, got {update_every}")
+    the validation split). The networks are copied: the online protocol learns on its copy. They are checked
+    against the networks ``config`` builds on ``cache`` (names, shapes, finite values: a NaN policy is refused),
+    and so is ``optimizer_state``; ``source`` (e.g. the checkpoint file) is named in the errors."""
+    if isinstance(update_every, bool) or not isinstance(update_every, int) or update_every < 1:
+        raise ValueError(f"update_every must be an integer >= 1, got {show(update_every)}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= LIMITS["seed"]:
+        raise ValueError(f"seed must be an integer in [0, {LIMITS['seed']}], got {show(seed)}")
     torch.set_num_threads(config.threads)
     venv = make_env(cache, env_options(config, cache), num_envs=1, split=split)
     agents = Agents.build(venv, config.hidden_size, critic=config.critic, decider_policy=config.decider_policy)
-    agents.load_state_dict(networks)
+    load_networks(agents, networks, source)
     n_stream = venv.episode_length
     generator = torch.Generator().manual_seed(seed)
     obs, _ = venv.reset(seed=seed)
@@ -229,7 +242,7 @@ def evaluate_agents(
     behaviour = Behaviour(decider="sample", fusion="sample") if online else Behaviour(decider="mode", fusion="mode")
     optimizer = make_optimizer(agents, config) if online else None
     if optimizer is not None and optimizer_state is not None:
-        optimizer.load_state_dict(optimizer_state)
+        load_optimizer(optimizer, optimizer_state, source)
     online_config = dataclasses.replace(config, num_minibatches=1)  # each block of questions is one minibatch
     parts: dict[str, list[np.ndarray]] = {
         key: [] for key in ("question", "answer", "correct", "cost", "teams", "reward")

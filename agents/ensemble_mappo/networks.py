@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import cast
+from typing import Protocol, cast
 
 import numpy as np
 import torch
@@ -53,6 +53,7 @@ __all__ = [
     "DeciderActor",
     "FusionActor",
     "LocalCritics",
+    "StartLogProbs",
     "TeamDeciderActor",
     "ValueNormalizer",
     "bernoulli_entropy",
@@ -187,6 +188,12 @@ class Actor(nn.Module):
         logits = self(inputs)
         return self.log_prob(logits, actions), self.entropy(logits)
 
+    def evaluate_with_start(self, inputs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """:meth:`evaluate` and the KL divergence of the policy from its start policy at ``inputs`` (B,): 0 for an
+        actor without one (see :meth:`TeamDeciderActor.evaluate_with_start`)."""
+        log_prob, entropy = self.evaluate(inputs, actions)
+        return log_prob, entropy, torch.zeros_like(log_prob)
+
 
 class DeciderActor(Actor):
     """Decider: an MLP of the decider's observation -> N logits, one Bernoulli (model in the team) per model.
@@ -246,14 +253,25 @@ class TeamDeciderActor(Actor):
     0/1 team masks (B, N), like :class:`DeciderActor`'s, so the rollout, the environment and the PPO loss do
     not depend on the policy's form. Where the Bernoulli decider changes a team one model at a time, this one
     compares whole teams: per task (from the task one-hot) a contextual bandit over teams.
+
+    The untrained decider draws each model with probability ``initial_prob``, independently, given that the team
+    is allowed (the output bias of team k is ``|k| * logit(initial_prob)``; the output weights start near 0):
+    its team size follows the binomial (N, ``initial_prob``) conditioned on at least ``max(1, min_team_size)``
+    models. ``initial_prob = 0.5`` is uniform over the teams (mean size about N / 2).
     """
 
     teams: Tensor  # (2**N - 1, N) float 0/1: team k's members
     allowed: Tensor  # (2**N - 1,) 1 where the team is large enough
     powers: Tensor  # (N,) 2**i
+    start: StartLogProbs | None
+    """The start policy PPO's KL penalty holds the decider near (set by the trainer; ensemble_mappo.start)."""
 
-    def __init__(self, obs_size: int, n_models: int, hidden: int = 64, min_team_size: int = 0) -> None:
+    def __init__(
+        self, obs_size: int, n_models: int, hidden: int = 64, min_team_size: int = 0, initial_prob: float = 0.5
+    ) -> None:
         super().__init__()
+        if not 0.0 < initial_prob < 1.0:
+            raise ValueError(f"initial_prob must be in (0, 1), got {initial_prob}")
         if not 1 <= n_models <= MAX_SUBSET_MODELS:
             raise ValueError(f"the team decider enumerates the teams of 1..{MAX_SUBSET_MODELS} models, got {n_models}")
         if not 0 <= min_team_size <= n_models:
@@ -263,6 +281,9 @@ class TeamDeciderActor(Actor):
         self.register_buffer("allowed", (teams.sum(-1) >= max(1, min_team_size)).to(torch.float32), persistent=False)
         self.register_buffer("powers", 2.0 ** torch.arange(n_models, dtype=torch.float32), persistent=False)
         self.net = mlp(obs_size, hidden, teams.shape[0], output_gain=0.01)
+        with torch.no_grad():
+            cast(nn.Linear, self.net[-1]).bias.copy_(teams.sum(-1) * math.log(initial_prob / (1.0 - initial_prob)))
+        self.start = None
 
     def forward(self, inputs: Tensor) -> Tensor:
         return masked_logits(self.net(inputs), self.allowed)
@@ -283,6 +304,27 @@ class TeamDeciderActor(Actor):
 
     def mode(self, logits: Tensor) -> Tensor:
         return self.teams[logits.argmax(-1)]
+
+    def evaluate_with_start(self, inputs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(log-probabilities of ``actions``, entropies, KL(policy || start policy)) at ``inputs``, one forward
+        pass; the KL is 0 without a start policy (:attr:`start`)."""
+        logits = self(inputs)
+        log_probs = functional.log_softmax(logits, dim=-1)
+        probs = functional.softmax(logits, dim=-1)
+        log_prob = log_probs.gather(-1, self.team_index(actions).unsqueeze(-1)).squeeze(-1)
+        entropy = -(probs * log_probs).sum(-1)
+        if self.start is None:
+            return log_prob, entropy, torch.zeros_like(log_prob)
+        # masked teams have probability 0: their terms vanish (log-probabilities clamped, so 0 x finite)
+        kl = (probs * (log_probs.clamp(min=-1e4) - self.start.of(inputs))).sum(-1)
+        return log_prob, entropy, kl
+
+
+class StartLogProbs(Protocol):
+    """What :attr:`TeamDeciderActor.start` holds: the start policy's log-probabilities over the teams at a
+    batch of decider observations (:class:`ensemble_mappo.start.StartPolicy`)."""
+
+    def of(self, inputs: Tensor) -> Tensor: ...
 
 
 class FusionActor(Actor):

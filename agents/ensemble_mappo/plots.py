@@ -1,15 +1,14 @@
 """PNG plots of MAPPO runs (``ensemble-env plot``): learning curves, team size, selection, accuracy vs team size.
 
-Several run directories (e.g. the seeds of one setting) are drawn together: each run thin, their mean thick.
-Needs matplotlib (the ``plot`` extra). The accuracy-vs-team-size plot places the runs' test evaluations
-(``evaluation_test.json``, written by ``ensemble-env evaluate``; computed here, frozen, when missing) among
-the baselines of :mod:`ensemble_env.baselines`.
+Several run directories (e.g. the seeds of one setting, of one pool) are drawn together: each run thin, their
+mean thick. Needs matplotlib (the ``plot`` extra). The accuracy-vs-team-size plot places the runs' test
+evaluations (``evaluation_test.json``, written by ``ensemble-env evaluate``; computed here, frozen, when missing)
+among the baselines of :mod:`ensemble_env.baselines`. Every file of a run is read through
+:mod:`ensemble_mappo.runs`, checked whole; every figure is written through :func:`ensemble_env.files.save_figure`.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.files import save_figure
+from ensemble_mappo.runs import RunConfig, read_config, read_evaluation, read_progress, run_cache
 
 __all__ = ["PLOT_NAMES", "plot_runs", "read_progress"]
 
@@ -30,18 +29,6 @@ PLOT_NAMES = (
     "mappo_selection_frequency.png",
     "mappo_accuracy_vs_team_size.png",
 )
-
-
-def read_progress(run_dir: Path) -> dict[str, np.ndarray]:
-    """``progress.csv`` of a run as columns of floats (empty cells are NaN)."""
-    path = run_dir / "progress.csv"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: is {run_dir} a directory written by `ensemble-env train`?")
-    with path.open(newline="") as file:
-        rows = list(csv.DictReader(file))
-    if not rows:
-        raise ValueError(f"{path} has no rows yet: train for at least one update")
-    return {key: np.array([float(row[key]) if row[key] else np.nan for row in rows]) for key in rows[0]}
 
 
 def _pyplot() -> Any:
@@ -77,28 +64,43 @@ def _curves(ax: Any, logs: list[dict[str, np.ndarray]], key: str, label: str, co
             ax.plot(log["global_step"], _smooth(log[key]), lw=0.8, alpha=0.35, color=mean_line.get_color())
 
 
-def _evaluation(run_dir: Path, cache: LogitCache) -> dict[str, Any]:
-    path = run_dir / "evaluation_test.json"
-    if path.is_file():
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        return data
-    from ensemble_mappo.evaluation import evaluate_run
+def _evaluation(run_dir: Path, run: RunConfig, cache: LogitCache) -> dict[str, Any]:
+    from ensemble_mappo.evaluation import evaluate_run, evaluation_path
 
+    path = evaluation_path(run_dir, "test", "frozen")
+    if path.exists():
+        return read_evaluation(path, run.models)
     return evaluate_run(run_dir, cache).summary(cache)
 
 
 def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: str | None = None) -> list[Path]:
-    """Write the :data:`PLOT_NAMES` PNGs for ``run_dirs`` into ``out_dir`` (default: the first run's folder)."""
+    """Write the :data:`PLOT_NAMES` PNGs for ``run_dirs`` into ``out_dir`` (default: the first run's folder).
+
+    The runs must share a pool (their per-model curves are drawn together); each run's files are checked whole.
+    """
     from ensemble_env import baselines
-    from ensemble_mappo.training import load_run
 
     plt = _pyplot()
     if not run_dirs:
         raise ValueError("plot needs at least one run directory")
+    runs = [read_config(Path(run_dir)) for run_dir in run_dirs]
+    for run in runs[1:]:
+        if run.models != runs[0].models:
+            raise ValueError(
+                f"{run.path}: the run's pool {list(run.models)} is not {run_dirs[0]}'s {list(runs[0].models)}; "
+                "plot runs of one pool together"
+            )
+    logs = [read_progress(Path(run_dir), run) for run_dir, run in zip(run_dirs, runs, strict=True)]
     out = Path(out_dir) if out_dir is not None else Path(run_dirs[0])
-    out.mkdir(parents=True, exist_ok=True)
-    logs = [read_progress(Path(run)) for run in run_dirs]
-    config, run = load_run(run_dirs[0])
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ValueError(f"--out {out}: is a file; give a folder for the plots") from None
+    except OSError as error:
+        raise ValueError(f"--out {out}: cannot create the folder ({error.strerror or error})") from None
+    cache = run_cache(runs[0], cache_arg)
+    evaluations = [_evaluation(Path(run_dir), run, cache) for run_dir, run in zip(run_dirs, runs, strict=True)]
+    config, run = runs[0].config, runs[0].description  # every input read and checked: now the figures
     models = list(run["models"])
     title = f"MAPPO ({config.mode}), {len(run_dirs)} run(s)"
     paths = [out / name for name in PLOT_NAMES]
@@ -132,8 +134,6 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
     save_figure(fig, paths[1], dpi=120)
     plt.close(fig)
 
-    cache = resolve_cache(cache_arg if cache_arg is not None else run["cache"])
-    evaluations = [_evaluation(Path(run_dir), cache) for run_dir in run_dirs]
     fig, (ax, bars) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
     colors = plt.get_cmap("tab20" if len(models) > 10 else "tab10")
     for index, model in enumerate(models):

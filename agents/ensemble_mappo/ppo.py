@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ensemble_mappo.config import TrainConfig
+from ensemble_mappo.config import DECIDER_CREDITS, TrainConfig
 from ensemble_mappo.networks import VALUE_HEADS, Actor, ValueNormalizer
 from ensemble_mappo.optim import Optimizer
 
@@ -56,6 +56,7 @@ __all__ = [
     "bootstrap_values",
     "clipped_policy_loss",
     "clipped_value_loss",
+    "coefficients",
     "compute_gae",
     "decider_rewards",
     "minibatch_losses",
@@ -78,6 +79,10 @@ class Rollout:
     steps started from, ``final_values`` (T, B, H) its outputs at the last state of an episode truncated at
     that step (0 elsewhere, and at terminations). ``rewards``, ``dones`` (the episode ended: terminated or
     truncated) and ``terminated`` are (T, B) numpy arrays, filled step by step without tensor conversions.
+    ``credits`` (T, B, 3) is the reward of each step's question under each way of crediting the team that
+    answered it (:data:`~ensemble_mappo.config.DECIDER_CREDITS`: the sampled answer's reward, the fusion agent's
+    most probable answer's, the expectation over its policy; see :func:`ensemble_mappo.collection.collect`);
+    ``TrainConfig.decider_credit`` picks the column the decider learns from (:meth:`credit`).
     """
 
     inputs: dict[str, Tensor]
@@ -89,6 +94,7 @@ class Rollout:
     rewards: np.ndarray
     dones: np.ndarray
     terminated: np.ndarray
+    credits: np.ndarray
 
     @classmethod
     def allocate(
@@ -105,6 +111,7 @@ class Rollout:
             rewards=np.zeros((t, b), dtype=np.float32),
             dones=np.zeros((t, b), dtype=bool),
             terminated=np.zeros((t, b), dtype=bool),
+            credits=np.zeros((t, b, len(DECIDER_CREDITS)), dtype=np.float32),
         )
 
     @property
@@ -114,6 +121,13 @@ class Rollout:
     @property
     def num_envs(self) -> int:
         return int(self.rewards.shape[1])
+
+    def credit(self, kind: str) -> np.ndarray:
+        """(T, B) the reward each step's question credits its team with, by ``kind`` (of
+        :data:`~ensemble_mappo.config.DECIDER_CREDITS`); "sampled" is ``rewards``."""
+        if kind not in DECIDER_CREDITS:
+            raise ValueError(f"decider credit {kind!r} is not one of {', '.join(DECIDER_CREDITS)}")
+        return self.rewards if kind == "sampled" else self.credits[..., DECIDER_CREDITS.index(kind)]
 
 
 def _flat(tensor: Tensor) -> Tensor:
@@ -191,22 +205,27 @@ def agent_targets(
     final_values: Tensor,
     gammas: Sequence[float],
     lambdas: Sequence[float],
+    credit: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Per-agent advantages (T, B, 2) and the critic's targets (T, B, H), from denormalised critic outputs.
 
     ``values`` (T, B, H), ``last_values`` (B, H) and ``final_values`` (T, B, H) are the critic's outputs, per
     head of :data:`~ensemble_mappo.networks.VALUE_HEADS`, at the steps' states, at the state after the
     rollout and at the last state of each truncated episode (0 where an episode terminated). ``gammas`` and
-    ``lambdas`` are per agent (:data:`AGENTS`). The targets are each agent's lambda-return and, for the
-    reward head, the reward itself.
+    ``lambdas`` are per agent (:data:`AGENTS`). ``credit`` (T, B; None: ``rewards``) is what each step's
+    question credits the team that answered it with (``Rollout.credit``): the decider's stream is its next
+    step's, and the reward head, which stands in for it where the rollout does not hold it, learns it. The
+    fusion agent always learns from ``rewards``, the rewards of its own (sampled) answers. The targets are each
+    agent's lambda-return and, for the reward head, the credit itself.
     """
+    credit = rewards if credit is None else credit
     following = bootstrap_values(values, last_values, dones, final_values)
-    streams = torch.stack([decider_rewards(rewards, following[..., _REWARD_HEAD], dones), rewards], dim=-1)
+    streams = torch.stack([decider_rewards(credit, following[..., _REWARD_HEAD], dones), rewards], dim=-1)
     n = len(AGENTS)
     gamma = torch.tensor(gammas, dtype=rewards.dtype)
     gae_lambda = torch.tensor(lambdas, dtype=rewards.dtype)
     advantages, returns = compute_gae(streams, values[..., :n], following[..., :n], dones, gamma, gae_lambda)
-    return advantages, torch.cat([returns, rewards.unsqueeze(-1)], dim=-1)
+    return advantages, torch.cat([returns, credit.unsqueeze(-1)], dim=-1)
 
 
 # -- losses -------------------------------------------------------------------------------------------------
@@ -292,7 +311,9 @@ class Batch:
 class Losses(NamedTuple):
     """One minibatch's losses: ``value_loss`` per critic head (H,), the rest per learning actor (K,).
 
-    ``approx_kl`` and ``clip_fraction`` are detached diagnostics (see :func:`clipped_policy_loss`).
+    ``approx_kl`` and ``clip_fraction`` are detached diagnostics (see :func:`clipped_policy_loss`);
+    ``start_kl`` is each actor's KL divergence from its start policy (0 where it has none or its coefficient is
+    0: not computed).
     """
 
     value_loss: Tensor
@@ -300,23 +321,46 @@ class Losses(NamedTuple):
     entropy: Tensor
     approx_kl: Tensor
     clip_fraction: Tensor
+    start_kl: Tensor
 
-    def total(self, ent_coef: float) -> Tensor:
-        """The scalar to minimise: the critic's and the actors' losses, less the entropy bonus."""
-        return self.value_loss.sum() + self.policy_loss.sum() - ent_coef * self.entropy.sum()
+    def total(self, ent_coefs: float | Tensor, kl_coefs: float | Tensor = 0.0) -> Tensor:
+        """The scalar to minimise: the critic's and the actors' losses, less each actor's entropy bonus, plus
+        its KL penalty to its start policy (coefficients per learning actor, or one for all)."""
+        regulariser = kl_coefs * self.start_kl - ent_coefs * self.entropy
+        return self.value_loss.sum() + self.policy_loss.sum() + regulariser.sum()
 
 
-def minibatch_losses(actors: dict[str, Actor], critic: nn.Module, batch: Batch, settings: TrainConfig) -> Losses:
-    """The clipped value loss of ``critic`` and the clipped surrogate and entropy of each actor of ``batch``."""
+def coefficients(settings: TrainConfig, names: Sequence[str]) -> tuple[Tensor, Tensor]:
+    """(entropy bonus, KL penalty to the start policy) per actor of ``names`` (K,): the decider's are
+    ``decider_ent_coef`` (negative: ``ent_coef``) and ``decider_kl_coef``, the fusion agent's ``ent_coef`` and 0."""
+    decider_ent = settings.ent_coef if settings.decider_ent_coef < 0 else settings.decider_ent_coef
+    ent = {"decider": decider_ent, "fusion": settings.ent_coef}
+    kl = {"decider": settings.decider_kl_coef, "fusion": 0.0}
+    return torch.tensor([ent[name] for name in names]), torch.tensor([kl[name] for name in names])
+
+
+def minibatch_losses(
+    actors: dict[str, Actor], critic: nn.Module, batch: Batch, settings: TrainConfig, start_kl: Sequence[str] = ()
+) -> Losses:
+    """The clipped value loss of ``critic`` and the clipped surrogate and entropy of each actor of ``batch``, and the
+    KL from their start policies of the actors named in ``start_kl`` (:meth:`Actor.evaluate_with_start`)."""
     value_clip = settings.clip_coef if settings.clip_value else None
     value_loss = clipped_value_loss(critic(batch.states), batch.values, batch.targets, value_clip)
-    evaluated = [actors[agent].evaluate(batch.inputs[agent], batch.actions[agent]) for agent in batch.inputs]
-    log_probs = torch.stack([log_prob for log_prob, _ in evaluated], 1)
-    entropy = torch.stack([entropy for _, entropy in evaluated], 1).mean(0)
+    evaluated = []
+    for agent in batch.inputs:
+        actor, inputs, actions = actors[agent], batch.inputs[agent], batch.actions[agent]
+        if agent in start_kl:
+            evaluated.append(actor.evaluate_with_start(inputs, actions))
+        else:
+            log_prob, entropy = actor.evaluate(inputs, actions)
+            evaluated.append((log_prob, entropy, torch.zeros_like(log_prob)))
+    log_probs = torch.stack([terms[0] for terms in evaluated], 1)
+    entropy = torch.stack([terms[1] for terms in evaluated], 1).mean(0)
+    kl = torch.stack([terms[2] for terms in evaluated], 1).mean(0)
     policy_loss, approx_kl, clip_fraction = clipped_policy_loss(
         log_probs, batch.log_probs, batch.advantages, settings.clip_coef
     )
-    return Losses(value_loss, policy_loss, entropy, approx_kl, clip_fraction)
+    return Losses(value_loss, policy_loss, entropy, approx_kl, clip_fraction, kl)
 
 
 @dataclass(frozen=True)
@@ -337,6 +381,8 @@ class UpdateStats:
     """Each learning actor's approximate KL divergence from the collecting policy (``(ratio - 1) - log ratio``)."""
     clip_fraction: dict[str, float]
     """Each learning actor's share of samples whose probability ratio was clipped."""
+    start_kl: dict[str, float]
+    """Each learning actor with a KL penalty to its start policy (``decider_kl_coef``): that KL divergence."""
     grad_norm: dict[str, float]
     """Each network that stepped (the learning actors and ``"critic"``): its gradient norm before clipping."""
     explained_variance: dict[str, float]
@@ -377,21 +423,23 @@ def ppo_update(
     value_norm.update(returns)
     batch = _batch(rollout, advantages, value_norm.normalize(returns), names, settings.normalize_advantages)
 
-    sums = [torch.zeros(len(VALUE_HEADS)), *(torch.zeros(len(names)) for _ in range(4))]  # the fields of Losses
+    sums = [torch.zeros(len(VALUE_HEADS)), *(torch.zeros(len(names)) for _ in range(5))]  # the fields of Losses
     grad_norms = torch.zeros(len(optimizer.names))
+    ent_coefs, kl_coefs = coefficients(settings, names)
+    with_start = [name for name, coef in zip(names, kl_coefs.tolist(), strict=True) if coef > 0]
     count = 0
     for _ in range(settings.update_epochs):
         for minibatch in batch.minibatches(settings.num_minibatches, generator):
-            losses = minibatch_losses(actors, critic, minibatch, settings)
+            losses = minibatch_losses(actors, critic, minibatch, settings, with_start)
             optimizer.zero_grad()
-            losses.total(settings.ent_coef).backward()
+            losses.total(ent_coefs, kl_coefs).backward()
             norms = optimizer.step(learners)
             with torch.no_grad():
                 sums = [total + value for total, value in zip(sums, losses, strict=True)]
                 grad_norms += norms
             count += 1
 
-    value_loss, policy_loss, entropy, approx_kl, clip_fraction, grad_norm = (
+    value_loss, policy_loss, entropy, approx_kl, clip_fraction, start_kl, grad_norm = (
         (total / max(count, 1)).tolist() for total in (*sums, grad_norms)
     )
     return UpdateStats(
@@ -400,6 +448,7 @@ def ppo_update(
         entropy=dict(zip(names, entropy, strict=True)),
         approx_kl=dict(zip(names, approx_kl, strict=True)),
         clip_fraction=dict(zip(names, clip_fraction, strict=True)),
+        start_kl={name: value for name, value in zip(names, start_kl, strict=True) if name in with_start},
         grad_norm={name: norm for name, norm in zip(optimizer.names, grad_norm, strict=True) if name in learners},
         explained_variance={agent: explained[VALUE_HEADS.index(agent)] for agent in AGENTS},
     )

@@ -1,10 +1,13 @@
 """The bookkeeping of a training run: its budget, its log (``progress.csv``, TensorBoard) and its progress bar.
 
-- :class:`Budget`: how many rollouts a budget (``passes`` or ``total_steps``) runs, and the line that says so.
+- :class:`Budget`: how many rollouts a budget (``passes`` or ``total_steps``) runs, and the line that says so;
+  a budget above :data:`~ensemble_mappo.config.MAX_TOTAL_STEPS` is refused, and :func:`check_rollout_size`
+  refuses a rollout storage above :data:`~ensemble_mappo.config.MAX_ROLLOUT_BYTES` before it is allocated.
 - :func:`progress_columns`, :func:`rollout_row`, :func:`losses_row`: the columns of ``progress.csv`` and the
   values of one update's row, under namespaced keys (``env/accuracy``, ``losses/value_loss``, ...).
 - :class:`ProgressLog`: ``progress.csv`` (one row per update; on resume the history up to the checkpoint is
-  kept) and, optionally, TensorBoard event files.
+  kept, read and checked by :func:`ensemble_mappo.runs.progress_rows` and rewritten through
+  :mod:`ensemble_env.files`) and, optionally, TensorBoard event files.
 - :class:`RunLog`: what :func:`~ensemble_mappo.training.train` calls once per update: times the run,
   writes the row and moves the progress bar.
 """
@@ -12,6 +15,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 import time
@@ -23,12 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from ensemble_env import files
 from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.engine import EnsembleVectorEnv
+from ensemble_mappo.agents import Agents
 from ensemble_mappo.collection import StepRecord
-from ensemble_mappo.config import TrainConfig
-from ensemble_mappo.files import atomic_write
-from ensemble_mappo.networks import VALUE_HEADS
-from ensemble_mappo.ppo import AGENTS, UpdateStats
+from ensemble_mappo.config import MAX_ROLLOUT_BYTES, MAX_TOTAL_STEPS, TrainConfig
+from ensemble_mappo.ppo import UpdateStats
+from ensemble_mappo.runs import AGENT_LOSS_KEYS, PROGRESS_NAME, progress_columns, progress_rows
 
 __all__ = [
     "AGENT_LOSS_KEYS",
@@ -36,16 +42,12 @@ __all__ = [
     "Budget",
     "ProgressLog",
     "RunLog",
+    "check_rollout_size",
     "losses_row",
     "progress_bar",
     "progress_columns",
     "rollout_row",
 ]
-
-PROGRESS_NAME = "progress.csv"
-#: the per-agent statistics of the log, ``losses/<agent>_<key>`` (grad_norm per network, explained_variance per
-#: agent; the other four from :class:`~ensemble_mappo.ppo.UpdateStats` per learning actor)
-AGENT_LOSS_KEYS = ("policy_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm", "explained_variance")
 
 
 # -- the budget ---------------------------------------------------------------------------------------------
@@ -73,7 +75,20 @@ class Budget:
 
     @classmethod
     def plan(cls, config: TrainConfig, questions: int) -> Budget:
+        """The budget of ``config`` over a stream of ``questions``; a ValueError when the steps asked for exceed
+        :data:`~ensemble_mappo.config.MAX_TOTAL_STEPS` (the rounding up to whole rollouts adds less than one)."""
         batch_size = config.num_envs * config.num_steps
+        asked = config.total_steps or config.passes * questions  # a float for passes: no huge integer is made
+        if not asked <= MAX_TOTAL_STEPS:
+            what = (
+                f"{config.total_steps:,} steps"
+                if config.total_steps
+                else (f"passes={config.passes:g} x {questions:,} train questions = {asked:.4g} steps")
+            )
+            raise ValueError(
+                f"budget: {what} is more than the limit of {MAX_TOTAL_STEPS:,} env steps of one run "
+                "(ensemble_mappo.config.MAX_TOTAL_STEPS, about two weeks of CPU)"
+            )
         requested = config.total_steps or math.ceil(config.passes * questions)
         return cls(
             questions=questions,
@@ -121,17 +136,27 @@ def _tasks(config: TrainConfig) -> tuple[str, ...] | None:
     return None if tasks is None else tuple(tasks)
 
 
+def check_rollout_size(agents: Agents, venv: EnsembleVectorEnv, num_steps: int) -> int:
+    """The bytes of a rollout of ``num_steps`` steps of ``venv``'s copies (:meth:`Agents.rollout`), measured on
+    one step before the whole is allocated; a ValueError when they exceed
+    :data:`~ensemble_mappo.config.MAX_ROLLOUT_BYTES`."""
+    one = agents.rollout(venv, 1)
+    per_step = 0
+    for item in dataclasses.fields(one):
+        value = getattr(one, item.name)
+        for array in value.values() if isinstance(value, dict) else [value]:
+            per_step += array.element_size() * array.numel() if hasattr(array, "element_size") else array.nbytes
+    total = per_step * num_steps
+    if total > MAX_ROLLOUT_BYTES:
+        raise ValueError(
+            f"a rollout of num_envs={venv.num_envs:,} copies x num_steps={num_steps:,} steps would take "
+            f"{total / 2**30:,.1f} GiB of storage, more than the limit of {MAX_ROLLOUT_BYTES / 2**30:g} GiB "
+            "(ensemble_mappo.config.MAX_ROLLOUT_BYTES): lower num_envs or num_steps"
+        )
+    return total
+
+
 # -- the log's rows -----------------------------------------------------------------------------------------
-def progress_columns(models: tuple[str, ...]) -> list[str]:
-    """The columns of ``progress.csv``, in order."""
-    columns = ["iteration", "global_step", "time/elapsed", "time/sps", "charts/learning_rate", "charts/stage"]
-    columns += ["env/reward", "env/accuracy", "env/team_size", "env/cost", "env/episode_accuracy"]
-    columns += ["env/episode_return", *(f"env/select/{model}" for model in models)]
-    columns += ["losses/value_loss", *(f"losses/{head}_value_loss" for head in VALUE_HEADS), "losses/critic_grad_norm"]
-    columns += [f"losses/{agent}_{key}" for agent in AGENTS for key in AGENT_LOSS_KEYS]
-    return columns
-
-
 def rollout_row(record: StepRecord, rewards: np.ndarray, models: Sequence[str]) -> dict[str, float]:
     """The ``env/`` columns of one rollout: mean reward (``rewards``, (T, B)), accuracy, team size, cost, the
     episodes that ended in it, and how often each model was in the answering team."""
@@ -165,18 +190,25 @@ def losses_row(stats: UpdateStats) -> dict[str, float]:
 class ProgressLog:
     """``progress.csv`` (one row per update; fixed columns) and, optionally, TensorBoard."""
 
-    def __init__(self, path: Path, columns: list[str], resume_after: int | None, tensorboard: bool) -> None:
+    def __init__(
+        self,
+        path: Path,
+        columns: list[str],
+        resume_after: int | None,
+        tensorboard: bool,
+        *,
+        batch_size: int | None = None,
+    ) -> None:
         self.path, self.columns = path, columns
-        kept: list[dict[str, str]] = []
-        if resume_after is not None and path.exists():
-            with path.open(newline="") as file:
-                kept = [row for row in csv.DictReader(file) if int(row["iteration"]) <= resume_after]
+        # the history up to the checkpoint, checked (a log without it is refused before anything is written);
+        # ``batch_size`` (steps per update), when given, is checked against the rows' global_step
+        kept = progress_rows(path, columns, upto=resume_after, batch_size=batch_size) if resume_after else []
         # the kept history is rewritten atomically (a kill here loses nothing), then appended to
         text = io.StringIO()
         header = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
         header.writeheader()
         header.writerows(kept)
-        atomic_write(path, lambda file: file.write(text.getvalue().encode("utf-8")))
+        files.write_bytes(path, text.getvalue().encode("utf-8"))
         self.file = path.open("a", newline="")
         self.writer = csv.DictWriter(self.file, fieldnames=columns, extrasaction="ignore")
         self.tensorboard: Any = None
@@ -250,7 +282,11 @@ class RunLog:
     ) -> None:
         self.budget, self.models, self.start = budget, tuple(models), start
         self.file = ProgressLog(
-            out_dir / PROGRESS_NAME, progress_columns(self.models), start if resumed else None, tensorboard
+            out_dir / PROGRESS_NAME,
+            progress_columns(self.models),
+            start if resumed else None,
+            tensorboard,
+            batch_size=budget.batch_size,
         )
         self.bar = progress_bar(budget.steps, start * budget.batch_size, progress)
         self.started = time.perf_counter()

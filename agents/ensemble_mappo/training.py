@@ -26,12 +26,12 @@ sampling generator, a resumed run produces the same numbers as an uninterrupted 
 
 Run directory: ``config.json`` (the config, the cache and the pool), ``progress.csv`` (one row per update,
 namespaced columns such as ``env/accuracy`` and ``losses/value_loss``), ``checkpoint.pt`` and, with
-``tensorboard = true``, TensorBoard event files.
+``tensorboard = true``, TensorBoard event files; ``run.lock`` while :func:`train` runs (it holds the folder's
+lock for the whole run). :mod:`ensemble_mappo.runs` writes and reads them, each file checked whole.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -44,12 +44,14 @@ import ensemble_env
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_mappo.agents import Agents, make_optimizer
-from ensemble_mappo.checkpoint import CHECKPOINT_NAME, load_checkpoint, pack_arrays, save_checkpoint, unpack_arrays
+from ensemble_mappo.checkpoint import CHECKPOINT_NAME, pack_arrays, save_checkpoint
 from ensemble_mappo.collection import Behaviour, StepRecord, collect
-from ensemble_mappo.config import TrainConfig, config_from_dict
+from ensemble_mappo.config import TrainConfig
 from ensemble_mappo.optim import Optimizer
 from ensemble_mappo.ppo import AGENTS, Rollout, UpdateStats, agent_targets, ppo_update
-from ensemble_mappo.progress import PROGRESS_NAME, Budget, RunLog
+from ensemble_mappo.progress import PROGRESS_NAME, Budget, RunLog, check_rollout_size
+from ensemble_mappo.runs import CONFIG_NAME, holding_run_lock, load_run, restore_run, write_config
+from ensemble_mappo.start import start_decider
 
 __all__ = [
     "CONFIG_NAME",
@@ -71,10 +73,8 @@ __all__ = [
     "update",
 ]
 
-CONFIG_NAME = "config.json"
-
-
 # -- the loop -----------------------------------------------------------------------------------------------
+@holding_run_lock("out_dir")  # one writer per run directory: a second train there is refused, naming the first
 def train(
     config: TrainConfig,
     cache: LogitCache,
@@ -121,17 +121,18 @@ def train(
     )
     torch.manual_seed(config.seed)
     agents = Agents.build(venv, config.hidden_size, config.decider_initial_prob, config.critic, config.decider_policy)
+    check_rollout_size(agents, venv, config.num_steps)  # before any rollout storage is allocated
+    start_decider(agents, venv, config, fit=not resume, rollouts=rounds)  # the size prior, or the offline start
     adam = make_optimizer(agents, config, optimizer)
     generator = torch.Generator().manual_seed(config.seed)
     rollout = agents.rollout(venv, config.num_steps)
     models = tuple(cache.models)
-    if resume:
-        start = _restore(out, config, agents, adam, generator, venv)
-        obs = {agent: array.copy() for agent, array in venv.observations.items()}
+    if resume:  # every file checked first (ensemble_mappo.runs); a run stopped before its first checkpoint: 0
+        start = restore_run(out, config, budget.iterations, agents, adam, generator, venv)
+        obs = {agent: array.copy() for agent, array in venv.observations.items()} if start else {}
     else:
         start, obs = 0, {}
-        description = {"config": config.to_dict(), "run": _cache_description(cache, cache_path)}
-        (out / CONFIG_NAME).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
+        write_config(out, config, cache, cache_path)
     end = budget.iterations if stop_after is None else min(budget.iterations, stop_after)
     stage_two_from = round(config.stage_one_fraction * budget.iterations) if config.mode == "two-stage" else 0
 
@@ -193,8 +194,9 @@ def advantages_and_returns(
     """Per-agent advantages (T, B, 2) and the critic's targets (T, B, H) of a collected rollout.
 
     See :func:`~ensemble_mappo.ppo.agent_targets`: the decider's stream is r_{t+1} with ``gamma`` and
-    ``gae_lambda``, the fusion agent's r_t with ``fusion_gamma`` and ``fusion_gae_lambda``; the state after
-    the rollout (``next_state``) and the truncated episodes' final states bootstrap them.
+    ``gae_lambda`` (r credited as ``config.decider_credit`` says), the fusion agent's r_t with ``fusion_gamma``
+    and ``fusion_gae_lambda``; the state after the rollout (``next_state``) and the truncated episodes' final
+    states bootstrap them.
     """
     with torch.no_grad():
         norm = agents.value_norm
@@ -210,6 +212,7 @@ def advantages_and_returns(
             final_values,
             (config.gamma, config.fusion_gamma),
             (config.gae_lambda, config.fusion_gae_lambda),
+            torch.from_numpy(rollout.credit(config.decider_credit)),
         )
 
 
@@ -285,26 +288,6 @@ def round_seed(seed: int, round_index: int) -> int:
 
 
 # -- the run directory --------------------------------------------------------------------------------------
-def _cache_description(cache: LogitCache, cache_path: str | None) -> dict[str, Any]:
-    return {
-        "cache": cache_path,
-        "models": list(cache.models),
-        "tasks": list(cache.task_names or ()),
-        "n_questions": cache.n_questions,
-    }
-
-
-def load_run(run_dir: str | Path) -> tuple[TrainConfig, dict[str, Any]]:
-    """The config and the run description (cache path, models, tasks) of a run directory."""
-    path = Path(run_dir) / CONFIG_NAME
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: is {run_dir} a directory written by `ensemble-env train`?")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    saved = dict(data["config"])
-    saved.setdefault("decider_policy", "bernoulli")  # runs written before the field had the Bernoulli decider
-    return config_from_dict(saved, where=str(path), merge_env=False), data["run"]
-
-
 def _checkpoint(
     iteration: int,
     budget: Budget,
@@ -328,22 +311,3 @@ def _checkpoint(
         "generator": generator.get_state(),
         "env": pack_arrays(venv.get_state()),
     }
-
-
-def _restore(
-    out: Path,
-    config: TrainConfig,
-    agents: Agents,
-    optimizer: Optimizer,
-    generator: torch.Generator,
-    venv: EnsembleVectorEnv,
-) -> int:
-    """Load the checkpoint in ``out`` into the run's state; the number of updates it had done."""
-    checkpoint = load_checkpoint(out / CHECKPOINT_NAME)
-    if checkpoint["config"] != config.to_dict():
-        raise ValueError(f"{out}: the checkpoint was written with a different config than {out / CONFIG_NAME}")
-    agents.load_state_dict(checkpoint["networks"])
-    optimizer.load_state_dict(checkpoint["optimizer"])
-    generator.set_state(checkpoint["generator"])
-    venv.set_state(unpack_arrays(checkpoint["env"], f"{out / CHECKPOINT_NAME}: env"))
-    return int(checkpoint["iteration"])

@@ -60,14 +60,16 @@ DEFAULT_ALPHAS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 
 def default_baselines(cache: LogitCache) -> tuple[str, ...]:
     """The baselines :func:`compare` runs by default on ``cache``: every one of
-    :data:`~ensemble_env.baselines.registry.BASELINES`, except those that need text features when the cache has
-    none (``router`` then reads the task one-hots itself) and the team-enumerating ones when
+    :data:`~ensemble_env.baselines.registry.BASELINES` marked ``by_default``, except those that need text features
+    when the cache has none (``router`` then reads the task one-hots itself) and the team-enumerating ones when
     N > :data:`ensemble_env.baselines.routing.MAX_TEAM_MODELS`."""
     too_many = cache.n_models > routing.MAX_TEAM_MODELS
     return tuple(
         name
         for name, entry in BASELINES.items()
-        if not (entry.needs_features and cache.features is None) and not (entry.enumerates_teams and too_many)
+        if entry.by_default
+        and not (entry.needs_features and cache.features is None)
+        and not (entry.enumerates_teams and too_many)
     )
 
 

@@ -9,16 +9,20 @@ Each entry says how the baseline runs (a function of one :class:`Setting`: the c
 questions, the reward, ...), whether it depends on the size penalty alpha (it chooses its teams by the
 reward, so the frontier sweeps it), whether it enumerates every team (so it runs only on pools of at most
 :data:`~ensemble_env.baselines.routing.MAX_TEAM_MODELS` models), whether ``evaluate`` shows it, and the
-other names it answers to.
+other names it answers to, and whether it reads the labels of the questions it is scored on (an oracle: a
+reference that shows the headroom, never a competitor).
 
 >>> [entry.name for entry in BASELINES.values() if entry.alpha_dependent]
-['static_team', 'router', 'router(tasks)']
+['static_team', 'static_team(train+val)', 'router', 'router(tasks)', 'oracle_team(test)']
+>>> [entry.name for entry in BASELINES.values() if entry.uses_test_labels]
+['oracle_team(test)', 'oracle']
 >>> lookup("stacking").name
 'stacking(per_task)'
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -70,6 +74,12 @@ class Baseline:
     """Other names it answers to (``ensemble-env benchmark --algorithms stacking``)."""
     fit: Callable[[LogitCache, np.ndarray, np.ndarray | None], routing.RouterFit] | None = None
     """A fit independent of the reward, made once before a sweep (``fit(cache, train, validation)``)."""
+    uses_test_labels: bool = False
+    """It chooses with the labels of the questions it is scored on (``setting.test``): an oracle, a reference
+    for the headroom, never a competitor (``ensemble-env benchmark`` marks it in its tables)."""
+    by_default: bool = True
+    """Run when no names are given (``ensemble-env baselines``, :func:`~ensemble_env.baselines.comparison.compare`);
+    otherwise only by name (``--only``, ``ensemble-env benchmark --algorithms``)."""
 
 
 def _router(name: str, inputs: str) -> Baseline:
@@ -85,6 +95,30 @@ def _router(name: str, inputs: str) -> Baseline:
         name, run, alpha_dependent=True, enumerates_teams=True, in_evaluate=False, needs_features=inputs == "tasks",
         fit=fit,
     )  # fmt: skip
+
+
+def _static_team(name: str, fitted_on: str) -> Baseline:
+    """static_team fitted on the train and validation questions (``fitted_on="train+val"``; the train ones alone
+    when the setting has no validation questions) or on the scored questions themselves (``"test"``: the best
+    fixed team per task in hindsight, an oracle)."""
+
+    def run(s: Setting) -> BaselineResult:
+        if fitted_on == "test":
+            questions = s.test
+        else:
+            questions = s.train if s.validation is None else np.concatenate([s.train, s.validation])
+        result = routing.static_team(s.cache, questions, s.test, reward=s.reward)
+        return dataclasses.replace(result, name=name, info={**result.info, "fitted_on": fitted_on})
+
+    return Baseline(
+        name,
+        run,
+        alpha_dependent=True,
+        enumerates_teams=True,
+        in_evaluate=False,
+        uses_test_labels=fitted_on == "test",
+        by_default=False,
+    )
 
 
 #: every baseline, in the order the tables report them
@@ -124,6 +158,7 @@ for _entry in (
         alpha_dependent=True,
         enumerates_teams=True,
     ),
+    _static_team("static_team(train+val)", "train+val"),
     Baseline(
         "static_team_acc",
         lambda s: routing.static_team(s.cache, s.train, s.test, reward=s.reward, criterion="accuracy"),
@@ -137,6 +172,7 @@ for _entry in (
     Baseline("mean_probability_vote", lambda s: simple.mean_probability_vote(s.cache, s.train, s.test)),
     Baseline("random_team", lambda s: simple.random_team(s.cache, s.train, s.test, k=s.k, seed=s.seed)),
     Baseline("greedy_focal_team", lambda s: simple.greedy_focal_team(s.cache, s.train, s.test, k=s.k)),
-    Baseline("oracle", lambda s: simple.oracle(s.cache, s.train, s.test)),
+    _static_team("oracle_team(test)", "test"),
+    Baseline("oracle", lambda s: simple.oracle(s.cache, s.train, s.test), uses_test_labels=True),
 ):
     register(_entry)

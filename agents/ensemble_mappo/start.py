@@ -1,0 +1,169 @@
+"""The team decider's start policy: a prior over team sizes, or an offline start from the cache's train outcomes.
+
+A run's decider starts from one of two policies (``TrainConfig.decider_start``), and PPO's fine-tuning can be
+held near it by a KL penalty (``TrainConfig.decider_kl_coef``, the trust region):
+
+- ``"prior"``: each model in the team with probability ``decider_initial_prob``, independently (the team's size
+  binomial, conditioned on a non-empty team), the same for every question (:meth:`StartPolicy.size_prior`; the
+  output bias of :class:`~ensemble_mappo.networks.TeamDeciderActor`).
+- ``"offline"``: per task, a softmax over the teams of their mean reward on the task's *train* questions when
+  the team's mean-probability vote answers (the environment's reward at the run's alpha), at temperature
+  ``offline_temperature`` (:meth:`StartPolicy.offline`). Its most probable team per task is the team the
+  ``static_team`` baseline picks (ties aside). The cache logs every model's output on every train question, so
+  every team's train outcome is known without playing it: this is the logged-bandit start of an
+  offline-to-online learner. The decider's network is fitted to it (:func:`fit_decider`, a few hundred
+  cross-entropy steps on the decider's observations of one rollout) before PPO starts.
+
+Only the train stream's labels are read (``venv.questions``, the questions the run trains on); the policy
+depends on the task of the question the team will answer (the decider's ``"task"`` extra), and is the pooled
+table over every train question where the observation carries no task. It is recomputed from the cache when a
+run resumes (nothing of it is in the checkpoint), so a resumed run is the same as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ensemble_env.baselines.routing import team_correct
+from ensemble_env.game.engine import EnsembleVectorEnv
+from ensemble_env.game.reward import RewardSettings, model_costs
+from ensemble_mappo.agents import Agents
+from ensemble_mappo.collection import Behaviour, collect
+from ensemble_mappo.config import DECIDER_STARTS, TrainConfig
+from ensemble_mappo.networks import TeamDeciderActor
+from ensemble_mappo.optim import FlatAdam
+
+__all__ = ["DECIDER_STARTS", "StartPolicy", "fit_decider", "start_decider", "team_train_rewards"]
+
+
+def team_train_rewards(venv: EnsembleVectorEnv, teams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each team's mean reward on the training stream's questions when its mean-probability vote answers:
+    ``(per_task (n_tasks, K), pooled (K,))`` for the K ``teams`` ((K, N) 0/1).
+
+    ``venv`` is the run's training environment: its stream (``venv.questions``, the train split of the tasks it
+    plays) and its reward (alpha, size penalty mode, costs; a diversity bonus is left out). A task without
+    questions in the stream gets the pooled row.
+    """
+    cache, config = venv.cache, venv.config
+    questions = np.asarray(venv.questions, dtype=np.int64)
+    members = np.asarray(teams, dtype=bool)
+    correct = team_correct(cache, questions, members)  # (K, Q)
+    settings = RewardSettings(
+        alpha=config.alpha, size_penalty_mode=config.size_penalty_mode, use_costs=config.use_costs
+    )
+    costs = model_costs(cache, questions)  # (Q, N)
+    share = settings.share(
+        cache, members.sum(axis=1)[:, None], members.astype(np.float64) @ costs.T, costs.sum(axis=1)[None, :]
+    )
+    rewards = settings.rewards(correct, share)  # (K, Q)
+    pooled = rewards.mean(axis=1)
+    tasks = np.asarray(cache.tasks)[questions]
+    per_task = np.tile(pooled, (cache.n_tasks, 1))
+    for task in np.unique(tasks):
+        per_task[task] = rewards[:, tasks == task].mean(axis=1)
+    return per_task, pooled
+
+
+@dataclass(frozen=True)
+class StartPolicy:
+    """The decider's start policy: log-probabilities over its teams, per task of the next question.
+
+    ``log_probs`` (n_tasks + 1, K): one row per task, the last for an observation without a task (the decider
+    reads no task, or the stream is exhausted and the extras are zeros); ``task_slice``: where the one-hot task
+    lies in the decider's observation (None: the last row everywhere).
+    """
+
+    log_probs: Tensor
+    task_slice: slice | None
+
+    @classmethod
+    def size_prior(cls, decider: TeamDeciderActor, n_tasks: int, task_slice: slice | None) -> StartPolicy:
+        """The untrained decider's own policy (its output bias: the size prior), the same for every task."""
+        with torch.no_grad():
+            bias = decider.net[-1].bias.detach().clone()  # type: ignore[union-attr]
+            logits = bias.masked_fill(decider.allowed <= 0, torch.finfo(bias.dtype).min)
+            row = torch.log_softmax(logits, -1)
+        return cls(row.expand(n_tasks + 1, -1).clone(), task_slice)
+
+    @classmethod
+    def offline(cls, decider: TeamDeciderActor, venv: EnsembleVectorEnv, temperature: float) -> StartPolicy:
+        """Per task, the softmax of each team's train reward under its vote, at ``temperature``
+        (:func:`team_train_rewards`); teams the decider may not play get probability 0."""
+        teams = decider.teams.numpy()
+        per_task, pooled = team_train_rewards(venv, teams)
+        table = torch.from_numpy(np.vstack([per_task, pooled[None, :]]) / temperature).to(torch.float32)
+        table = table.masked_fill(decider.allowed <= 0, torch.finfo(torch.float32).min)
+        return cls(torch.log_softmax(table, -1), venv.layout.decider.get("task"))
+
+    def of(self, inputs: Tensor) -> Tensor:
+        """(B, K) the start policy's log-probabilities at the decider's observations ``inputs`` (B, D)."""
+        if self.task_slice is None:
+            return self.log_probs[-1].expand(inputs.shape[0], -1)
+        onehot = inputs[:, self.task_slice]
+        weights = torch.cat([onehot, (1.0 - onehot.sum(-1, keepdim=True)).clamp(min=0.0)], dim=-1)
+        return weights @ self.log_probs.clamp(min=-1e4)  # masked teams stay at -1e4 (probability 0 after softmax)
+
+
+def fit_decider(
+    decider: TeamDeciderActor,
+    inputs: Tensor,
+    start: StartPolicy,
+    generator: torch.Generator,
+    *,
+    steps: int = 300,
+    batch_size: int = 256,
+    learning_rate: float = 1e-2,
+) -> float:
+    """Fit ``decider`` to ``start`` on the observations ``inputs`` (M, D): Adam on the cross-entropy of the start
+    policy's probabilities to the decider's (the KL up to a constant), ``steps`` minibatches drawn with
+    ``generator``. Returns the mean KL(start || decider) on ``inputs`` afterwards."""
+    targets = start.of(inputs).exp()
+    # the learner's own Adam (FlatAdam: torch.optim's first use costs seconds of imports); the trainer's optimizer,
+    # built afterwards, takes the fitted parameters over
+    adam = FlatAdam({"decider": decider}, learning_rate, max_grad_norm=float("inf"))
+    for _ in range(steps):
+        rows = torch.randint(0, inputs.shape[0], (min(batch_size, inputs.shape[0]),), generator=generator)
+        log_probs = torch.log_softmax(decider(inputs[rows]), -1).clamp(min=-1e4)
+        loss = -(targets[rows] * log_probs).sum(-1).mean()
+        adam.zero_grad()
+        loss.backward()
+        adam.step(["decider"])
+    with torch.no_grad():
+        log_probs = torch.log_softmax(decider(inputs), -1).clamp(min=-1e4)
+        kl = (targets * (start.of(inputs) - log_probs)).sum(-1).mean()
+    return float(kl)
+
+
+def start_decider(
+    agents: Agents, venv: EnsembleVectorEnv, config: TrainConfig, *, fit: bool, rollouts: int = 1
+) -> StartPolicy | None:
+    """Give the team decider of ``agents`` its start policy (``config.decider_start``) and, for the offline start
+    with ``fit`` (a new run, not a resumed one), fit its network to it on the decider's observations of
+    ``rollouts`` rollouts of ``venv`` (the decider sampling, the plurality vote answering; the trainer resets the
+    environment afterwards). Returns the start policy, or None for the Bernoulli decider (pools of more than 12
+    models under ``decider_policy="auto"``): it starts from its output bias (``decider_initial_prob``) whatever
+    ``decider_start`` says, and has no KL penalty. Call it before the optimizer is built."""
+    decider = agents.decider
+    if not isinstance(decider, TeamDeciderActor):
+        return None
+    task_slice = venv.layout.decider.get("task")
+    if config.decider_start == "prior":
+        start = StartPolicy.size_prior(decider, venv.cache.n_tasks, task_slice)
+    else:
+        start = StartPolicy.offline(decider, venv, config.offline_temperature)
+        if fit:
+            generator = torch.Generator().manual_seed(config.seed)
+            seed = int(np.random.SeedSequence([config.seed, 1 << 20]).generate_state(1)[0])
+            obs, _ = venv.reset(seed=seed)
+            rollout = agents.rollout(venv, config.num_steps)
+            seen = []
+            for _ in range(max(1, rollouts)):
+                obs, _ = collect(venv, agents, rollout, obs, generator, Behaviour(fusion="plurality"))
+                seen.append(rollout.inputs["decider"].reshape(-1, rollout.inputs["decider"].shape[-1]).clone())
+            fit_decider(decider, torch.cat(seen), start, generator)
+    decider.start = start
+    return start
