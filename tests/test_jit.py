@@ -43,7 +43,7 @@ def test_editing_the_reward_recompiles_the_cached_step_kernel(tmp_path: Path) ->
         return float(done.stdout.strip())
 
     assert run() == 1.0  # compiles, and fills the copy's __pycache__
-    reward = copy / "reward.py"
+    reward = copy / "game" / "reward.py"
     source = reward.read_text(encoding="utf-8")
     assert source.count("reward = 1.0 if right else -1.0 - penalty") == 1
     reward.write_text(source.replace("reward = 1.0 if right else", "reward = 0.25 if right else"), encoding="utf-8")
