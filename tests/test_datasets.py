@@ -164,8 +164,10 @@ def test_bbh5_rebuilds_identically_from_the_samples(bbh_data: Path, tmp_path: Pa
     spec.loader.exec_module(build_bbh5)
     rebuilt = load_cache(save_cache(tmp_path / "bbh5.h5", build_bbh5.build(bbh_data)))
     shipped = datasets.load("bbh5")
-    for name in ("scores", "labels", "n_choices", "tasks", "split", "features"):
+    for name in ("scores", "labels", "n_choices", "tasks", "split"):
         np.testing.assert_array_equal(getattr(rebuilt, name), getattr(shipped, name), err_msg=name)
+    # the text features come out of a TF-IDF + SVD whose BLAS summation order differs between machines: equal to
+    # float32 rounding (CI saw 2 of 256,000 values differ by 3e-11), not bit for bit
+    np.testing.assert_allclose(rebuilt.features, shipped.features, rtol=1e-5, atol=1e-8, err_msg="features")
     for name in ("models", "task_names", "question_ids", "question_text", "feature_names", "feature_kind", "source"):
         assert getattr(rebuilt, name) == getattr(shipped, name), name
-    assert (tmp_path / "bbh5.h5").read_bytes() == datasets.path("bbh5").read_bytes()

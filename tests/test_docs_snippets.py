@@ -42,8 +42,8 @@ Three more rules make blocks runnable as written:
 
 - **Inputs a block names but does not make** (:data:`INPUTS`: ``my_cache.h5``, ``bbh.h5``, ``pool.npz``,
   ``runs/``, ...) are created in the scratch folder before it runs, when missing: a copy of a built-in cache,
-  the conversion of ``../shared/data/bbh-leaderboard``, small arrays, a folder of links to the shared model
-  folders (lm-eval's output layout).
+  the conversion of ``../shared/data/bbh-leaderboard``, small arrays, a copy of the shared model folders
+  (lm-eval's output layout).
 - **A Python block that uses a name it does not define** (``cache`` in a block that continues the one above)
   runs after the earlier Python blocks of its document, in one program.
 
@@ -249,9 +249,8 @@ def _embeddings(path: Path) -> None:
 
 
 def _runs(path: Path) -> None:
-    path.mkdir()
-    for entry in (SHARED / "data" / "bbh-leaderboard").iterdir():
-        (path / entry.name).symlink_to(entry)
+    # a copy, not symlinks: the converters refuse a link that leads out of the folder they are given
+    shutil.copytree(SHARED / "data" / "bbh-leaderboard", path)
 
 
 #: inputs created when a block names them and they are missing: pattern in the code -> (file, maker, needs shared)
