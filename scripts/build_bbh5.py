@@ -15,7 +15,12 @@ code, as these commands would make it::
 - ``question_text``: each question as the models saw it (``doc["input"]``, no few-shot examples);
 - ``features``: 64 text features of the question alone (hashed word and character n-grams, TF-IDF,
   TruncatedSVD, standardised), fitted on the train split only (``ensemble_env.cache.features``);
-- ``source``: the models, where the numbers come from and the licences.
+- ``costs``: per question and model, the model's active parameters per token (billions, :data:`ACTIVE_PARAMETERS_B`,
+  from the model cards) times the length of the prompt it scored, in thousands of characters (``arguments.*.arg_0``
+  of the samples, ``"Q: <question>\nA:"``; characters, not tokens: the five models have four tokenizers, and the
+  leaderboard's few-shot prefix is not in the data); a (Q, N) float64 array, the compute of reading the question
+  in "billion-parameter x thousand-character" units;
+- ``source``: the models, where the numbers (costs included) come from and the licences.
 
 The script checks each model's accuracy on each task against the data's ``reference_accuracy.json``, copies
 the BIG-Bench-Hard licence beside the cache as ``BBH-LICENSE``, and prints the accuracy tables documented in
@@ -55,12 +60,22 @@ REFERENCE_ORDER = (
     "microsoft__phi-2",
     "mistralai__Mistral-7B-v0.1",
 )
+#: active parameters per token, in billions (a mixture of experts counts the experts a token uses), and where
+#: the figure comes from: the costs are these times the prompt's length (docs/default-cache.md, "Costs")
+ACTIVE_PARAMETERS_B = {
+    "google__gemma-7b": 8.5,  # Gemma report (arXiv 2403.08295), Table 2: 0.79B embedding + 7.75B other = 8.54B
+    "meta-llama__Llama-2-70b-chat-hf": 70.0,  # Llama 2 model card: sizes 7B, 13B, 70B
+    "microsoft__phi-2": 2.7,  # phi-2 model card: "a Transformer with 2.7 billion parameters"
+    "mistralai__Mistral-7B-v0.1": 7.2,  # Mistral 7B checkpoint: 7.24B parameters (the announcement rounds to 7.3B)
+    "mistralai__Mixtral-8x7B-Instruct-v0.1": 12.9,  # Mixtral announcement: 46.7B in all, 12.9B used per token
+}
+COST_UNIT = "billion active parameters x thousand prompt characters"
 PROVENANCE = (
     "bbh5: per-choice log-likelihoods of 5 open LLMs ({models}) on 16 BIG-Bench-Hard multiple-choice tasks "
     "(3-shot, lm-evaluation-harness leaderboard_bbh_<task>), from the public Open LLM Leaderboard v2 details "
     "of these models, with the gold labels recomputed from the leaderboard's choice order; question texts and "
     "targets from BIG-Bench-Hard (Suzgun et al. 2022, MIT licence: BBH-LICENSE beside this file); "
-    "built by scripts/build_bbh5.py; {conversion}; scores stored as {dtype}"
+    "built by scripts/build_bbh5.py; {conversion}; scores stored as {dtype}; costs: {costs}"
 )
 
 
@@ -109,6 +124,45 @@ def accuracy_table(cache: Any) -> str:
     return "\n".join(lines)
 
 
+def prompt_characters(cache: Any, data: Path) -> np.ndarray:
+    """(Q,) int64: the length in characters of the prompt each question was scored with (``arg_0``), read from
+    every model's samples, which must agree on it (SystemExit naming the file and the question otherwise)."""
+    lengths: dict[str, int] = {}
+    for path in sorted(data.glob("*/samples_*.jsonl")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            record = json.loads(line)
+            contexts = {request["arg_0"] for request in record["arguments"].values()}
+            if len(contexts) != 1:
+                raise SystemExit(f"error: {path}:{number}: the choices were scored after different prompts")
+            length = len(contexts.pop())
+            if lengths.setdefault(record["doc_hash"], length) != length:
+                raise SystemExit(f"error: {path}:{number}: doc_hash {record['doc_hash']}: another prompt length")
+    missing = [qid for qid in cache.question_ids if qid not in lengths]
+    if missing:
+        raise SystemExit(f"error: no samples record of question {missing[0]} in {data}")
+    return np.array([lengths[qid] for qid in cache.question_ids], dtype=np.int64)
+
+
+def question_costs(cache: Any, data: Path) -> np.ndarray:
+    """(Q, N) float64: each model's active parameters (billions) times the question's prompt length in thousands
+    of characters (:data:`COST_UNIT`)."""
+    missing = [model for model in cache.models if model not in ACTIVE_PARAMETERS_B]
+    if missing:
+        raise SystemExit(f"error: no active parameter count for model {missing[0]} (ACTIVE_PARAMETERS_B)")
+    parameters = np.array([ACTIVE_PARAMETERS_B[model] for model in cache.models])
+    return prompt_characters(cache, data)[:, None] / 1000.0 * parameters[None, :]
+
+
+def describe_costs(models: tuple[str, ...]) -> str:
+    """The costs' provenance, as the cache's ``source`` says it."""
+    counts = ", ".join(f"{model.replace('__', '/')} {ACTIVE_PARAMETERS_B[model]:g}B" for model in models)
+    return (
+        f"per question and model, active parameters per token ({counts}; from the model cards, a mixture of "
+        "experts counting the experts a token uses) x the characters of the prompt scored (arguments.arg_0) "
+        f"/ 1000, in {COST_UNIT}"
+    )
+
+
 def copy_license(data: Path, folder: Path) -> Path:
     """Copy the BIG-Bench-Hard licence beside the cache (atomically: temporary file, then rename)."""
     from ensemble_env.files import atomic_path
@@ -133,8 +187,11 @@ def build(data: Path) -> Any:
     dtype = narrowest_exact_dtype(cache.scores, valid)
     cache = with_text_features(cache, N_FEATURES)
     models = ", ".join(model.replace("__", "/") for model in cache.models)
-    source = PROVENANCE.format(models=models, conversion=cache.source, dtype=dtype.name)
-    narrowed = dataclasses.replace(cache, scores=cache.scores.astype(dtype), source=source)
+    costs = describe_costs(cache.models)
+    source = PROVENANCE.format(models=models, conversion=cache.source, dtype=dtype.name, costs=costs)
+    narrowed = dataclasses.replace(
+        cache, scores=cache.scores.astype(dtype), source=source, costs=question_costs(cache, data)
+    )
     if not np.array_equal(narrowed.preds, cache.preds):
         raise SystemExit("error: narrowing the scores changed a prediction")
     return narrowed
@@ -161,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     loaded = load_cache(args.out)
     counts = {name: int((loaded.split == code).sum()) for name, code in SPLITS.items()}
     print(f"scores {loaded.scores.dtype}, features {loaded.features.shape}, splits {counts}")  # type: ignore[union-attr]
+    mean_costs = ", ".join(f"{m} {c:.3f}" for m, c in zip(loaded.models, loaded.costs.mean(axis=0), strict=True))  # type: ignore[union-attr]
+    print(f"mean cost per question ({COST_UNIT}): {mean_costs}")
     print(f"source: {loaded.source}")
     print()
     print(accuracy_table(loaded))

@@ -145,3 +145,30 @@ def write_cache(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+# -- the bbh5 build, made once per session ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def bbh5_build() -> LogitCache:
+    """``scripts/build_bbh5.py``'s ``build()`` of ``../shared/data/bbh-leaderboard`` (conversion, text features,
+    costs), made once: the rebuild test and the CLI's text-features test both compare with it. Skips without the
+    shared data or scikit-learn."""
+    import importlib.util
+    import os
+
+    data = Path(
+        os.environ.get(
+            "ENSEMBLE_ENV_BBH_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "bbh-leaderboard"
+        )
+    )
+    if not (data / "reference_accuracy.json").is_file():
+        pytest.skip(f"the BBH samples are not at {data} (set ENSEMBLE_ENV_BBH_DATA to their folder)")
+    pytest.importorskip("sklearn")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "build_bbh5.py"
+    spec = importlib.util.spec_from_file_location("build_bbh5", script)
+    assert spec is not None and spec.loader is not None
+    build_bbh5 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_bbh5)
+    return build_bbh5.build(data)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from test_convert import BBH_DATA, LABELS, SPLIT, digest, records, write_run, write_samples
 
-from ensemble_env.cache import LogitCache, load_cache, save_cache
+from ensemble_env.cache import LogitCache, default_cache_path, load_cache, save_cache
 from ensemble_env.cli import main
 from ensemble_env.cli.cache import ProgressBar
 
@@ -35,7 +35,7 @@ def samples(tmp_path: Path) -> Path:
 @pytest.fixture
 def converted(tmp_path: Path, samples: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     out = tmp_path / "pool.h5"
-    assert run(capsys, "cache", "from-lm-eval", samples, "-o", out)[0] == 0
+    assert run(capsys, "cache", "from-lm-eval", samples, "-o", out, "--validation-fraction", "0")[0] == 0
     return out
 
 
@@ -64,8 +64,9 @@ def test_from_lm_eval_writes_the_cache(
     code, out, _ = run(
         capsys, "cache", "from-lm-eval", samples / "org__beta", "-o", tmp_path / "b.h5", "--tasks", "colors"
     )
-    assert code == 0
-    assert out.startswith(f"wrote {tmp_path / 'b.h5'}: 5 questions x 1 models, 1 tasks, 2-3 choices; split 4 train")
+    assert code == 0  # by default, bbh5's proportions: the last 20% test, the last 20% of the rest validation
+    assert out.startswith(f"wrote {tmp_path / 'b.h5'}: 5 questions x 1 models, 1 tasks, 2-3 choices; split 3 train")
+    assert load_cache(tmp_path / "b.h5").split.tolist() == [0, 0, 0, 2, 1]
     code, _, _ = run(
         capsys, "cache", "from-lm-eval", samples, "-o", tmp_path / "c.h5", "--strip-prefix", "", "--split-seed", "4"
     )
@@ -251,7 +252,10 @@ def test_real_bbh_info_shows_every_task_with_the_baselines(tmp_path: Path, capsy
         pytest.skip(f"the BBH samples are not at {BBH_DATA} (set ENSEMBLE_ENV_BBH_DATA to their folder)")
     out = tmp_path / "bbh.h5"
     code, text, _ = run(capsys, "cache", "from-lm-eval", BBH_DATA, "-o", out)
-    assert code == 0 and "4000 questions x 5 models, 16 tasks, 2-19 choices; split 3200 train, 800 test" in text
+    # by default bbh5's split (160 train, 40 validation, 50 test per task), so that `benchmark` takes the cache
+    assert code == 0 and "4000 questions x 5 models, 16 tasks, 2-19 choices; split 2560 train, 800 test, 640" in text
+    converted, shipped = load_cache(out), load_cache(default_cache_path())
+    np.testing.assert_array_equal(converted.split, shipped.split)  # the same splits: the same static_team
     code, text, _ = run(capsys, "cache", "info", out)
     assert code == 0
     lines = text.split("\n")
@@ -389,18 +393,15 @@ def test_split_warns_that_text_features_follow_the_old_train_split(
 
 
 @pytest.mark.slow
-def test_real_bbh_text_features_are_stored_and_reproducible(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    if not (BBH_DATA / "reference_accuracy.json").is_file():
-        pytest.skip(f"the BBH samples are not at {BBH_DATA} (set ENSEMBLE_ENV_BBH_DATA to their folder)")
-    pytest.importorskip("sklearn")
+def test_real_bbh_text_features_are_stored_and_reproducible(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bbh5_build: LogitCache
+) -> None:
+    """The command's text features, and the same computed again by scripts/build_bbh5.py (the session's
+    ``bbh5_build``, which runs the converter and the feature code as this command does): bit-identical."""
     before = digest(BBH_DATA)
-    caches = []
-    for name in ("one.h5", "two.h5"):
-        code, _, err = run(capsys, "cache", "from-lm-eval", BBH_DATA, "-o", tmp_path / name, "--validation-fraction",
-                           "0.2", "--features", "text")  # fmt: skip
-        assert code == 0, err
-        caches.append(load_cache(tmp_path / name))
-    one, two = caches
+    code, _, err = run(capsys, "cache", "from-lm-eval", BBH_DATA, "-o", tmp_path / "one.h5", "--features", "text")
+    assert code == 0, err  # by default bbh5's split: 0.2 test, 0.2 of the rest validation
+    one, two = load_cache(tmp_path / "one.h5"), bbh5_build
     assert digest(BBH_DATA) == before
     np.testing.assert_array_equal(one.features, two.features)
     assert one.features is not None and one.features.shape == (4000, 64) and np.isfinite(one.features).all()

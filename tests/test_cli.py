@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import re
 import subprocess
 import sys
@@ -174,6 +173,29 @@ def test_demo_text_names_the_default_cache(capsys: pytest.CaptureFixture[str]) -
     assert code == 0 and out.startswith(f"{datasets.DEFAULT} (the default cache): 4000 questions, 5 models")
 
 
+def test_a_baseline_has_one_id_in_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """``b3`` is static_team in ``demo`` and ``baselines`` (and ``evaluate``: tests/test_mappo_cli.py): the
+    registry's order numbers them, whichever baselines a command shows."""
+    from ensemble_env.baselines import comparison, registry
+
+    def ids(text: str) -> dict[str, str]:
+        return dict(re.findall(r"^(b\d+) (\S+)", text, flags=re.MULTILINE))
+
+    code, demo, _ = _run(capsys, "demo", "--cache", "toy8", "--show", "0")
+    assert code == 0
+    code, table, _ = _run(capsys, "baselines", "toy8", "--only", "static_team,mean_probability_vote,oracle,stacking")
+    assert code == 0
+    shown, listed = ids(demo), ids(table)
+    assert shown["b3"] == listed["b3"] == "static_team"  # demo shows static_team
+    assert set(listed.items()) <= set(shown.items())  # every id of the baselines table means the same in demo
+    assert next(iter(shown.values())) == "best_single" == shown["b1"]
+    for number, name in enumerate(registry.BASELINES, start=1):
+        assert comparison.baseline_id(name) == f"b{number}"
+    assert comparison.baseline_id("random_team(k=2)") == comparison.baseline_id("random_team")
+    assert comparison.baseline_id("stacking") == comparison.baseline_id("stacking(per_task)")
+    assert comparison.baseline_id("mappo") is None
+
+
 def test_table_commands_have_json() -> None:
     parser = cli.build_parser()
     for argv in (["demo"], ["baselines"], ["cache", "info", "toy8"]):
@@ -329,18 +351,18 @@ def test_the_first_compile_says_so_once_and_a_cached_kernel_is_silent(
     monkeypatch.setattr(jit, "_announced", False)  # as in a new process
     assert _add_one_kernel()(2) == 3  # type: ignore[operator]  # found in the disk cache: no compile, no message
     assert capsys.readouterr().err == ""
+    monkeypatch.setattr(jit, "_announced", False)  # a new process compiling a kernel the first one did not
+
+    @jit.kernel()
+    def times_two(x: float) -> float:
+        return 2 * x
+
+    assert times_two(2) == 4  # compiled, silently: the message was printed once on this disk cache
+    assert capsys.readouterr().err == ""
+    assert len(list(fresh_numba_cache.rglob("ensemble-env-compiled-*.txt"))) == 1
 
 
-@pytest.mark.slow
-def test_demo_with_an_empty_numba_cache_says_it_compiles_once(tmp_path: Path) -> None:
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
-    argv = [*PYTHON_CLI, "demo", "--cache", "toy8", "--json"]
-    first = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
-    assert first.returncode == 0, first.stderr
-    assert first.stderr.count("ensemble-env: compiling the environment's kernels with numba (once, up to") == 1
-    again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
-    assert again.returncode == 0 and "compiling" not in again.stderr
-    assert json.loads(again.stdout) == json.loads(first.stdout)
+# test_demo_with_an_empty_numba_cache_says_it_compiles_once: in tests/test_jit.py, sharing its compile
 
 
 # -- converted caches a newcomer makes (issue 14) -------------------------------------------------------------

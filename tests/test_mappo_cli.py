@@ -88,8 +88,10 @@ def test_evaluate_tables_keep_names_whole_format_columns_alike_and_list_static_t
     assert [row[0] for row in tables[1]][:2] == ["logreg", "naive_bayes"]
     for rows in tables:  # e.g. a mean cost of 3.5 printed 3.50 like 2.35 above it
         assert all(len(found) == 1 for found in _decimals_per_column(rows).values()), rows
-    names = [row[0].split(" ", 1)[1] for row in tables[2]]
+    names = [row[0].split(" ", 1)[-1] for row in tables[2]]
     assert names[:2] == ["best_single", "static_team"] and names[-1] == "mappo"
+    # the registry's ids, as in `demo` and `baselines`; the policy is no baseline: its name alone
+    assert [row[0] for row in tables[2]][:2] == ["b1 best_single", "b3 static_team"] and tables[2][-1][0] == "mappo"
     summary = json.loads((run_dir / "evaluation_test.json").read_text())
     assert {"static_team", "stacking(per_task)", "oracle"} <= set(summary["baselines"])
     mappo = tables[2][-1]  # the table's row of the policy: the summary's numbers, same rounding
@@ -178,6 +180,25 @@ def test_plot_writes_pngs(run_dir: Path, tmp_path: Path) -> None:
         "mappo_selection_frequency.png",
         "mappo_accuracy_vs_team_size.png",
     }
+
+
+def test_learning_curves_say_their_smoothing_end_on_the_last_update_and_draw_one_value_as_a_marker() -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from ensemble_mappo import plots
+
+    steps = np.arange(1.0, 9.0) * 100
+    log = {"global_step": steps, "env/accuracy": np.linspace(0.2, 0.9, 8), "env/one": np.full(8, np.nan)}
+    log["env/one"][3] = 0.5
+    axes = Figure().add_subplot()
+    plots._curves(axes, [log], "env/accuracy", "accuracy")
+    plots._curves(axes, [log], "env/one", "finished episodes")
+    labels = [line.get_label() for line in axes.get_lines()]
+    assert "accuracy (trailing mean of 5 updates)" in labels and "last update: 0.900" in labels  # train's last line
+    [one] = [line for line in axes.get_lines() if line.get_label() == "finished episodes (one value)"]
+    assert one.get_linestyle() == "None" and one.get_marker() == "o" and one.get_xdata().tolist() == [400.0]
 
 
 @pytest.mark.parametrize("module", ["config", "checkpoint", "networks", "optim", "ppo", "progress", "training"])

@@ -3,6 +3,7 @@ and bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -178,6 +179,24 @@ def test_frontier_sweeps_alpha_and_plots(cache_file: Path, capsys: pytest.Captur
             assert point.reward == pytest.approx(at_one[point.name]["reward"])
     code, _, _ = run(capsys, str(cache_file), "--json", "--only", "oracle", "--frontier", str(tmp_path / "f.png"))
     assert code == 0 and (tmp_path / "f.png").is_file()
+
+
+def test_the_frontier_adds_a_cost_panel_on_a_cache_with_costs_and_draws_every_point(tmp_path: Path) -> None:
+    """Against team size always, against cost too when costs are not model counts; a name that is no baseline (a
+    learned policy) is drawn at each of its points; every name is in the legend."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    points = comparison.frontier(small_cache(), (0.5, 1.0), names=["static_team", "oracle"], progress=False)
+    counted = [dataclasses.replace(point, cost=point.team_size) for point in points]  # a cache without costs
+    priced = [dataclasses.replace(point, cost=2.5 * point.team_size) for point in points]
+    runs = [comparison.FrontierPoint("policy", 1.0, 0.6, 0.0, size, 2.5 * size) for size in (1.5, 2.0)]
+    one = comparison.plot_frontier([*counted, dataclasses.replace(runs[0], cost=1.5)], tmp_path / "one.png")
+    two = comparison.plot_frontier([*priced, *runs], tmp_path / "two.png")
+    assert imread(two).shape[1] > 1.5 * imread(one).shape[1]  # a second panel
+    assert comparison.plot_frontier(priced, tmp_path / "cost.png", x="cost").is_file()
+    with pytest.raises(ValueError, match="x='cost' needs a cost in every point"):
+        comparison.plot_frontier([dataclasses.replace(counted[0], cost=None)], tmp_path / "x.png", x="cost")
 
 
 def test_frontier_without_matplotlib_says_which_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

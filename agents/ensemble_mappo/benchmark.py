@@ -16,9 +16,10 @@ A researcher adds an algorithm with :func:`register_algorithm`: a function ``(ca
         return Answers(test, predictions, teams)
 
 Built in: ``mappo`` and ``ippo`` (:mod:`ensemble_mappo.training`; IPPO is the same learner with
-``critic="local"``), and the baselines of :data:`ensemble_env.baselines.registry.BASELINES` (under their names or
-aliases: ``stacking`` is ``stacking(per_task)``). A finished run is stored under ``DIR/runs/`` with its key (algorithm,
-seed, cache, alpha, config) and is not redone.
+``critic="local"``), ``rlae_ppo`` and ``rlae_mappo`` (:mod:`ensemble_mappo.rlae`; docs/rlae.md), and the
+baselines of :data:`ensemble_env.baselines.registry.BASELINES` (under their names or aliases: ``stacking`` is
+``stacking(per_task)``). A finished run is stored under ``DIR/runs/`` with its key (algorithm, seed, cache, alpha,
+config) and is not redone.
 """
 
 from __future__ import annotations
@@ -44,16 +45,20 @@ from ensemble_env.files import write_text
 from ensemble_env.game.reward import RewardSettings, check_alpha
 from ensemble_env.text import show
 from ensemble_mappo.config import TrainConfig
+from ensemble_mappo.rlae_config import RLAE_ALGORITHMS, RLAEConfig
 
 __all__ = [
     "ALGORITHMS",
     "BUDGETS",
+    "LEARNERS",
+    "RLAE_BUDGETS",
     "Answers",
     "benchmark",
     "bootstrap_interval",
     "learner_answers",
     "register_algorithm",
     "register_command",
+    "rlae_answers",
     "uses_test_labels",
 ]
 
@@ -119,10 +124,19 @@ def register_algorithm(name: str, *, config: dict[str, Any] | None = None) -> Ca
     return decorate
 
 
+#: the learners built in: MAPPO/IPPO (ensemble_mappo.training) and the RLAE learners (ensemble_mappo.rlae)
+LEARNERS = ("mappo", "ippo", *RLAE_ALGORITHMS)
+#: RLAE budgets in passes over the train stream and validation checkpoints; ``default`` is RLAEConfig's own
+RLAE_BUDGETS: dict[str, dict[str, float]] = {
+    "tiny": {"passes": 1.0, "checkpoints": 1},
+    "quick": {"passes": 10.0, "checkpoints": 2},
+    "default": {"passes": RLAEConfig().passes, "checkpoints": RLAEConfig().checkpoints},
+}
+
+
 def _builtin_names() -> tuple[str, ...]:
     return (
-        "mappo",
-        "ippo",
+        *LEARNERS,
         *registry.BASELINES,
         *(alias for entry in registry.BASELINES.values() for alias in entry.aliases),
     )
@@ -143,6 +157,17 @@ def _baseline(name: str) -> Algorithm:
         return Answers(np.asarray(result.questions), np.asarray(result.predictions), np.asarray(teams), info)
 
     return run
+
+
+def _require_validation(cache: LogitCache) -> None:
+    """The learners choose their checkpoint on the validation split: a cache without one is refused, with the fix."""
+    try:
+        cache.select("validation")
+    except ValueError as error:  # no validation question
+        raise ValueError(
+            f"{error}: the learners choose their checkpoint on the validation split; add one with "
+            "`ensemble-env cache split CACHE -o OUT.h5 --validation-fraction 0.2`"
+        ) from None
 
 
 def learner_answers(
@@ -168,13 +193,7 @@ def learner_answers(
     from ensemble_mappo.evaluation import evaluate_agents
     from ensemble_mappo.training import Budget, train
 
-    try:
-        cache.select("validation")
-    except ValueError as error:  # no validation question
-        raise ValueError(
-            f"{error}: the learners choose their checkpoint on the validation split; add one with "
-            "`ensemble-env cache split CACHE -o OUT.h5 --validation-fraction 0.2`"
-        ) from None
+    _require_validation(cache)
     changes = dict(overrides or {})
     base = dataclasses.replace(TrainConfig(seed=seed, passes=passes, critic=critic), **changes)
     config = dataclasses.replace(base, env={**TrainConfig().env, **base.env, "alpha": float(alpha)})
@@ -216,10 +235,42 @@ def _learner(critic: str, budget: str) -> tuple[Algorithm, dict[str, Any]]:
     return run, {"budget": budget, **settings, "train_config": defaults}
 
 
+def rlae_answers(
+    cache: LogitCache, seed: int, alpha: float, out_dir: Path, *, algorithm: str, passes: float, checkpoints: int
+) -> Answers:
+    """Train ``rlae_ppo`` or ``rlae_mappo`` on train (the policy kept: the best mean validation reward among the
+    start and ``checkpoints`` evenly spaced ones, :func:`ensemble_mappo.rlae.train_rlae`) and answer the test split
+    once with it. Every model answers every question (no decider)."""
+    from ensemble_mappo.rlae import evaluate_rlae_run, train_rlae
+
+    _require_validation(cache)
+    config = RLAEConfig(algorithm=algorithm, seed=seed, passes=passes, checkpoints=checkpoints, env={"alpha": alpha})
+    fit = train_rlae(config, cache, out_dir, progress=False)
+    test = evaluate_rlae_run(out_dir, cache, split="test")
+    info = {"selected_iteration": fit["selected_iteration"], "of_iterations": fit["iterations"]}
+    return Answers(
+        test.questions, test.answers, np.asarray(test.teams, dtype=bool), {**info, "validation": fit["validation"]}
+    )
+
+
+def _rlae_learner(algorithm: str, budget: str) -> tuple[Algorithm, dict[str, Any]]:
+    settings = RLAE_BUDGETS[budget]
+
+    def run(cache: LogitCache, seed: int, alpha: float, out_dir: Path) -> Answers:
+        passes, checkpoints = settings["passes"], int(settings["checkpoints"])
+        return rlae_answers(cache, seed, alpha, out_dir, algorithm=algorithm, passes=passes, checkpoints=checkpoints)
+
+    # the learner's whole configuration is part of the run key: a run of other defaults is not reused
+    defaults = {key: value for key, value in RLAEConfig(algorithm=algorithm).to_dict().items() if key != "seed"}
+    return run, {"budget": budget, **settings, "rlae_config": defaults}
+
+
 def resolve(name: str, budget: str) -> tuple[Algorithm, dict[str, Any]]:
     """The function and key config of algorithm ``name``: a learner, a baseline, or a registered one."""
     if name in ("mappo", "ippo"):
         return _learner("central" if name == "mappo" else "local", budget)
+    if name in RLAE_ALGORITHMS:
+        return _rlae_learner(name, budget)
     with contextlib.suppress(ValueError):
         return _baseline(registry.lookup(name).name), {}
     if name in ALGORITHMS:
@@ -302,7 +353,7 @@ def uses_test_labels(name: str) -> bool:
     """Whether algorithm ``name`` chooses with the labels of the test questions it is scored on (a baseline marked
     ``uses_test_labels`` in :data:`ensemble_env.baselines.registry.BASELINES`); learners and registered algorithms
     never do."""
-    if name in ("mappo", "ippo") or name in ALGORITHMS:
+    if name in LEARNERS or name in ALGORITHMS:
         return False
     try:
         return registry.lookup(name).uses_test_labels
@@ -725,7 +776,8 @@ def register_command(commands: Any) -> None:
         "--algorithms",
         action=ListOption,
         metavar="NAME",
-        help="mappo, ippo, stacking, any baseline of `ensemble-env baselines`, or a name registered by a "
+        help="mappo, ippo, rlae_ppo, rlae_mappo, stacking, uniform_weights, per_task_weights, per_question_weights, "
+        "any baseline of `ensemble-env baselines`, or a name registered by a "
         f"--register file; a,b or a b (default: {','.join(DEFAULT_ALGORITHMS)})",
     )
     parser.add_argument("--seeds", type=int, default=5, metavar="S", help="seeds 0..S-1 (default: %(default)s)")
@@ -735,7 +787,12 @@ def register_command(commands: Any) -> None:
         metavar="CACHE",
         help=f"built-in name or cache file; several: a,b or a b (default: {datasets.DEFAULT})",
     )
-    parser.add_argument("--out", required=True, metavar="DIR", help="results folder (reused runs live in DIR/runs)")
+    parser.add_argument(
+        "--out",
+        default="bench",
+        metavar="DIR",
+        help="results folder (reused runs live in DIR/runs; default: %(default)s)",
+    )
     parser.add_argument("--alpha", type=float, default=1.0, help="size penalty of the reward (default: %(default)s)")
     parser.add_argument(
         "--budget",
@@ -743,6 +800,8 @@ def register_command(commands: Any) -> None:
         default="default",
         help="MAPPO/IPPO training budget: "
         + "; ".join(f"{k}: {v['passes']:g} passes, {v['checkpoints']:g} checkpoints" for k, v in BUDGETS.items())
+        + "; RLAE: "
+        + "; ".join(f"{k}: {v['passes']:g} passes, {v['checkpoints']:g} checkpoints" for k, v in RLAE_BUDGETS.items())
         + " (default: %(default)s, the train command's own budget)",
     )
     parser.add_argument(

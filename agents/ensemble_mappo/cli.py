@@ -1,7 +1,8 @@
 """The ``train``, ``evaluate`` and ``plot`` commands of ``ensemble-env``: the reference MAPPO learner.
 
 - ``ensemble-env train [--cache CACHE] --out DIR [--seed S] [--tasks ...] [--config FILE] [options]``: train
-  MAPPO on the cache's train split (progress bar, ``DIR/progress.csv``, atomic ``DIR/checkpoint.pt``);
+  MAPPO (``--algorithm rlae_ppo|rlae_mappo``: the RLAE learners of :mod:`ensemble_mappo.rlae`) on the cache's
+  train split (progress bar, ``DIR/progress.csv``, atomic ``DIR/checkpoint.pt``);
   ``ensemble-env train --resume DIR`` continues a run exactly where its checkpoint left it.
 - ``ensemble-env evaluate DIR [--cache CACHE] [--split test] [--json] [--online]``: per-task accuracy, team
   size, selection frequency and cost of the frozen policy (or, with ``--online``, of the paper's online
@@ -109,6 +110,8 @@ def _train(args: argparse.Namespace) -> int:
     from before the folder is looked at (or cleared by ``--overwrite``) to the end of the run."""
     if not _torch_available("train"):
         return 2
+    if args.algorithm != "mappo":
+        return _train_rlae(args)
     from ensemble_mappo.config import TrainConfig
     from ensemble_mappo.runs import RunLock, read_config, run_cache
     from ensemble_mappo.training import Budget
@@ -144,6 +147,63 @@ def _train(args: argparse.Namespace) -> int:
         _say_taken_over(lock)
         _clear_for_new_run(out, args.overwrite)
         return _run_training(config, cache, cache_path, out, args)
+
+
+def _train_rlae(args: argparse.Namespace) -> int:
+    """``train --algorithm rlae_ppo|rlae_mappo --out DIR``: the RLAE learners (:mod:`ensemble_mappo.rlae`)."""
+    from ensemble_mappo.rlae import iterations_of, train_rlae
+    from ensemble_mappo.rlae_config import RLAEConfig, load_rlae_config, rlae_config_from_dict
+
+    if args.resume:
+        raise ValueError(
+            f"--resume: an RLAE run is short (under a CPU minute on bbh5) and is not resumed; train it again with "
+            f"--algorithm {args.algorithm} --out DIR --overwrite"
+        )
+    if not args.out:
+        raise ValueError("--out DIR is required (the run directory)")
+    flags = _given_config_flags(args)
+    rlae_fields = {item.name for item in fields(RLAEConfig)}
+    foreign = [name for name in flags if name not in rlae_fields]
+    if foreign:
+        raise ValueError(
+            f"--algorithm {args.algorithm}: {', '.join('--' + name.replace('_', '-') for name in foreign)} "
+            f"{'is a MAPPO option' if len(foreign) == 1 else 'are MAPPO options'}; the RLAE options are "
+            f"{', '.join(sorted(rlae_fields - {'env', 'algorithm'}))} (flags, or a --config file)"
+        )
+    base = load_rlae_config(args.config).to_dict() if args.config else RLAEConfig().to_dict()
+    env = {**base["env"], **dict(args.env or [])}
+    if args.tasks:
+        env["tasks"] = list(args.tasks)
+    values = {**base, **flags, "algorithm": args.algorithm, "env": env}
+    config = rlae_config_from_dict(values, where="options")
+    out = Path(args.out)
+    cache_path = _cache_reference(args.cache)
+    cache = resolve_cache(cache_path)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: is a file; the run directory is a folder")
+    from ensemble_mappo.runs import RunLock
+
+    with RunLock(out):
+        _clear_for_new_run(out, args.overwrite)
+        n_train = int(cache.select("train", tasks=config.env.get("tasks")).size)
+        where = f"the default built-in cache {datasets.DEFAULT!r}" if cache_path is None else cache_path
+        print(
+            f"{config.algorithm} on {where}: {cache.n_models} models, train split; {iterations_of(config, n_train)} "
+            f"updates of {config.num_envs} x {config.num_steps} steps ({config.passes:g} passes); run directory {out}"
+        )
+        result = train_rlae(config, cache, out, cache_path=cache_path, progress=args.progress)
+    print(
+        f"done: kept update {result['selected_iteration']} of {result['iterations']} (best mean reward on the "
+        f"validation split); evaluate with: ensemble-env evaluate {out}"
+    )
+    return 0
+
+
+def _given_config_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The training options given as flags (``--learning-rate`` ...), by field name."""
+    from ensemble_mappo.config import TrainConfig
+
+    return {item.name: getattr(args, item.name) for item in fields(TrainConfig) if hasattr(args, item.name)}
 
 
 def _say_taken_over(lock: Any) -> None:
@@ -214,33 +274,61 @@ def _run_cache(run_dir: Path, cache_arg: str | None) -> Any:
 def _evaluate(args: argparse.Namespace) -> int:
     if not _torch_available("evaluate"):
         return 2
-    from ensemble_mappo.evaluation import (
-        baseline_summary,
-        evaluate_run,
-        format_report,
-        run_baselines,
-        save_evaluation,
-    )
+    from ensemble_mappo.evaluation import evaluate_run
+    from ensemble_mappo.rlae import is_rlae_run
 
+    if is_rlae_run(args.run_dir):
+        return _evaluate_rlae(args)
     cache = _run_cache(Path(args.run_dir), args.cache)
     protocol = "learning online on" if args.online else "playing"
     with status(f"{protocol} the {args.split} split with the run's policy"):
         evaluation = evaluate_run(
             args.run_dir, cache, split=args.split, online=args.online, update_every=args.update_every, seed=args.seed
         )
+    return _report(evaluation, cache, args)
+
+
+#: the baselines ``evaluate`` adds next to an RLAE run (its competitors; not in the default list of baselines)
+RLAE_BASELINES = ("per_task_weights", "per_question_weights")
+
+
+def _report(
+    evaluation: Any, cache: Any, args: argparse.Namespace, extra_baselines: tuple[str, ...] = (), **extra: Any
+) -> int:
+    """The baselines next to an evaluation (unless --no-baselines), the summary saved, the report printed."""
+    from ensemble_env.baselines import comparison
+    from ensemble_mappo.evaluation import baseline_summary, format_report, run_baselines, save_evaluation
+
     results = None
     if not args.no_baselines:
         with status(f"fitting the baselines on train and scoring them on {args.split}"):
             results = run_baselines(cache, args.split, args.seed, evaluation.reward)
-    summary = evaluation.summary(cache)
+            if extra_baselines:
+                reward = evaluation.reward
+                results += comparison.compare(cache, split=args.split, reward=reward, names=extra_baselines)
+    summary = {**evaluation.summary(cache), **extra}
     if results is not None:
         summary["baselines"] = baseline_summary(cache, results, evaluation.reward)
     save_evaluation(evaluation, summary)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print(format_report(evaluation, cache, results))
+        report = format_report(evaluation, cache, results)
+        print(report.replace("MAPPO evaluation", f"{evaluation.name} evaluation", 1) if extra else report)
     return 0
+
+
+def _evaluate_rlae(args: argparse.Namespace) -> int:
+    """``evaluate DIR`` of an RLAE run: its policy (chosen on validation) plays the split, next to the baselines."""
+    from ensemble_mappo.rlae import evaluate_rlae_run, read_rlae_run
+
+    if args.online:
+        raise ValueError("--online: the online protocol is MAPPO's; an RLAE run is evaluated frozen")
+    _, run = read_rlae_run(args.run_dir)
+    cache = resolve_cache(args.cache if args.cache is not None else run["cache"])
+    with status(f"playing the {args.split} split with the run's policy"):
+        evaluation = evaluate_rlae_run(args.run_dir, cache, split=args.split)
+    return _report(evaluation, cache, args, RLAE_BASELINES, algorithm=evaluation.name)
 
 
 def _plot(args: argparse.Namespace) -> int:
@@ -279,6 +367,16 @@ def register(commands: Any) -> None:
         type=_parse_env_option,
         metavar="KEY=VALUE",
         help="environment option (repeatable), e.g. --env alpha=0.5 --env 'decider_extras=[\"task\"]'",
+    )
+    train.add_argument(
+        "--algorithm",
+        choices=("mappo", "rlae_ppo", "rlae_mappo"),
+        default="mappo",
+        help="mappo (default; --critic local for IPPO), or the RLAE learners: rlae_ppo (one agent sets the N "
+        "weights) and rlae_mappo (one agent per model, a centralized critic); docs/rlae.md. The RLAE learners take "
+        "--seed, --passes, --learning-rate, --num-envs, --num-steps, --episode-length, --update-epochs, "
+        "--num-minibatches, --clip-coef, --ent-coef, --max-grad-norm, --hidden-size, --threads, --env and --tasks "
+        "(their other options through --config FILE)",
     )
     train.add_argument("--overwrite", action="store_true", help="start over when --out already holds a run")
     train.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="show a progress bar")

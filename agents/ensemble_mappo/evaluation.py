@@ -109,7 +109,8 @@ class Evaluation:
         """The evaluation as a :class:`~ensemble_env.baselines.BaselineResult` (an empty team answers -1)."""
         team_size = self.teams.sum(axis=1)
         predictions = np.where(team_size > 0, self.answers, -1)
-        return BaselineResult.from_cache(self.name, cache, self.questions, predictions, team_size)
+        teams = self.teams.astype(bool)  # with the teams, the costs and a cost-aware reward (use_costs) are known
+        return BaselineResult.from_cache(self.name, cache, self.questions, predictions, team_size, teams=teams)
 
     def summary(self, cache: LogitCache) -> dict[str, Any]:
         """The JSON object of ``ensemble-env evaluate --json``."""
@@ -325,7 +326,7 @@ def run_baselines(
 ) -> list[BaselineResult]:
     """The :data:`BASELINES` fitted on train, scored on ``split``; the routing one (``static_team``) chooses
     its teams by ``reward``. The random and greedy teams have ``min(3, N)`` models."""
-    names = [name for name in BASELINES if name in comparison.default_baselines(cache)]
+    names = comparison.evaluate_baselines(cache)  # demo's too: the same baselines under the same ids
     return comparison.compare(cache, split=split, reward=reward, k=min(3, cache.n_models), seed=seed, names=names)
 
 
@@ -387,5 +388,5 @@ def format_report(evaluation: Evaluation, cache: LogitCache, baseline_results: l
                 f"(the run's diversity bonus, {evaluation.diversity_bonus:g}, is in the macro reward above, not in "
                 "this table)"
             )
-        lines.append(baselines.format_table(cache, [*baseline_results, evaluation.result(cache)], reward))
+        lines.append(comparison.format_table(cache, [*baseline_results, evaluation.result(cache)], reward))
     return "\n".join(lines)

@@ -1,9 +1,13 @@
 """PNG plots of MAPPO runs (``ensemble-env plot``): learning curves, team size, selection, accuracy vs team size.
 
 Several run directories (e.g. the seeds of one setting, of one pool) are drawn together: each run thin, their
-mean thick. Needs matplotlib (the ``plot`` extra). The accuracy-vs-team-size plot places the runs' test
-evaluations (``evaluation_test.json``, written by ``ensemble-env evaluate``; computed here, frozen, when missing)
-among the baselines of :mod:`ensemble_env.baselines`. Every file of a run is read through
+mean thick. Curves are trailing means over :data:`SMOOTHING` updates, said in every legend, with each update's
+value thin and the last one marked (the figure ``train`` prints last); a series of one value is a marker. Needs
+matplotlib (the ``mappo`` or ``plot`` extra). The accuracy-vs-team-size plot places each run's test evaluation
+(``evaluation_test.json``, written by ``ensemble-env evaluate``; computed here, frozen, when missing) among every
+baseline ``ensemble-env baselines`` runs (:func:`ensemble_env.baselines.comparison.frontier` at the run's alpha,
+drawn by :func:`~ensemble_env.baselines.comparison.plot_frontier`, names in the legend), and against cost too on a
+cache with costs. Every file of a run is read through
 :mod:`ensemble_mappo.runs`, checked whole; every figure is written through :func:`ensemble_env.files.save_figure`.
 """
 
@@ -42,7 +46,11 @@ def _pyplot() -> Any:
     return plt
 
 
-def _smooth(values: np.ndarray, window: int = 5) -> np.ndarray:
+#: the learning curves' smoothing: a trailing mean over this many updates (said in every legend)
+SMOOTHING = 5
+
+
+def _smooth(values: np.ndarray, window: int = SMOOTHING) -> np.ndarray:
     """Trailing moving average that ignores NaN (keeps the length)."""
     out = np.full(values.shape, np.nan)
     for i in range(values.size):
@@ -53,15 +61,69 @@ def _smooth(values: np.ndarray, window: int = 5) -> np.ndarray:
 
 
 def _curves(ax: Any, logs: list[dict[str, np.ndarray]], key: str, label: str, color: str | None = None) -> None:
-    """One thin line per run and the mean over runs (on the shortest common step grid) thick."""
+    """A learning curve: each update's value thin (one run) or each run's smoothed curve thin (several), the
+    trailing mean over :data:`SMOOTHING` updates (of the runs' mean) thick, and the last update's value marked, so
+    that the end of the curve reads as ``train``'s last line (the last rollout) does. A series with a single value
+    (e.g. one finished episode) is a marker, never a line; a sparse one (values at fewer than half the updates) its
+    values joined, unsmoothed."""
     length = min(log[key].size for log in logs)
+    steps = logs[0]["global_step"][:length]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # steps where no run has a value stay NaN
-        mean = np.nanmean(np.stack([_smooth(log[key])[:length] for log in logs]), axis=0)
-    (mean_line,) = ax.plot(logs[0]["global_step"][:length], mean, lw=2.0, label=label, color=color)
-    if len(logs) > 1:
+        raw = np.nanmean(np.stack([log[key][:length] for log in logs]), axis=0)
+    finite = np.flatnonzero(np.isfinite(raw))
+    if finite.size == 0:
+        return
+    runs = "" if len(logs) == 1 else f", mean of {len(logs)} runs"
+    if finite.size == 1:
+        ax.plot(
+            steps[finite], raw[finite], ls="none", marker="o", ms=7, color=color, label=f"{label}{runs} (one value)"
+        )
+        return
+    if finite.size < raw.size / 2:  # a sparse series (e.g. finished episodes): its values, joined, unsmoothed
+        (line,) = ax.plot(
+            steps[finite], raw[finite], marker="o", ms=3, lw=1.2, color=color, label=f"{label}{runs} (each value)"
+        )
+        ax.plot(
+            steps[finite[-1]], raw[finite[-1]], ls="none", marker="o", ms=5, color=line.get_color(),
+            markeredgecolor="black", label=f"last value: {raw[finite[-1]]:.3f}",
+        )  # fmt: skip
+        return
+    smoothed = _smooth(raw)
+    window = f"trailing mean of {SMOOTHING} updates" if SMOOTHING > 1 else "each update"
+    (line,) = ax.plot(steps, smoothed, lw=2.0, color=color, label=f"{label}{runs} ({window})")
+    if len(logs) == 1:
+        ax.plot(steps, raw, lw=0.7, alpha=0.45, color=line.get_color())
+    else:
         for log in logs:
-            ax.plot(log["global_step"], _smooth(log[key]), lw=0.8, alpha=0.35, color=mean_line.get_color())
+            ax.plot(log["global_step"], _smooth(log[key]), lw=0.8, alpha=0.35, color=line.get_color())
+    last = finite[-1]
+    ax.plot(
+        steps[last], raw[last], ls="none", marker="o", ms=5, color=line.get_color(), markeredgecolor="black",
+        label=f"last update: {raw[last]:.3f}",
+    )  # fmt: skip
+
+
+def _selection_curve(ax: Any, logs: list[dict[str, np.ndarray]], key: str, label: str, color: Any) -> None:
+    """A model's selection frequency during training: the trailing mean (of the runs' mean), one line per model."""
+    length = min(log[key].size for log in logs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        raw = np.nanmean(np.stack([log[key][:length] for log in logs]), axis=0)
+    steps = logs[0]["global_step"][:length]
+    if np.isfinite(raw).sum() == 1:
+        ax.plot(steps, raw, ls="none", marker="o", color=color, label=label)
+    else:
+        ax.plot(steps, _smooth(raw), lw=1.6, color=color, label=label)
+
+
+def _policy_point(name: str, alpha: float, evaluation: dict[str, Any]) -> Any:
+    """A frozen policy's test evaluation as a point of the frontier plot."""
+    from ensemble_env.baselines.comparison import FrontierPoint
+
+    size, cost = float(evaluation["mean_team_size"]), evaluation.get("mean_cost")
+    cost = None if cost is None else float(cost)
+    return FrontierPoint(name, alpha, float(evaluation["macro_accuracy"]), float("nan"), size, cost)
 
 
 def _evaluation(run_dir: Path, run: RunConfig, cache: LogitCache) -> dict[str, Any]:
@@ -78,7 +140,8 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
 
     The runs must share a pool (their per-model curves are drawn together); each run's files are checked whole.
     """
-    from ensemble_env import baselines
+    from ensemble_env.baselines import comparison
+    from ensemble_mappo.evaluation import reward_settings
 
     plt = _pyplot()
     if not run_dirs:
@@ -115,8 +178,12 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
     for ax in axes:
         ax.set_xlabel("env steps")
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower right")
-    fig.suptitle(f"{title}: learning curves")
+        ax.legend(loc="best", fontsize=7)
+    fig.suptitle(
+        f"{title}: learning curves (thick: trailing mean of {SMOOTHING} updates; thin: each update; "
+        "dot: the last update, train's last line)",
+        fontsize=9,
+    )
     fig.tight_layout()
     save_figure(fig, paths[0], dpi=120)
     plt.close(fig)
@@ -128,8 +195,8 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
     ax.set_ylabel("models per question")
     ax.set_ylim(0, len(models) + 0.5)
     ax.grid(alpha=0.3)
-    ax.legend()
-    ax.set_title(f"{title}: team size during training")
+    ax.legend(fontsize=7)
+    ax.set_title(f"{title}: team size during training", fontsize=9)
     fig.tight_layout()
     save_figure(fig, paths[1], dpi=120)
     plt.close(fig)
@@ -137,11 +204,12 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
     fig, (ax, bars) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
     colors = plt.get_cmap("tab20" if len(models) > 10 else "tab10")
     for index, model in enumerate(models):
-        _curves(ax, logs, f"env/select/{model}", model, color=colors(index % colors.N))
+        _selection_curve(ax, logs, f"env/select/{model}", model.split("__")[-1], colors(index % colors.N))
     ax.set_xlabel("env steps")
     ax.set_ylabel("selection frequency (sampled teams)")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best", title=f"trailing mean of {SMOOTHING} updates", title_fontsize=7)
     ax.set_title("during training")
     frequencies = np.array([[e["selection_frequency"][model] for model in models] for e in evaluations])
     bars.barh(
@@ -154,44 +222,32 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
     bars.invert_yaxis()
     bars.set_xlim(0, 1.02)
     bars.set_xlabel("selection frequency")
-    bars.set_title("frozen policy on the test split")
+    bars.set_title(
+        "frozen policy on the test split"
+        + ("" if len(evaluations) == 1 else f" (mean of {len(evaluations)} runs, +- std)")
+    )
     bars.grid(alpha=0.3, axis="x")
     fig.suptitle(f"{title}: how often each model is in the team")
     fig.tight_layout()
     save_figure(fig, paths[2], dpi=120)
     plt.close(fig)
 
-    results = baselines.run_all(cache, k=min(3, cache.n_models))
-    results.insert(1, baselines.best_single(cache, cache.select("train"), cache.select("test"), per_task=True))
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for result in results:
-        ax.scatter(result.mean_team_size, result.macro_accuracy(cache), marker="s", color="grey")
-        ax.annotate(
-            result.name,
-            (result.mean_team_size, result.macro_accuracy(cache)),
-            fontsize=7,
-            xytext=(4, 2),
-            textcoords="offset points",
-        )
-    sizes = [evaluation["mean_team_size"] for evaluation in evaluations]
-    accuracies = [evaluation["macro_accuracy"] for evaluation in evaluations]
-    ax.scatter(sizes, accuracies, color="tab:red", alpha=0.5, label="MAPPO runs (frozen, test)")
-    ax.errorbar(
-        np.mean(sizes),
-        np.mean(accuracies),
-        yerr=np.std(accuracies) if len(accuracies) > 1 else None,
-        xerr=np.std(sizes) if len(sizes) > 1 else None,
-        fmt="*",
-        ms=14,
-        color="tab:red",
-        label="MAPPO mean +- std",
+    reward = reward_settings(config, cache)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        points = comparison.frontier(cache, (reward.alpha,), reward=reward, k=min(3, cache.n_models), progress=False)
+    name = f"MAPPO ({config.mode}), frozen policy" + ("" if len(evaluations) == 1 else f": {len(evaluations)} runs")
+    for evaluation in evaluations:
+        points.append(_policy_point(name, reward.alpha, evaluation))
+    if len(evaluations) > 1:
+        keys = ("macro_accuracy", "mean_team_size", "mean_cost")
+        mean = {key: float(np.mean([e[key] for e in evaluations])) for key in keys if key in evaluations[0]}
+        points.append(_policy_point(f"MAPPO mean of {len(evaluations)} runs", reward.alpha, mean))
+    comparison.plot_frontier(
+        points,
+        paths[3],
+        title=f"test accuracy against team size{' and cost' if cache.costs is not None else ''}: MAPPO and every "
+        f"baseline of `ensemble-env baselines` (alpha {reward.alpha:g})",
+        dpi=120,
     )
-    ax.set_xlabel("mean team size (models consulted per question)")
-    ax.set_ylabel("test macro accuracy")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
-    ax.set_title("accuracy against team size: MAPPO and the baselines (test split)")
-    fig.tight_layout()
-    save_figure(fig, paths[3], dpi=120)
-    plt.close(fig)
     return paths

@@ -101,6 +101,7 @@ __all__ = [
     "read_checkpoint",
     "read_config",
     "read_evaluation",
+    "read_json",
     "read_progress",
     "restore_env",
     "restore_run",
@@ -462,7 +463,7 @@ def read_config(run_dir: str | Path) -> RunConfig:
         if not any(os.path.lexists(folder / name) for name in RUN_FILES)
         else f"is {folder} a directory written by `ensemble-env train`?"
     )
-    data = _read_json(path, MAX_CONFIG_BYTES, hint)
+    data = read_json(path, MAX_CONFIG_BYTES, hint)
     if not isinstance(data, dict):
         raise _refuse(path, "", f"expected a JSON object with 'config' and 'run', got {_kind(data)}")
     _exact_keys(path, "", data, ("config", "run"))
@@ -508,7 +509,7 @@ def _run_folder(run_dir: str | Path) -> Path:
     return folder
 
 
-def _read_json(path: Path, limit: int, hint: str, *, constants: bool = False) -> Any:
+def read_json(path: Path, limit: int, hint: str, *, constants: bool = False) -> Any:
     """The JSON value of ``path``; NaN and Infinity (not JSON) are refused unless ``constants``."""
     data = _read_bytes(path, limit, hint)
     try:
@@ -1009,9 +1010,7 @@ def read_evaluation(path: str | Path, models: Sequence[str]) -> dict[str, Any]:
     of ``models``."""
     path = Path(path)
     # an evaluation may hold a NaN where nothing was measured (json writes it so); what plot reads is checked below
-    data = _read_json(
-        path, MAX_EVALUATION_BYTES, "evaluate the run first (`ensemble-env evaluate DIR`)", constants=True
-    )
+    data = read_json(path, MAX_EVALUATION_BYTES, "evaluate the run first (`ensemble-env evaluate DIR`)", constants=True)
     if not isinstance(data, dict):
         raise _refuse(path, "", f"expected a JSON object (an evaluation summary), got {_kind(data)}")
     checks = {"macro_accuracy": 1.0, "mean_team_size": float(len(models))}

@@ -8,6 +8,7 @@ module            what it holds
 ``simple``        single models, votes, random and greedy-focal teams, stacking, oracle, and
                   :class:`~ensemble_env.baselines.simple.BaselineResult` (re-exported here)
 ``routing``       a fixed team per task (``static_team``) and a per-question router
+``weights``       weighted votes (RLAE's competitors): per-task weights, per-question weights from the features
 ``registry``      :data:`~ensemble_env.baselines.registry.BASELINES`: one entry per baseline, read by the
                   comparison, the command line, ``evaluate`` and ``benchmark``
 ``comparison``    every baseline on a cache, their scores, paired bootstrap intervals, the cost-accuracy frontier

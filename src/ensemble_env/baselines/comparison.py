@@ -10,8 +10,11 @@ scored on an eval split,
   per task, as the JSON of ``ensemble-env baselines --json``;
 - :func:`bootstrap_difference`: a paired bootstrap interval of the difference between two of them;
 - :func:`frontier` sweeps ``alpha`` (the baselines that choose their teams by reward move along it, the
-  others stay put) and :func:`plot_frontier` draws accuracy against mean team size (matplotlib, the ``plot``
-  extra).
+  others stay put) and :func:`plot_frontier` draws accuracy against mean team size or cost (matplotlib, the
+  ``plot`` or ``mappo`` extra);
+- :func:`baseline_id` and :func:`format_table`: every command's tables (``demo``, ``baselines``, ``evaluate``)
+  number a baseline by its place in the registry, so ``b3`` is the same baseline everywhere;
+  :func:`evaluate_baselines`: the short list ``demo`` and ``evaluate`` show.
 
 >>> from ensemble_env import datasets
 >>> cache = datasets.load("toy8")
@@ -20,6 +23,8 @@ scored on an eval split,
 ['best_single', 'static_team', 'oracle']
 >>> list(scores(cache, results)["static_team"])
 ['accuracy', 'reward', 'team_size', 'cost', 'tasks']
+>>> [baseline_id(result.name) for result in results], baseline_id("mappo")
+(['b1', 'b3', 'b16'], None)
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ensemble_env.baselines import routing
+from ensemble_env.baselines import routing, simple
 from ensemble_env.baselines.registry import BASELINES, Setting, lookup
 from ensemble_env.baselines.simple import BaselineResult
 from ensemble_env.cache.logit_cache import LogitCache
@@ -44,11 +49,14 @@ from ensemble_env.text import align_table
 __all__ = [
     "DEFAULT_ALPHAS",
     "FrontierPoint",
+    "baseline_id",
     "bootstrap_difference",
     "compare",
     "default_baselines",
+    "evaluate_baselines",
     "fit_routers",
     "format_frontier",
+    "format_table",
     "frontier",
     "plot_frontier",
     "scores",
@@ -71,6 +79,30 @@ def default_baselines(cache: LogitCache) -> tuple[str, ...]:
         and not (entry.needs_features and cache.features is None)
         and not (entry.enumerates_teams and too_many)
     )
+
+
+def evaluate_baselines(cache: LogitCache) -> tuple[str, ...]:
+    """The baselines ``ensemble-env demo`` and ``evaluate`` list: those of :func:`default_baselines` marked
+    :attr:`~ensemble_env.baselines.registry.Baseline.in_evaluate` (``static_team`` among them), in registry order."""
+    return tuple(name for name in default_baselines(cache) if BASELINES[name].in_evaluate)
+
+
+def baseline_id(name: str) -> str | None:
+    """``b<k>``: the place (from 1) in :data:`~ensemble_env.baselines.registry.BASELINES` of the baseline a result
+    ``name`` comes from (``random_team(k=3)``: ``random_team``; an alias: its baseline), the id every command's
+    table gives it; None for a name that is no baseline (a learned policy)."""
+    try:
+        entry = lookup(_base(name))
+    except ValueError:
+        return None
+    return f"b{list(BASELINES).index(entry.name) + 1}"
+
+
+def format_table(cache: LogitCache, results: Sequence[BaselineResult], reward: RewardSettings = DEFAULT_REWARD) -> str:
+    """:func:`ensemble_env.baselines.simple.format_table` with each baseline under its :func:`baseline_id` (a
+    result that is no baseline, such as a learned policy, under its name)."""
+    ids = [baseline_id(result.name) or result.name for result in results]
+    return simple.format_table(cache, results, reward, ids=ids)
 
 
 def _names(cache: LogitCache, names: Iterable[str] | None) -> tuple[str, ...]:
@@ -270,8 +302,14 @@ def frontier(
 
 
 def _base(name: str) -> str:
-    """The registered baseline of a result name (``random_team(k=3)`` is ``random_team``)."""
-    return name if name in BASELINES else name.split("(")[0]
+    """The registered baseline of a result name (``random_team(k=3)`` is ``random_team``; an alias, ``stacking``,
+    is ``stacking(per_task)``)."""
+    if name in BASELINES:
+        return name
+    for entry in BASELINES.values():
+        if name in entry.aliases:
+            return entry.name
+    return name.split("(")[0]
 
 
 def _order(name: str) -> int:
@@ -311,21 +349,93 @@ def format_frontier(points: Sequence[FrontierPoint], cost_format: str = "{:.2f}"
     return "\n".join(align_table(["baseline", "alpha", "accuracy", "reward", "team", "cost"], rows))
 
 
+def _draw_frontier(axes: Any, points: Sequence[FrontierPoint], x: str) -> None:
+    """One panel of :func:`plot_frontier`: accuracy against ``x`` (``"team_size"`` or ``"cost"``)."""
+    names = list(dict.fromkeys(point.name for point in points))
+    others = [point.accuracy for point in points if point.name != "oracle"]
+    top = max(others) + 0.03 if others else None  # the oracle, far above, is drawn at the top edge
+    # the alpha labels go where there is room: a label closer than 4% of the plot's width and height to one
+    # already placed (e.g. two baselines through the same points) is left out
+    span_x = [float(getattr(point, x)) for point in points if point.name != "oracle"] or [0.0, 1.0]
+    span_y = others or [0.0, 1.0]
+    width, height = (max(span_x) - min(span_x)) or 1.0, (max(span_y) - min(span_y)) or 1.0
+    placed: list[tuple[float, float]] = []
+
+    def room(position: tuple[float, float]) -> bool:
+        spot = (position[0] / width, position[1] / height)
+        if any(abs(spot[0] - p[0]) < 0.04 and abs(spot[1] - p[1]) < 0.04 for p in placed):
+            return False
+        placed.append(spot)
+        return True
+
+    markers = itertools.cycle("sDv^PXhp<>d")
+    policies = itertools.cycle(["tab:red", "darkred", "crimson", "tomato"])
+    palette = [f"C{i}" for i in range(10)] + ["olive", "teal", "navy", "maroon", "gold", "slategray", "orchid"]
+    moving_index = 0
+    for index, name in enumerate(names):
+        mine = [point for point in points if point.name == name]
+        xs = [float(getattr(point, x)) for point in mine]
+        ys = [point.accuracy for point in mine]
+        color = palette[index % len(palette)]
+        alphas = sorted({point.alpha for point in mine})
+        if name == "oracle" and top is not None and ys[0] > top:
+            label = f"oracle ({ys[0]:.3f}, above)"
+            axes.scatter(xs[:1], [top], marker="^", s=50, color="black", label=label, zorder=3, clip_on=False)
+        elif _moves(name) and len(alphas) > 1:
+            axes.plot(xs, ys, marker="o", markersize=4, color=color, label=f"{name} (alpha swept)")
+            groups: list[list[int]] = []  # runs of alphas that land on the same point share one label
+            for i in range(len(mine)):
+                if groups and (xs[i], ys[i]) == (xs[groups[-1][0]], ys[groups[-1][0]]):
+                    groups[-1].append(i)
+                else:
+                    groups.append([i])
+            # alternate the labels' side by series, so that series through the same points do not overprint
+            offset = ((3, 3), (3, -9), (-14, 3), (-14, -9))[moving_index % 4]
+            moving_index += 1
+            for group in groups:
+                first, last = mine[group[0]].alpha, mine[group[-1]].alpha
+                label = f"{first:g}" if len(group) == 1 else f"{first:g}-{last:g}"
+                position = (xs[group[0]], ys[group[0]])
+                if room(position):
+                    axes.annotate(label, position, textcoords="offset points", xytext=offset, fontsize=6, color=color)
+        elif name in BASELINES or _base(name) in BASELINES:
+            label = f"{name} (alpha {alphas[0]:g})" if _moves(name) else name
+            unique = sorted(set(zip(xs, ys, strict=True)))  # a baseline that ignores alpha repeats one point
+            axes.scatter(
+                [u[0] for u in unique], [u[1] for u in unique], marker=next(markers), s=36, color=color,
+                label=label, zorder=3,
+            )  # fmt: skip
+        else:  # a learned policy (every run of it), drawn over the baselines
+            axes.scatter(
+                xs, ys, marker="*", s=150, color=next(policies), edgecolor="black", linewidth=0.5, label=name, zorder=4
+            )
+    if top is not None:
+        axes.set_ylim(top=top)
+    axes.set_xlabel("mean team size (models per question)" if x == "team_size" else "mean cost per question")
+    axes.set_ylabel("accuracy (macro over tasks)")
+    axes.grid(alpha=0.3)
+
+
 def plot_frontier(
     points: Sequence[FrontierPoint],
     out: str | os.PathLike[str],
     *,
-    x: str = "team_size",
+    x: str = "auto",
     title: str = "",
     dpi: int = 100,
 ) -> Path:
-    """Draw accuracy against mean team size (``x="cost"``: mean cost) and write it as a PNG; return its path.
+    """Draw accuracy against mean team size (``x="team_size"``), mean cost (``"cost"``) or, by default
+    (``"auto"``), against team size and, in a second panel, against cost when the points' costs are not their team
+    sizes (a cache with ``costs``); write it as a PNG and return its path.
 
     ``out`` is the PNG file (a name ending in ``.png``) or a folder (created if missing) that receives
     ``frontier.png``. The baselines of the registry that depend on alpha
-    (:attr:`~ensemble_env.baselines.registry.Baseline.alpha_dependent`) are lines through their alphas, the others
-    single markers; an oracle far above the rest is drawn at the top edge with its accuracy in the legend. Needs
-    matplotlib (``pip install 'ensemble-env[plot]'``); ModuleNotFoundError saying so otherwise. Written atomically.
+    (:attr:`~ensemble_env.baselines.registry.Baseline.alpha_dependent`) are lines through their alphas (the numbers
+    beside them, where there is room: never one over another), or a marker when there is one alpha; the other
+    baselines are markers; names that are no baseline (a learned policy, one point per run) are stars drawn over
+    them; an oracle far above the rest is drawn at the top edge with its accuracy in the legend. Names are in the
+    legend, never on the plot. Needs matplotlib (the ``plot``
+    or ``mappo`` extra); ModuleNotFoundError saying so otherwise. Written atomically.
     """
     try:
         from matplotlib.figure import Figure
@@ -334,49 +444,29 @@ def plot_frontier(
             "the frontier plot needs matplotlib: pip install 'ensemble-env[plot]' (or pip install matplotlib)"
         ) from error
 
-    if x not in ("team_size", "cost"):
-        raise ValueError(f"x={x!r} is not one of team_size, cost")
+    if x not in ("auto", "team_size", "cost"):
+        raise ValueError(f"x={x!r} is not one of auto, team_size, cost")
     if not points:
         raise ValueError("points is empty: nothing to plot")
+    if x == "cost" and any(point.cost is None for point in points):
+        raise ValueError("x='cost' needs a cost in every point")
+    if x == "auto":
+        priced = all(point.cost is not None for point in points) and any(
+            not np.isclose(point.cost, point.team_size) for point in points if point.cost is not None
+        )
+        panels = ["team_size", "cost"] if priced else ["team_size"]
+    else:
+        panels = [x]
     path = Path(out)
     if path.suffix.lower() != ".png":
         path = path / "frontier.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure = Figure(figsize=(7.5, 4.8), layout="constrained")
-    axes = figure.add_subplot()
-    names = list(dict.fromkeys(point.name for point in points))
-    others = [point.accuracy for point in points if point.name != "oracle"]
-    top = max(others) + 0.03 if others else None  # the oracle, far above, is drawn at the top edge
-    markers = itertools.cycle("sDv^PXhp<>")
-    for index, name in enumerate(names):
-        mine = [point for point in points if point.name == name]
-        xs = [getattr(point, x) for point in mine]
-        ys = [point.accuracy for point in mine]
-        color = f"C{index % 10}"
-        if name == "oracle" and top is not None and ys[0] > top:
-            label = f"oracle ({ys[0]:.3f}, above)"
-            axes.scatter(xs[:1], [top], marker="^", s=50, color="black", label=label, zorder=3, clip_on=False)
-        elif _moves(name):
-            axes.plot(xs, ys, marker="o", markersize=4, color=color, label=f"{name} (alpha swept)")
-            groups: list[list[int]] = []  # runs of alphas that land on the same point share one label
-            for i in range(len(mine)):
-                if groups and (xs[i], ys[i]) == (xs[groups[-1][0]], ys[groups[-1][0]]):
-                    groups[-1].append(i)
-                else:
-                    groups.append([i])
-            for group in groups:
-                first, last = mine[group[0]].alpha, mine[group[-1]].alpha
-                label = f"{first:g}" if len(group) == 1 else f"{first:g}-{last:g}"
-                position = (xs[group[0]], ys[group[0]])
-                axes.annotate(label, position, textcoords="offset points", xytext=(3, 3), fontsize=6, color=color)
-        else:
-            axes.scatter(xs[:1], ys[:1], marker=next(markers), s=36, color=color, label=name, zorder=3)
-    if top is not None:
-        axes.set_ylim(top=top)
-    axes.set_xlabel("mean team size (models per question)" if x == "team_size" else "mean cost per question")
-    axes.set_ylabel("accuracy (macro over tasks)")
-    axes.set_title(title or "Cost-accuracy frontier (numbers: alpha)", fontsize=10)
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    figure = Figure(figsize=(4.2 * len(panels) + 3.3, 4.8), layout="constrained")
+    all_axes = figure.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    for axes, panel in zip(all_axes, panels, strict=True):
+        _draw_frontier(axes, points, panel)
+    handles, labels = all_axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, fontsize=7, loc="outside right center")
+    figure.suptitle(title or "Cost-accuracy frontier (numbers: alpha)", fontsize=10)
     figure.set_dpi(dpi)
     return save_figure(figure, path)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ensemble_env.baselines import routing, simple
+from ensemble_env.baselines import routing, simple, weights
 from ensemble_env.baselines.simple import BaselineResult
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings
@@ -169,7 +169,25 @@ for _entry in (
     _router("router(tasks)", "tasks"),
     Baseline("stacking(per_task)", lambda s: simple.stacking(s.cache, s.train, s.test), aliases=("stacking",)),
     Baseline("plurality_vote", lambda s: simple.plurality_vote(s.cache, s.train, s.test)),
-    Baseline("mean_probability_vote", lambda s: simple.mean_probability_vote(s.cache, s.train, s.test)),
+    Baseline(
+        "mean_probability_vote",
+        lambda s: simple.mean_probability_vote(s.cache, s.train, s.test),
+        aliases=("uniform_weights", "mean_vote"),
+    ),
+    Baseline(
+        "per_task_weights",
+        lambda s: weights.per_task_weights(s.cache, s.train, s.test, validation=s.validation),
+        in_evaluate=False,  # evaluate adds the weight baselines next to RLAE runs (ensemble_mappo.cli)
+        aliases=("task_weights",),
+        by_default=False,
+    ),
+    Baseline(
+        "per_question_weights",
+        lambda s: weights.per_question_weights(s.cache, s.train, s.test, validation=s.validation),
+        in_evaluate=False,
+        aliases=("question_weights",),
+        by_default=False,
+    ),
     Baseline("random_team", lambda s: simple.random_team(s.cache, s.train, s.test, k=s.k, seed=s.seed)),
     Baseline("greedy_focal_team", lambda s: simple.greedy_focal_team(s.cache, s.train, s.test, k=s.k)),
     _static_team("oracle_team(test)", "test"),

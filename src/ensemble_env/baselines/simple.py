@@ -749,10 +749,13 @@ def format_table(
     cache: LogitCache,
     results: Sequence[BaselineResult],
     reward: RewardSettings = DEFAULT_REWARD,
+    ids: Sequence[str] | None = None,
 ) -> str:
     """Two plain-text tables of results (:meth:`BaselineResult.scores`), columns aligned.
 
-    The first has one row per result, numbered ``b1``, ``b2``, ...: macro accuracy (mean over tasks),
+    The first has one row per result, under its id (``ids``, one per result; default ``b1``, ``b2``, ... in
+    order; the commands pass the registry's, :func:`ensemble_env.baselines.comparison.format_table`, and a
+    result whose id is its name shows the name alone): macro accuracy (mean over tasks),
     accuracy over all questions, the environment's mean reward (``reward``), mean team size and mean cost
     (``-`` when unknown). The second has one row per task that any result was evaluated on (full task
     names) and each result's accuracy under its number (``-`` where it has no question of the task).
@@ -760,18 +763,22 @@ def format_table(
     """
     if not results:
         raise ValueError("results is empty: nothing to tabulate")
+    if ids is None:
+        ids = [f"b{number}" for number in range(1, len(results) + 1)]
+    if len(ids) != len(results):
+        raise ValueError(f"format_table: {len(ids)} ids for {len(results)} results")
     scores = [result.scores(cache, reward) for result in results]
     costs = cost_format(cache)
     rows = [
         [
-            f"b{number:<{len(str(len(results)))}} {result.name}",
+            result.name if label == result.name else f"{label} {result.name}",
             f"{score['accuracy']:.4f}",
             f"{result.accuracy:.4f}",
             f"{score['reward']:.4f}",
             f"{score['team_size']:.2f}",
             "-" if score["cost"] is None else costs.format(score["cost"]),
         ]
-        for number, (result, score) in enumerate(zip(results, scores, strict=True), start=1)
+        for label, result, score in zip(ids, results, scores, strict=True)
     ]
     header = ["baseline", "accuracy", "overall", f"reward(alpha={reward.alpha:g})", "team", "cost"]
     tasks = [name for name in task_names(cache) if any(name in score["tasks"] for score in scores)]
@@ -779,7 +786,7 @@ def format_table(
         [name, *(f"{score['tasks'][name]['accuracy']:.4f}" if name in score["tasks"] else "-" for score in scores)]
         for name in tasks
     ]
-    numbers = [f"b{number}" for number in range(1, len(results) + 1)]
+    numbers = list(ids)
     return "\n".join(
         [
             *align_table(header, rows),

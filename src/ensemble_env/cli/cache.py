@@ -287,8 +287,17 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_split_options(parser: argparse.ArgumentParser, order: str, when: str = "") -> None:
-    """--test-fraction, --validation-fraction and --split-seed of a converter (questions ordered ``order``)."""
+#: ``cache from-lm-eval``'s default --validation-fraction: with the default --test-fraction 0.2, bbh5's proportions
+#: (per task of 250 questions: 160 train, 40 validation, 50 test), so that ``benchmark`` (which tunes on validation)
+#: takes the converted cache as it is; ``--validation-fraction 0`` makes none
+LM_EVAL_VALIDATION_FRACTION = 0.2
+
+
+def _add_split_options(
+    parser: argparse.ArgumentParser, order: str, when: str = "", validation_fraction: float = 0.0
+) -> None:
+    """--test-fraction, --validation-fraction (default ``validation_fraction``) and --split-seed of a converter
+    (questions ordered ``order``)."""
     parser.add_argument(
         "--test-fraction",
         type=_decimal,
@@ -299,9 +308,10 @@ def _add_split_options(parser: argparse.ArgumentParser, order: str, when: str = 
     parser.add_argument(
         "--validation-fraction",
         type=_decimal,
-        default=0.0,
+        default=validation_fraction,
         metavar="V",
-        help=f"per task, the last V of the train questions {order} become validation (default 0: none)",
+        help=f"per task, the last V of the train questions {order} become validation (default {validation_fraction:g}"
+        + (": none)" if validation_fraction == 0 else "; 0: none)"),
     )
     parser.add_argument(
         "--split-seed",
@@ -412,7 +422,7 @@ def register(commands: Any) -> None:
         metavar="TASK",
         help="only these tasks, comma- or space-separated (full or stored names)",
     )
-    _add_split_options(lm_eval, "by doc_id")
+    _add_split_options(lm_eval, "by doc_id", validation_fraction=LM_EVAL_VALIDATION_FRACTION)
     lm_eval.add_argument(
         "--normalize",
         choices=NORMALIZATIONS,

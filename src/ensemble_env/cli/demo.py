@@ -56,7 +56,9 @@ def _demo(args: argparse.Namespace) -> int:
         f"  ... {steps} steps in all: accuracy {accuracy:.3f}, mean team size {np.mean(team_sizes):.2f}, "
         f"return {total_reward:.1f}\n"
     )
-    results = simple.run_all(cache, split=args.split, k=team_size, seed=args.seed)
+    names = comparison.evaluate_baselines(cache)  # those `evaluate` lists, under the same ids
+    with status(f"fitting the baselines on train and scoring them on {args.split}"):
+        results = comparison.compare(cache, split=args.split, k=team_size, seed=args.seed, names=names)
     if args.json:
         episode = {
             "split": args.split,
@@ -70,8 +72,8 @@ def _demo(args: argparse.Namespace) -> int:
         summary = {"cache": cache_label(args.cache), "episode": episode, "baselines": comparison.scores(cache, results)}
         print(json.dumps(summary, indent=2))
         return 0
-    print(f"Baselines (fitted on train, scored on {args.split}):")
-    print(simple.format_table(cache, results))
+    print(f"Baselines (fitted on train, scored on {args.split}; ids as in `ensemble-env baselines`):")
+    print(comparison.format_table(cache, results))
     return 0
 
 
@@ -111,7 +113,7 @@ def _baselines(args: argparse.Namespace) -> int:
             f"Baselines fitted on {args.train_split}, scored on {args.split}; reward: the environment's at "
             f"alpha={args.alpha:g} ({args.size_penalty_mode}{', cost shares' if args.use_costs else ''})\n"
         )
-        print(simple.format_table(cache, results, reward))
+        print(comparison.format_table(cache, results, reward))
     if names is None and cache.n_models > routing.MAX_TEAM_MODELS:
         print(
             f"not run: static_team, static_team_acc and router enumerate every team, at most "
@@ -121,8 +123,9 @@ def _baselines(args: argparse.Namespace) -> int:
     if args.frontier is not None:
         with status(f"sweeping alpha over {len(alphas)} values for the frontier"):
             points = comparison.frontier(cache, alphas, reward=reward, **common, routers=routers)
-        title = f"{os.path.basename(label)}: accuracy on {args.split} against team size (numbers: alpha)"
-        path = comparison.plot_frontier(points, args.frontier, x="cost" if args.use_costs else "team_size", title=title)
+        against = "cost" if args.use_costs else "team size" + (" and cost" if cache.costs is not None else "")
+        title = f"{os.path.basename(label)}: accuracy on {args.split} against {against} (numbers: alpha)"
+        path = comparison.plot_frontier(points, args.frontier, x="cost" if args.use_costs else "auto", title=title)
         if not args.json:
             print(f"\nCost-accuracy frontier (alpha swept over {', '.join(f'{a:g}' for a in alphas)}):")
             print(comparison.format_frontier(points, simple.cost_format(cache)))

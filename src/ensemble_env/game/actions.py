@@ -135,9 +135,9 @@ class _Bits(DeciderEncoding):
             return np.ascontiguousarray(array, dtype=np.uint8), ""
         if array.dtype.kind not in "iuf":
             return None, "entries must be 0 or 1"
-        if array.dtype.kind == "f" and array.dtype.itemsize < 4:
-            array = array.astype(np.float32)  # exact; the kernel reads 32- and 64-bit numbers
-        teams, bad = _binary_teams(array)
+        # one signature for every dtype and layout (no compile per action dtype): an integer or float is 0 or 1
+        # exactly when its float64 value is, so the cast changes no verdict
+        teams, bad = _binary_teams(np.ascontiguousarray(array, dtype=np.float64))
         if bad >= 0:
             return None, f"entries must be 0 or 1 (found {array.reshape(-1)[bad].item()!r})"
         return teams, ""

@@ -43,10 +43,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
+from gymnasium.vector.utils import batch_space
 
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game import dynamics
-from ensemble_env.game.actions import MAX_SUBSET_MODELS, decode_decider, decode_fusion, decode_weights
+from ensemble_env.game.actions import (
+    MAX_SUBSET_MODELS,
+    decider_space,
+    decode_decider,
+    decode_fusion,
+    decode_weights,
+    fusion_space,
+    weights_space,
+)
 from ensemble_env.game.config import EnvConfig
 from ensemble_env.game.jit import kernel
 from ensemble_env.game.records import INFO_KEYS, CopyState, Counter, FastKernel, Info, Layout, Outputs, Settings, Tables
@@ -182,6 +192,15 @@ class EnsembleVectorEnv:
     with the RLAE options (``agents``): ``"fusion"`` (B, N) weights in [0, 1], no ``"decider"``, or
     ``"weight_i"`` (B, 1) weights.
     ``get_state()`` / ``set_state()`` snapshot and restore every copy exactly.
+
+    Spaces, in Gymnasium's vector conventions (``gymnasium.vector``), per agent: ``single_observation_space(agent)``
+    and ``single_action_space(agent)`` are one copy's (the parallel view's ``observation_space(agent)`` and
+    ``action_space(agent)``); ``observation_space(agent)`` and ``action_space(agent)`` are the batched spaces of
+    all B copies (``gymnasium.vector.utils.batch_space``: ``Discrete(C)`` becomes ``MultiDiscrete([C] * B)``,
+    ``MultiBinary(N)`` a ``Box(0, 1, (B, N), int8)``, a ``Box`` gains the leading B axis), so that
+    ``venv.action_space(agent).sample()`` is a whole batch ``step`` accepts. Each method returns the same object
+    every time (seed it with ``.seed(s)``); the batched spaces are built on first use. ``single_state_space`` and
+    ``state_space`` are those of :meth:`state`.
     """
 
     def __init__(self, cache: LogitCache, config: EnvConfig, num_envs: int = 1, *, autoreset: bool = True) -> None:
@@ -251,6 +270,61 @@ class EnsembleVectorEnv:
         self._models_out = np.zeros((self.num_envs, n_models, self.layout.model_size), dtype=np.float32)
         #: (B, N) float32 the weights of the last step (None before the first, with ``fusion_action="answer"``)
         self.last_weights: np.ndarray | None = None
+        #: one copy's spaces by agent, built once (the parallel view's), and of :meth:`state`
+        self.single_observation_spaces, self.single_action_spaces = self._build_spaces()
+        self.single_state_space = spaces.Box(self.layout.state_low, self.layout.state_high, dtype=np.float32)
+        self._batched: dict[tuple[str, str], spaces.Space[Any]] = {}  # the batched spaces, built on first use
+
+    # -- spaces -----------------------------------------------------------------------------------------
+    def _build_spaces(self) -> tuple[dict[str, spaces.Space[Any]], dict[str, spaces.Space[Any]]]:
+        layout, cfg, n_models = self.layout, self.config, self.n_models
+        observation: dict[str, spaces.Space[Any]] = {}
+        action: dict[str, spaces.Space[Any]] = {}
+        for agent in self.agents:
+            if agent == "decider":
+                observation[agent] = spaces.Box(layout.decider_low, layout.decider_high, dtype=np.float32)
+                action[agent] = decider_space(cfg.decider_action, n_models)
+            elif agent == "fusion":
+                observation[agent] = spaces.Box(layout.fusion_low, layout.fusion_high, dtype=np.float32)
+                action[agent] = weights_space(n_models) if self.uses_weights else fusion_space(self.max_choices)
+            else:  # weight_i
+                observation[agent] = spaces.Box(layout.model_low, layout.model_high, dtype=np.float32)
+                action[agent] = weights_space(1)
+        return observation, action
+
+    def _agent_space(self, table: dict[str, spaces.Space[Any]], agent: str) -> spaces.Space[Any]:
+        if agent not in table:
+            raise ValueError(f"unknown agent {agent!r}; the agents are {list(self.agents)}")
+        return table[agent]
+
+    def _batch(self, kind: str, agent: str, single: spaces.Space[Any]) -> spaces.Space[Any]:
+        key = (kind, agent)
+        if key not in self._batched:
+            self._batched[key] = batch_space(single, self.num_envs)
+        return self._batched[key]
+
+    def single_observation_space(self, agent: str) -> spaces.Space[Any]:
+        """One copy's observation space of ``agent`` (a ``Box(float32)``; ValueError for an unknown agent)."""
+        return self._agent_space(self.single_observation_spaces, agent)
+
+    def single_action_space(self, agent: str) -> spaces.Space[Any]:
+        """One copy's action space of ``agent`` (the parallel view's ``action_space(agent)``)."""
+        return self._agent_space(self.single_action_spaces, agent)
+
+    def observation_space(self, agent: str) -> spaces.Space[Any]:
+        """The batched observation space of ``agent``: a ``Box(float32)`` of shape (B, size)."""
+        return self._batch("observation", agent, self.single_observation_space(agent))
+
+    def action_space(self, agent: str) -> spaces.Space[Any]:
+        """The batched action space of ``agent``; its ``sample()`` is a batch of B actions :meth:`step` accepts
+        (the fusion agent's ``MultiDiscrete`` takes the valid choices as
+        ``sample(mask=tuple(infos["fusion"]["action_mask"]))``)."""
+        return self._batch("action", agent, self.single_action_space(agent))
+
+    @property
+    def state_space(self) -> spaces.Space[Any]:
+        """The batched space of :meth:`state`: ``Box(float32)`` of shape (B, state size)."""
+        return self._batch("state", "", self.single_state_space)
 
     # -- records ----------------------------------------------------------------------------------------
     def _build_settings(self) -> Settings:

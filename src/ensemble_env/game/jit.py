@@ -7,12 +7,15 @@ the modules of the game's folder (:data:`KERNEL_MODULES`), so editing any of the
 (about 20 s) instead of running stale code. If numba's cache classes ever move, :func:`kernel` falls back to plain
 ``njit(cache=True)``.
 
-The first compile of a process that finds no usable compiled copy on disk (a fresh install, an empty
-``NUMBA_CACHE_DIR``, an edited kernel module) says so once on stderr, :data:`COMPILE_MESSAGE`, so that the
-one-time wait (about 20 s of CPU for the first ``ensemble-env demo`` or ``train``, a second for a kernel a
-later command adds, such as the baselines' reward) is never silent; runs that load the kernels from the
-disk cache print nothing. The message is printed when numba's disk cache has no entry for a kernel, just
-before numba compiles it: nothing is compiled to find out.
+The first compile on a machine (a fresh install, an empty ``NUMBA_CACHE_DIR``, an edited kernel module) says
+so once on stderr, :data:`COMPILE_MESSAGE`, so that the one-time wait (about 20 s of CPU for the first
+``ensemble-env demo`` or ``train``) is never silent. The message is printed when numba's disk cache has no
+entry for a kernel, just before numba compiles it (nothing is compiled to find out), and at most once per
+disk cache and kernel sources: printing it leaves a marker file, :data:`MARKER`, in the cache folder, and a
+later process that finds the marker compiles what it still lacks (a kernel a later command adds, such as the
+baselines' reward: a second or so) without repeating it. Runs that load every kernel from the disk cache print
+nothing. The callers cast arrays to one dtype and layout per kernel argument, so that an action of another
+dtype (float64 teams, say) never compiles a new signature (``tests/test_jit.py`` counts them).
 """
 
 from __future__ import annotations
@@ -26,28 +29,43 @@ from typing import Any
 
 from numba import njit
 
-__all__ = ["COMPILE_MESSAGE", "KERNEL_MODULES", "kernel", "kernel_sources_digest"]
+from ensemble_env.files import write_text
+
+__all__ = ["COMPILE_MESSAGE", "KERNEL_MODULES", "MARKER", "kernel", "kernel_sources_digest"]
 
 #: the modules whose sources stamp every kernel: all of the game's folder (``ensemble_env/game``), found on disk
 #: rather than listed by hand, so a new kernel module is covered by being put here
 KERNEL_MODULES = tuple(sorted(path.name for path in Path(__file__).parent.glob("*.py")))
 
-#: printed once per process on stderr when a kernel is about to compile (``{where}``: the disk cache folder)
+#: printed on stderr when a kernel is about to compile (``{where}``: the disk cache folder), once per disk cache
 COMPILE_MESSAGE = (
     "ensemble-env: compiling the environment's kernels with numba (once, up to about 20 s; "
     "later runs load them from {where})..."
 )
 
+#: the file, in the disk cache folder, that says :data:`COMPILE_MESSAGE` was printed for these kernel sources
+#: (``{digest}``: the first 16 hex digits of :func:`kernel_sources_digest`)
+MARKER = "ensemble-env-compiled-{digest}.txt"
+
 _announced = False
 
 
 def _announce_compile(where: str) -> None:
-    """Print :data:`COMPILE_MESSAGE` on stderr, the first time only."""
+    """Print :data:`COMPILE_MESSAGE` on stderr unless this process or an earlier one with the same disk cache
+    and kernel sources did; leave the marker. A cache folder that cannot be written only costs the marker."""
     global _announced
     if _announced:
         return
     _announced = True
+    marker = Path(where) / MARKER.format(digest=kernel_sources_digest()[:16])
+    if marker.exists():
+        return
     print(COMPILE_MESSAGE.format(where=where), file=sys.stderr, flush=True)
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)  # numba makes it only when it saves the first kernel
+        write_text(marker, "ensemble-env printed its compile message for these kernels\n")
+    except OSError:  # a read-only cache folder: numba cannot cache there either, so it compiles every run
+        pass
 
 
 @functools.lru_cache(maxsize=1)

@@ -194,7 +194,8 @@ class RewardSettings:
         )
         if self.use_costs and cache.costs is None:
             raise ValueError(f"use_costs=True but the cache {cache.path} has no 'costs' dataset")
-        shares = _team_shares(size.ravel(), cost.ravel(), total.ravel(), cache.n_models, self.use_costs)
+        flat = [np.ascontiguousarray(a).ravel() for a in (size, cost, total)]  # one signature: C-contiguous float64
+        shares = _team_shares(*flat, int(cache.n_models), bool(self.use_costs))
         return shares.reshape(size.shape)
 
     def rewards(self, right: ArrayLike, share: ArrayLike) -> np.ndarray:

@@ -16,6 +16,9 @@ Fusion obs         ``Box(float32)``: team-masked probabilities (N x C), team mas
                    valid-choice mask (C) (also ``infos["fusion"]["action_mask"]``) [, task one-hot]
 State              ``Box(float32)``: decider obs + fusion obs (no label), for centralized critics
                    [+ the question's context (task one-hot, features) with per-model agents]
+Vector spaces      ``vector_env``: ``single_observation_space(agent)``, ``single_action_space(agent)`` (one
+                   copy's, these) and batched ``observation_space(agent)``, ``action_space(agent)``
+                   (``gymnasium.vector.utils.batch_space``; ``.sample()`` is a whole batch ``step`` takes)
 Reward (shared)    +1 if right, else -1 - alpha * |E_t| / N (``size_penalty_mode="on_error"``)
 Step order         fusion answers q_t with team E_t; the decider commits E_{t+1}; both get r_t
 Episode end        the stream exhausted: both agents terminated; ``episode_length`` cut a longer stream:
@@ -58,7 +61,7 @@ from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 
 from ensemble_env.cache import datasets
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.game.actions import decider_space, decode_decider, decode_fusion, fusion_space, weights_space
+from ensemble_env.game.actions import decode_decider, decode_fusion
 from ensemble_env.game.config import EnvConfig
 from ensemble_env.game.engine import EnsembleVectorEnv, check_seed
 from ensemble_env.views.render import EpisodeTrace, describe_reset, describe_step, draw_frame
@@ -91,22 +94,10 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         self.cache, self.config = cache, config
         self.possible_agents = list(self.engine.agents)
         self.agents: list[str] = []
-        layout, n_models = self.engine.layout, cache.n_models
-        self.observation_spaces: dict[str, spaces.Space[Any]] = {}
-        self.action_spaces: dict[str, spaces.Space[Any]] = {}
-        for agent in self.possible_agents:  # each space built once, here
-            if agent == "decider":
-                self.observation_spaces[agent] = spaces.Box(layout.decider_low, layout.decider_high, dtype=np.float32)
-                self.action_spaces[agent] = decider_space(config.decider_action, n_models)
-            elif agent == "fusion":
-                self.observation_spaces[agent] = spaces.Box(layout.fusion_low, layout.fusion_high, dtype=np.float32)
-                self.action_spaces[agent] = (
-                    weights_space(n_models) if config.fusion_action == "weights" else fusion_space(cache.max_choices)
-                )
-            else:  # weight_i
-                self.observation_spaces[agent] = spaces.Box(layout.model_low, layout.model_high, dtype=np.float32)
-                self.action_spaces[agent] = weights_space(1)
-        self.state_space = spaces.Box(layout.state_low, layout.state_high, dtype=np.float32)
+        # each space built once, by the engine (its single-copy spaces), and returned as the same object
+        self.observation_spaces: dict[str, spaces.Space[Any]] = dict(self.engine.single_observation_spaces)
+        self.action_spaces: dict[str, spaces.Space[Any]] = dict(self.engine.single_action_spaces)
+        self.state_space = self.engine.single_state_space
         self._plain = self.possible_agents == ["decider", "fusion"] and config.fusion_action == "answer"
         self._used_team: np.ndarray | None = None  # the team that answered the last step, for render()
         self._trace: EpisodeTrace | None = None  # the recent steps, for render_mode="rgb_array"

@@ -434,7 +434,7 @@ def draw_frame(
         (None, "      THE NEXT QUESTION"),
     )
     if weights is not None:
-        legend += ((tuple(int(v) for v in _PROB), "BAR RIGHT OF NEXT: WEIGHT"),)  # type: ignore[assignment]
+        legend += ((tuple(int(v) for v in _PROB), "BAR RIGHT OF NEXT: WEIGHT"),)  # type: ignore[assignment,operator]
     for k, (swatch, text) in enumerate(legend):
         if swatch is not None:
             _fill(image, legend_x, y + k * LINE_HEIGHT, 8, 7, swatch)
