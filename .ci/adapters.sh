@@ -91,7 +91,7 @@ for lib in "${libraries[@]}"; do
         echo "   python ${EXAMPLE[$lib]} --smoke"
         example_start=$SECONDS
         if "$venv/bin/python" "${EXAMPLE[$lib]}" --smoke >"$logs/$lib-example.log" 2>&1; then
-            grep -E "^\[[a-z]|^  (test|before|after|best|mean|stacking|decider)" "$logs/$lib-example.log" | sed 's/^/   /'
+            grep -E "^\[[a-z]|^  (test|validation|before|after|best|mean|static|stacking|decider)" "$logs/$lib-example.log" | sed 's/^/   /'
             echo "   (smoke run: $((SECONDS - example_start)) s)"
             gains=$(grep -E "^\[[a-z0-9 -]+\] test accuracy [0-9.]+ -> [0-9.]+" "$logs/$lib-example.log" |
                 sed -E 's/^\[([^]]+)\] test accuracy ([0-9.]+) -> ([0-9.]+).*/\1: \2 -> \3/')

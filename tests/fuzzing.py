@@ -16,6 +16,10 @@ outcome             meaning
 ==================  ================================================================================
 
 ``python tests/fuzzing.py [--slow]`` runs the suites of both test files and prints the table of issue 13.
+
+Three sizes: the default ``pytest`` runs each suite's quick part; ``pytest --run-slow`` (CI) runs a fifth of its
+full part (:func:`slow_size`); ``python tests/fuzzing.py --slow`` and the other suites' ``--slow`` scripts run the
+full part (they set ``ENSEMBLE_ENV_FUZZ=full``): the figures of docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -34,6 +38,15 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+#: ``ENSEMBLE_ENV_FUZZ=full``: the slow suites at their full size (the scripts' ``--slow``), else a fifth of it
+FULL_VARIABLE = "ENSEMBLE_ENV_FUZZ"
+
+
+def slow_size(full: int) -> int:
+    """Cases of a slow suite: ``full`` under ``ENSEMBLE_ENV_FUZZ=full``, else a fifth (``pytest --run-slow``)."""
+    return full if os.environ.get(FULL_VARIABLE) == "full" else max(1, full // 5)
+
 
 OUTCOMES = ("refused", "equal", "accepted", "wrong", "bad_error", "hang", "crash")
 #: the outcomes that must never happen
@@ -174,10 +187,14 @@ def table(rows: dict[str, list[dict[str, Any]]], orphans: dict[str, int] | None 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the fuzz suites of issue 13 and print the table.")
-    parser.add_argument("--slow", action="store_true", help="the large suites (as pytest --run-slow)")
+    parser.add_argument(
+        "--slow", action="store_true", help="the large suites at their full size (pytest --run-slow runs a fifth)"
+    )
     parser.add_argument("--workdir", default=None, help="folder for the mutated files (default: a temporary one)")
     parser.add_argument("--only", default="", metavar="TEXT", help="only the suites whose name holds TEXT")
     args = parser.parse_args(argv)
+    if args.slow:
+        os.environ[FULL_VARIABLE] = "full"
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     suites: dict[str, Callable[[Path, bool], tuple[list[dict[str, Any]], int]]] = {}
     for module in ("test_fuzz_caches", "test_fuzz_lm_eval"):

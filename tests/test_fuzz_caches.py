@@ -22,7 +22,7 @@ import h5py
 import numpy as np
 import pytest
 from conftest import _tiny_fields
-from fuzzing import BAD, bad, count, judge_error, run_cases
+from fuzzing import BAD, bad, count, judge_error, run_cases, slow_size
 
 from ensemble_env import datasets
 from ensemble_env.cache import CacheError, LogitCache, load_cache, save_cache
@@ -416,7 +416,7 @@ def truncation_cases(base: Path, n: int, seed: int) -> list[dict[str, Any]]:
 
 def suite_flips(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
     bases = _bases(workdir)
-    n_tiny, n_medium = (3000, 2000) if slow else (200, 100)
+    n_tiny, n_medium = (slow_size(3000), slow_size(2000)) if slow else (200, 100)
     cases = flip_cases(bases["tiny"], n_tiny, 1, True) + flip_cases(bases["medium"], n_medium, 2, True)
     return run_cases("test_fuzz_caches", "mutated_case", cases, workdir, CASE_SECONDS), 0
 
@@ -426,20 +426,20 @@ def suite_builtin_flips(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]]
     workdir.mkdir(parents=True, exist_ok=True)
     base = workdir / "bbh5.h5"
     base.write_bytes(datasets.path("bbh5").read_bytes())
-    cases = flip_cases(base, 1000 if slow else 10, 6, True)
+    cases = flip_cases(base, slow_size(1000) if slow else 10, 6, True)
     return run_cases("test_fuzz_caches", "mutated_case", cases, workdir, CASE_SECONDS), 0
 
 
 def suite_truncations(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
     bases = _bases(workdir)
-    n = 300 if slow else 20
+    n = slow_size(300) if slow else 20
     cases = truncation_cases(bases["tiny"], n, 3) + truncation_cases(bases["medium"], n, 4)
     return run_cases("test_fuzz_caches", "mutated_case", cases, workdir, CASE_SECONDS), 0
 
 
 def suite_plain_flips(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
     bases = _bases(workdir)
-    cases = flip_cases(bases["plain"], 1000 if slow else 25, 5, False)
+    cases = flip_cases(bases["plain"], slow_size(1000) if slow else 25, 5, False)
     return run_cases("test_fuzz_caches", "mutated_case", cases, workdir, CASE_SECONDS), 0
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fuzzing import BAD, bad, count, judge_error, run_cases
+from fuzzing import BAD, bad, count, judge_error, run_cases, slow_size
 from test_convert import write_run
 
 from ensemble_env.cache.convert import ConversionError, from_lm_eval
@@ -236,7 +236,7 @@ def lm_eval_cases(workdir: Path, n: int, seed: int) -> list[dict[str, Any]]:
 
 
 def suite_lm_eval(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
-    cases = lm_eval_cases(workdir, 4000 if slow else 100, 21)
+    cases = lm_eval_cases(workdir, slow_size(4000) if slow else 100, 21)
     return run_cases("test_fuzz_lm_eval", "lm_eval_case", cases, workdir, CASE_SECONDS), 0
 
 
@@ -428,7 +428,7 @@ def hostile_files_cases(workdir: Path, n: int, seed: int) -> list[dict[str, Any]
 
 
 def suite_hostile_files(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
-    cases = hostile_files_cases(workdir, 1500 if slow else 2 * len(HOSTILE_FILES), 22)
+    cases = hostile_files_cases(workdir, slow_size(1500) if slow else 2 * len(HOSTILE_FILES), 22)
     return run_cases("test_fuzz_lm_eval", "hostile_files_case", cases, workdir, HOSTILE_CASE_SECONDS), 0
 
 
@@ -468,7 +468,7 @@ def test_hostile_files_and_outputs_are_refused_clearly_or_converted(tmp_path: Pa
 @pytest.mark.slow
 def test_hostile_files_and_outputs_large(tmp_path: Path) -> None:
     results, _ = suite_hostile_files(tmp_path, slow=True)
-    assert len(results) == 1500 and not bad(results), f"first: {bad(results)[:5]}\n{hostile_table(results)}"
+    assert len(results) == slow_size(1500) and not bad(results), f"first: {bad(results)[:5]}\n{hostile_table(results)}"
 
 
 def _cli(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -521,4 +521,4 @@ def test_mutated_samples_convert_or_are_refused_with_file_and_line(tmp_path: Pat
 def test_mutated_samples_large(tmp_path: Path) -> None:
     results, _ = suite_lm_eval(tmp_path, slow=True)
     assert not bad(results), f"{dict(count(results))}; first: {bad(results)[:5]}"
-    assert len(results) == 4000 and not set(count(results)) & set(BAD)
+    assert len(results) == slow_size(4000) and not set(count(results)) & set(BAD)

@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from fuzzing import BAD, bad, count, run_cases, table
+from fuzzing import BAD, FULL_VARIABLE, bad, count, run_cases, slow_size, table
 
 import ensemble_env
 from ensemble_env.cache import datasets
@@ -299,7 +300,7 @@ def snapshot_cases(n: int, seed: int) -> list[dict[str, Any]]:
 
 
 def suite_snapshots(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
-    cases = snapshot_cases(3000 if slow else 240, seed=7 if slow else 1)
+    cases = snapshot_cases(slow_size(3000) if slow else 240, seed=7 if slow else 1)
     return run_cases("test_fuzz_snapshots", "snapshot_case", cases, workdir, CASE_SECONDS), 0
 
 
@@ -323,10 +324,13 @@ def test_many_corrupted_snapshots(tmp_path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the crafted-snapshot fuzz and print its table row.")
-    parser.add_argument("--slow", action="store_true")
-    parser.add_argument("--workdir", default="/tmp/fuzz-snapshots")
+    parser.add_argument("--slow", action="store_true", help="the full suite (pytest --run-slow runs a fifth)")
+    parser.add_argument("--workdir", default=None, help="folder for the crafted files (default: a temporary one)")
     args = parser.parse_args(argv)
-    results, _ = suite_snapshots(Path(args.workdir), args.slow)
+    if args.slow:
+        os.environ[FULL_VARIABLE] = "full"
+    with tempfile.TemporaryDirectory(dir=args.workdir) as folder:
+        results, _ = suite_snapshots(Path(folder), args.slow)
     print(table({"crafted snapshots": results}))
     for result in bad(results)[:20]:
         print(f"  {result['kind']}: {result['outcome']}: {result['detail']}", file=sys.stderr)

@@ -73,6 +73,7 @@ __all__ = [
     "update",
 ]
 
+
 # -- the loop -----------------------------------------------------------------------------------------------
 @holding_run_lock("out_dir")  # one writer per run directory: a second train there is refused, naming the first
 def train(

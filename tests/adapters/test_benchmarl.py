@@ -145,6 +145,84 @@ def test_mappo_and_ippo_run_one_iteration(cache_path: Path, tmp_path: Path, algo
     assert experiment.total_frames == 64
 
 
+def _tiny_run_overrides(tmp_path: Path) -> list[str]:
+    return [
+        "algorithm=mappo",
+        "task=ensemble_env/ensemble",
+        "task.episode_length=16",
+        "experiment.max_n_frames=64",
+        "experiment.on_policy_collected_frames_per_batch=64",
+        "experiment.on_policy_n_envs_per_worker=2",
+        "experiment.on_policy_minibatch_size=32",
+        "experiment.on_policy_n_minibatch_iters=1",
+        "experiment.evaluation=false",
+        "experiment.loggers=[]",
+        "experiment.create_json=false",
+        "experiment.checkpoint_at_end=false",
+        f"experiment.save_folder={tmp_path}",
+        f"hydra.run.dir={tmp_path}",
+    ]
+
+
+@pytest.mark.slow
+def test_benchmarls_own_run_finds_the_task_through_the_hydra_plugin(tmp_path: Path) -> None:
+    """``python -m benchmarl.run ... task=ensemble_env/ensemble``: BenchMARL's own entry point, no code of ours
+    called first; the Hydra plugin (src/hydra_plugins/ensemble_env_benchmarl) registers the task."""
+    command = [sys.executable, "-m", "benchmarl.run", *_tiny_run_overrides(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Task: ensemble_env/ensemble" in done.stdout
+    assert "decider_action: subset" in done.stdout  # the task's config, HYDRA_DEFAULTS
+
+
+@pytest.mark.filterwarnings(*BENCHMARL_WARNINGS)
+def test_the_aligned_credit_callback_and_the_per_choice_model(cache_path: Path, tmp_path: Path) -> None:
+    from ensemble_env.adapters.benchmarl import AlignDeciderCredit, EnsembleModelConfig, align_decider_credit
+
+    options = {"episode_length": 16, "decider_extras": ("task",), "fusion_extras": ("task",)}
+    task = benchmarl_task(cache_path, fusion_view="per_choice", **options)
+    env = make_env(task, num_envs=2)
+    batch = env.rollout(20, break_when_any_done=False)  # (2 copies, 20 steps): an episode ends at step 15
+    game = batch["next", "fusion", "reward"].clone()
+    align_decider_credit(batch)
+    aligned = batch["next", "decider", "reward"]
+    assert torch.equal(aligned[:, :15], game[:, 1:16])  # r_{t+1}: the question the committed team answers
+    assert (aligned[:, 15] == 0).all()  # the episode's last step: its team answers nothing in the episode
+    assert torch.equal(batch["next", "fusion", "reward"], game)  # the fusion agent's rewards are the game's
+    config = ExperimentConfig.get_from_yaml()
+    config.max_n_frames = config.on_policy_collected_frames_per_batch = 64
+    config.on_policy_n_envs_per_worker = 2
+    config.on_policy_n_minibatch_iters = 1
+    config.on_policy_minibatch_size = 32
+    config.evaluation = False
+    config.loggers = []
+    config.create_json = False
+    config.checkpoint_at_end = False
+    config.save_folder = str(tmp_path)
+    pool = ensemble_env.load_cache(cache_path)
+    model = EnsembleModelConfig(**_mlp_fields(), n_models=pool.n_models, n_choices=pool.max_choices)
+    experiment = Experiment(
+        task=task,
+        algorithm_config=MappoConfig.get_from_yaml(),
+        model_config=model,
+        critic_model_config=MlpConfig.get_from_yaml(),
+        seed=0,
+        config=config,
+        callbacks=[AlignDeciderCredit()],
+    )
+    fusion_actor = experiment.group_policies["fusion"]
+    scorers = [module for module in fusion_actor.modules() if type(module).__name__ == "PerChoiceScorer"]
+    assert len(scorers) == 1  # the fusion actor scores choices with the shared scorer; the decider is an MLP
+    experiment.run()
+    assert experiment.total_frames == 64
+
+
+def _mlp_fields() -> dict:
+    from dataclasses import asdict
+
+    return asdict(MlpConfig.get_from_yaml())
+
+
 @pytest.mark.slow
 def test_benchmarls_command_line_runs_the_task(tmp_path: Path) -> None:
     """The Hydra command line as BenchMARL's users launch it, one tiny MAPPO iteration."""

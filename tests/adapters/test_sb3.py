@@ -153,3 +153,33 @@ def test_a_frozen_sb3_model_plays_the_other_role(cache: LogitCache) -> None:
     *_, info = env.step(env.action_space.sample())
     expected, _ = fusion.predict(fusion_obs, deterministic=True)
     assert info["answer"] == float(expected)
+
+
+def test_the_per_choice_policy_starts_as_the_mean_vote() -> None:
+    """MaskablePPO with the per-choice scorer policy, untrained: its greedy answers are the team's mean vote."""
+    from ensemble_env.adapters.networks import sb3_policy, sb3_policy_kwargs
+    from ensemble_env.adapters.wrappers import PerChoiceLayout, per_choice_observation
+    from ensemble_env.views.policies import MeanVote
+
+    options = {"cache": "bbh5", "split": "validation", "fusion_extras": ("task",), "episode_length": 128}
+    venv = sb3_env("fusion", fusion_view="per_choice", seed=0, **options)
+    layout = PerChoiceLayout.from_env(venv.envs[0].parallel)
+    model = MaskablePPO(sb3_policy(), venv, policy_kwargs=sb3_policy_kwargs(layout), n_steps=64, seed=0)
+    assert not model.policy.action_net.weight.requires_grad  # the logits are the scorer's
+    env = ensemble_env.parallel_env(**options)
+    vote = MeanVote.from_env(env)
+    obs, infos = env.reset(seed=1)
+    while env.agents:
+        view = per_choice_observation(obs["fusion"][None], env.engine.layout, layout)
+        mask = infos["fusion"]["action_mask"][None].astype(bool)
+        answer, _ = model.predict(view, deterministic=True, action_masks=mask)
+        assert int(answer[0]) == int(vote(obs["fusion"][None])[0])
+        obs, _, _, _, infos = env.step({"decider": np.ones(5, dtype=np.int8), "fusion": int(answer[0])})
+
+
+def test_aligned_credit_trains_the_decider_through_ppo() -> None:
+    """SB3's PPO runs on the aligned decider env with the task extras (shapes and dtypes SB3 accepts)."""
+    venv = sb3_env("decider", credit="aligned", cache="toy8", decider_extras=("task",), episode_length=64, seed=0)
+    model = PPO("MlpPolicy", venv, n_steps=64, batch_size=32, n_epochs=1, gamma=0.0, seed=0)
+    model.learn(128)
+    assert model.num_timesteps == 128

@@ -99,3 +99,28 @@ def test_termination_and_truncation_stay_apart(cache: LogitCache, options: dict,
     assert last["terminated"].item() is terminated and last["truncated"].item() is not terminated
     if not terminated:  # a real question: its valid-choice mask marks 2 to 4 choices
         assert 2 <= last["fusion", "action_mask"].sum().item() <= 4
+
+
+def test_the_per_choice_view_and_scorer() -> None:
+    """``fusion_view="per_choice"``: the specs hold, the state follows the view, and the untrained per-choice
+    scorer's greedy answer is the mean vote of the team."""
+    from ensemble_env.adapters.networks import per_choice_scorer
+    from ensemble_env.adapters.wrappers import PerChoiceLayout, per_choice_rows
+
+    env = torchrl_env("bbh5", split="validation", episode_length=32, seed=0, fusion_view="per_choice")
+    check_env_specs(env)
+    layout = PerChoiceLayout.from_env(env._env)
+    rollout = env.rollout(32)
+    observation = rollout["fusion", "observation"][:, 0]
+    assert observation.shape == (32, layout.size)
+    assert rollout["state"].shape[-1] == env._env.state_space.shape[0]
+    scorer = per_choice_scorer(layout)
+    with torch.no_grad():
+        logits = scorer(observation)
+    mask = rollout["fusion", "action_mask"][:, 0]
+    greedy = torch.where(mask, logits, torch.tensor(-torch.inf)).argmax(-1).numpy()
+    rows = per_choice_rows(observation.numpy(), layout)
+    vote = np.where(mask.numpy(), rows[..., -2], -np.inf).argmax(-1)
+    assert (greedy == vote).all()
+    with pytest.raises(ValueError, match="fusion_view='flat'"):
+        torchrl_env("toy8", fusion_view="flat")

@@ -13,6 +13,10 @@ module         extra                   public factory                      what 
                benchmarl]``            benchmarl.benchmarl_task`           its on-policy algorithms)
 =============  ======================  ==================================  ============================================
 
+Shared by them: ``wrappers`` (numpy only: the per-choice fusion view and the aligned decider credit, options that
+make the game learnable by generic networks without changing it), ``networks`` (the per-choice scorer, built
+with PyTorch on demand, and its SB3 policy) and ``scoring`` (what the examples print).
+
 Nothing here imports a library at module level: ``import ensemble_env.adapters.rllib`` works without Ray, and
 the factory raises an ImportError naming the extra to install when the library is missing. Each adapter picks
 the decider encoding its library supports (:func:`ensemble_env.game.actions.choose_encoding`; see ``docs/adapters.md``).

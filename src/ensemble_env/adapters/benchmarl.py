@@ -33,15 +33,23 @@ from ensemble_env.views.parallel import parallel_env
 
 # EnsembleTask and EnsembleEnvTask come from the module __getattr__
 __all__ = [  # noqa: F822
+    "ADAPTER_OPTIONS",
     "ENV_NAME",
     "HYDRA_DEFAULTS",
     "TASK_NAME",
+    "AlignDeciderCredit",
     "EnsembleEnvTask",
+    "EnsembleModel",
+    "EnsembleModelConfig",
     "EnsembleTask",
+    "align_decider_credit",
     "benchmarl_task",
     "main",
     "register",
 ]
+
+#: task options that choose the adapter's view, not the game's (``torchrl_env``'s, not ``parallel_env``'s)
+ADAPTER_OPTIONS = ("fusion_view",)
 
 #: the task's name, and BenchMARL's name of the environment (``task=ensemble_env/ensemble`` on its command line)
 TASK_NAME = "ensemble"
@@ -159,7 +167,7 @@ def _build_task_class() -> type:
 
 @functools.cache
 def _episode_length_of(items: tuple[tuple[str, Any], ...]) -> int:
-    options = dict(items)
+    options = {key: value for key, value in items if key not in ADAPTER_OPTIONS}
     cache = options.pop("cache", None)
     return int(parallel_env(cache, **options).engine.episode_length)
 
@@ -191,16 +199,116 @@ def _build_task_enum() -> type:
     return EnsembleEnvTask
 
 
+def align_decider_credit(batch: Any) -> None:
+    """Credit the decider of a collected BenchMARL batch with the reward of the question its team answers.
+
+    ``batch``: BenchMARL's collected batch (copies first, time last). Sets ``("next", "decider", "reward")``
+    to :func:`~ensemble_env.adapters.wrappers.aligned_decider_rewards` of the fusion agent's (the game's)
+    rewards along each copy's time axis. The steps whose next reward is not in the batch (each copy's last
+    step, when its episode goes on) get the batch's mean aligned reward, a neutral credit; a step that ended its
+    episode gets 0 (its team answers nothing in the episode). Only the decider's reward changes.
+    """
+    import numpy as np
+    import torch
+
+    from ensemble_env.adapters.wrappers import aligned_decider_rewards
+
+    copies, steps = batch.batch_size[0], batch.batch_size[1]
+    rewards = batch["next", "fusion", "reward"].reshape(copies, steps).T.numpy()  # (T, copies)
+    done = batch["next", "fusion", "done"].reshape(copies, steps).T.numpy()
+    aligned, known = aligned_decider_rewards(rewards, done)
+    pending = ~known & ~done
+    if known.any():
+        aligned[pending] = aligned[known].mean()
+    target = batch["next", "decider", "reward"]
+    batch["next", "decider", "reward"] = torch.as_tensor(np.ascontiguousarray(aligned.T), dtype=target.dtype).reshape(
+        target.shape
+    )
+
+
+def _build_callback() -> type:
+    require("benchmarl", "benchmarl")
+    from benchmarl.experiment.callback import Callback
+
+    class AlignDeciderCredit(Callback):
+        """A BenchMARL callback: :func:`align_decider_credit` on every collected batch, before training."""
+
+        def on_batch_collected(self, batch: Any) -> None:
+            align_decider_credit(batch)
+
+    return AlignDeciderCredit
+
+
+def _build_model() -> type:
+    require("benchmarl", "benchmarl")
+    from benchmarl.models.mlp import Mlp
+
+    from ensemble_env.adapters.networks import scorer_for
+
+    class EnsembleModel(Mlp):
+        """BenchMARL's MLP, except for the fusion group's actor: the per-choice scorer
+        (:mod:`ensemble_env.adapters.networks`) on the per-choice observation (``fusion_view="per_choice"``)."""
+
+        def __init__(self, **kwargs: Any) -> None:
+            n_models, n_choices = kwargs.pop("n_models"), kwargs.pop("n_choices")
+            scorer_hidden = kwargs.pop("scorer_hidden")
+            super().__init__(**kwargs)
+            self.scorer = None
+            if self.agent_group == "fusion" and not self.is_critic:
+                self.scorer = scorer_for(n_models, n_choices, self.input_features, scorer_hidden)
+
+        def _forward(self, tensordict: Any) -> Any:
+            if self.scorer is None:
+                return super()._forward(tensordict)
+            import torch
+
+            observation = torch.cat([tensordict.get(key) for key in self.in_keys], dim=-1)
+            tensordict.set(self.out_key, self.scorer(observation))
+            return tensordict
+
+    return EnsembleModel
+
+
+def _build_model_config() -> type:
+    require("benchmarl", "benchmarl")
+    from dataclasses import dataclass
+
+    from benchmarl.models.mlp import MlpConfig
+
+    model = _model_class("EnsembleModel")
+
+    @dataclass
+    class EnsembleModelConfig(MlpConfig):
+        """:class:`EnsembleModel`'s config: BenchMARL's MLP settings, plus the pool's N and C for the scorer."""
+
+        n_models: int = 0
+        n_choices: int = 0
+        scorer_hidden: int = 32
+
+        @staticmethod
+        def associated_class() -> type:
+            return model
+
+    return EnsembleModelConfig
+
+
 # Built on first access, so that importing this module does not import BenchMARL; a pickled task (the experiment
 # saves one in its folder) finds the class by reference.
 _task_class = lazy_class(__name__, "EnsembleTask", _build_task_class)
 _task_enum = lazy_class(__name__, "EnsembleEnvTask", _build_task_enum)
+_callback_class = lazy_class(__name__, "AlignDeciderCredit", _build_callback)
+_model_class = lazy_class(__name__, "EnsembleModel", _build_model)
+_model_config_class = lazy_class(__name__, "EnsembleModelConfig", _build_model_config)
+_LAZY = {
+    "EnsembleEnvTask": _task_enum,
+    "AlignDeciderCredit": _callback_class,
+    "EnsembleModel": _model_class,
+    "EnsembleModelConfig": _model_config_class,
+}
 
 
 def __getattr__(attribute: str) -> Any:
-    if attribute == "EnsembleEnvTask":
-        return _task_enum(attribute)
-    return _task_class(attribute)
+    return _LAZY.get(attribute, _task_class)(attribute)
 
 
 def register() -> Any:

@@ -42,17 +42,23 @@ import numpy as np
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 from ensemble_env.adapters import require
+from ensemble_env.adapters.wrappers import PerChoiceLayout, per_choice_observation
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.actions import choose_encoding
+from ensemble_env.game.reward import model_costs, step_reward
 from ensemble_env.views.parallel import parallel_env
 from ensemble_env.views.policies import FixedTeam, MeanVote
 
-__all__ = ["ROLES", "TRAIN_CHOICES", "SingleRoleEnv", "sb3_env"]
+__all__ = ["CREDITS", "FUSION_VIEWS", "ROLES", "TRAIN_CHOICES", "SingleRoleEnv", "sb3_env"]
 
 ROLES = ("decider", "fusion")
 #: what ``sb3_env(train=...)`` can train: one role, or both roles through one shared policy (SuperSuit)
 TRAIN_CHOICES = (*ROLES, "shared")
+#: the decider's reward in a single-role env: the game's r_t, or the aligned r_{t+1} (``wrappers`` module)
+CREDITS = ("game", "aligned")
+#: the fusion observation the trained fuser sees: the game's, or laid out per choice (``PerChoiceFusion``)
+FUSION_VIEWS = ("raw", "per_choice")
 
 #: a batched policy: observations (B, D) -> actions (B,) or (B, N), as in :mod:`ensemble_env.views.policies`
 Policy = Callable[[np.ndarray], Any]
@@ -83,6 +89,15 @@ class SingleRoleEnv(gymnasium.Env[np.ndarray, Any]):
     model (used frozen). Observation and action spaces are the role's own (the same objects as the PettingZoo
     env's); the reward is the shared team reward; ``info`` is the role's numeric info dict. The other keyword
     arguments are :func:`ensemble_env.parallel_env`'s.
+
+    ``credit`` (decider only): ``"game"`` (default) returns the game's r_t, earned by the team committed one step
+    earlier; ``"aligned"`` returns r_{t+1}, the reward of the question the team just committed answers, found by
+    playing the fixed fuser one question ahead on a snapshot of the engine (restored at once: the game goes on
+    exactly as without it, and the next step reuses that answer). An episode's last step then earns 0 (its
+    team answers nothing in the episode); the first question's reward (``initial_team``'s) is in no step.
+    ``info["reward"]`` stays the game's. ``fusion_view`` (fusion only): ``"raw"`` or ``"per_choice"``
+    (:class:`~ensemble_env.adapters.wrappers.PerChoiceLayout`); the other role's policy always reads the raw
+    observation.
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}  # noqa: RUF012 (gymnasium's convention)
@@ -94,35 +109,91 @@ class SingleRoleEnv(gymnasium.Env[np.ndarray, Any]):
         cache: LogitCache | str | os.PathLike[str] | None = None,
         *,
         render_mode: str | None = None,
+        credit: str = "game",
+        fusion_view: str = "raw",
         **options: Any,
     ) -> None:
         if role not in ROLES:
             raise ValueError(f"role={role!r} is not one of {', '.join(map(repr, ROLES))}")
-        self.role = role
+        if credit not in CREDITS:
+            raise ValueError(f"credit={credit!r} is not one of {', '.join(map(repr, CREDITS))}")
+        if fusion_view not in FUSION_VIEWS:
+            raise ValueError(f"fusion_view={fusion_view!r} is not one of {', '.join(map(repr, FUSION_VIEWS))}")
+        if credit == "aligned" and role != "decider":
+            raise ValueError("credit='aligned' realigns the decider's reward: use it with role='decider'")
+        if fusion_view != "raw" and role != "fusion":
+            raise ValueError(f"fusion_view={fusion_view!r} is what the trained fuser sees: use it with role='fusion'")
+        self.role, self.credit = role, credit
         self.other_role = ROLES[1 - ROLES.index(role)]
         self.parallel = parallel_env(cache, render_mode=render_mode, **options)
         self.render_mode = render_mode
-        self.observation_space = self.parallel.observation_space(role)
+        self._per_choice = PerChoiceLayout.from_env(self.parallel) if fusion_view == "per_choice" else None
+        self.observation_space = (
+            self._per_choice.space() if self._per_choice is not None else self.parallel.observation_space(role)
+        )
         self.action_space = self.parallel.action_space(role)
         self._other = _other_policy(other, self.other_role, self.parallel)
         self._other_obs: np.ndarray | None = None
+        self._next_other_action: Any = None  # the fuser's answer already played in the aligned look-ahead
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         obs, infos = self.parallel.reset(seed=seed)
-        self._other_obs = obs[self.other_role]
-        return obs[self.role], infos[self.role]
+        self._other_obs, self._next_other_action = obs[self.other_role], None
+        return self._shown(obs), infos[self.role]
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
         if self._other_obs is None:
             raise RuntimeError("step() called before reset()")
-        other_action = np.asarray(self._other(self._other_obs[None, :]))[0]
+        other_action = self._next_other_action
+        if other_action is None:
+            other_action = np.asarray(self._other(self._other_obs[None, :]))[0]
         obs, rewards, terminations, truncations, infos = self.parallel.step(
             {self.role: action, self.other_role: other_action}
         )
-        self._other_obs = obs[self.other_role]
+        self._other_obs, self._next_other_action = obs[self.other_role], None
         role = self.role
-        return obs[role], rewards[role], terminations[role], truncations[role], infos[role]
+        reward = rewards[role]
+        if self.credit == "aligned":
+            reward = 0.0 if terminations[role] or truncations[role] else self._look_ahead()
+        return self._shown(obs), reward, terminations[role], truncations[role], infos[role]
+
+    def _shown(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        if self._per_choice is None:
+            return obs[self.role]
+        return per_choice_observation(obs["fusion"], self.parallel.engine.layout, self._per_choice)
+
+    def _look_ahead(self) -> float:
+        """r_{t+1}: the reward the fixed fuser's answer to the next question earns with the committed team.
+
+        The game's own reward function (:func:`~ensemble_env.game.reward.step_reward`, with the engine's
+        settings) on the question the engine answers next, its label, the committed team, its costs and the
+        focal diversity the game scores it with (the info ``focal_diversity`` of the committed team). The answer
+        is kept and played at the next step, so the game goes on exactly as it would have; the decider's action
+        of that step commits the team after, which r_{t+1} does not depend on. Nothing in the game changes.
+        """
+        engine = self.parallel.engine
+        answer = int(np.asarray(self._other(self._other_obs[None, :])).reshape(-1)[0])
+        self._next_other_action = answer
+        question = int(engine.next_questions()[0])
+        team = engine.team[0]
+        cache = engine.cache
+        costs = model_costs(cache, np.array([question]))[0]
+        right = (
+            bool(team.any()) and 0 <= answer < int(cache.n_choices[question]) and answer == int(cache.labels[question])
+        )
+        focal = engine.info_values(0)["focal_diversity"]
+        return float(
+            step_reward(
+                right,
+                int(team.sum()),
+                float(costs[team].sum()),
+                float(costs.sum()),
+                engine.n_models,
+                focal,
+                engine.settings,
+            )
+        )
 
     def action_masks(self) -> np.ndarray:
         """Valid actions, as sb3-contrib's MaskablePPO reads them: the valid-choice mask for the fusion role;

@@ -29,9 +29,10 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from ensemble_env.baselines import routing
 from ensemble_env.baselines import simple as baselines
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.game.reward import question_rewards
+from ensemble_env.game.reward import RewardSettings, question_rewards
 
 __all__ = ["FIGURES", "EpisodeTally", "Progress", "baseline_figures", "comparison", "gain_line", "team_mask_of"]
 
@@ -125,13 +126,18 @@ def baseline_figures(
     """The :data:`FIGURES` of the fixed baselines on ``split``, fitted on the train split.
 
     Baselines: ``best_single`` (the model with the best train accuracy), ``mean_probability_vote`` (all
-    models), ``stacking`` (the strong supervised reference). The reward per question is the environment's
-    with the given ``alpha`` and ``size_penalty_mode`` (team share = team size / N).
+    models), ``static_team`` (per task, the team with the best train reward, by its mean vote: what a decider
+    that sees the task can reach with the mean vote fusing), ``stacking`` (the strong supervised reference).
+    The reward per question is the environment's with the given ``alpha`` and ``size_penalty_mode`` (team
+    share = team size / N).
     """
     train, questions = cache.select("train"), cache.select(split)
     results = (
         baselines.best_single(cache, train, questions),
         baselines.mean_probability_vote(cache, train, questions),
+        routing.static_team(
+            cache, train, questions, reward=RewardSettings(alpha=alpha, size_penalty_mode=size_penalty_mode)
+        ),
         baselines.stacking(cache, train, questions),
     )
     figures = {}
@@ -154,9 +160,10 @@ def comparison(
     reference: Mapping[str, Mapping[str, float]],
     *,
     questions: int | None = None,
+    split: str = "test",
 ) -> str:
     """The table the examples print: before and after training, then the baselines, one row each."""
-    heading = f"  test{f' ({questions} questions)' if questions else ''}"
+    heading = f"  {split}{f' ({questions} questions)' if questions else ''}"
     rows = [f"{heading:<34s}{'accuracy':>9s}{'reward/q':>10s}{'team':>7s}"]
     named = [("before training", before), ("after training", after)]
     named += [(name.replace("_", " "), figures) for name, figures in reference.items()]
@@ -167,11 +174,11 @@ def comparison(
     return "\n".join([title, *rows])
 
 
-def gain_line(label: str, before: Mapping[str, float], after: Mapping[str, float]) -> str:
+def gain_line(label: str, before: Mapping[str, float], after: Mapping[str, float], split: str = "test") -> str:
     """``[label] test accuracy 0.203 -> 0.745 (+0.542), reward/q ...``: the line ``.ci/adapters.sh`` reads."""
     change = after["accuracy"] - before["accuracy"]
     return (
-        f"[{label}] test accuracy {before['accuracy']:.3f} -> {after['accuracy']:.3f} ({change:+.3f}), "
+        f"[{label}] {split} accuracy {before['accuracy']:.3f} -> {after['accuracy']:.3f} ({change:+.3f}), "
         f"reward/q {before['reward_per_question']:.3f} -> {after['reward_per_question']:.3f}, "
         f"team {before['team_size']:.2f} -> {after['team_size']:.2f}"
     )

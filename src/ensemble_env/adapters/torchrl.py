@@ -31,6 +31,7 @@ import numpy as np
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 from ensemble_env.adapters import require
+from ensemble_env.adapters.wrappers import PerChoiceFusion
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.views.parallel import parallel_env
 
@@ -48,6 +49,7 @@ def torchrl_env(
     categorical_actions: bool = True,
     render_mode: str | None = None,
     decider_action_mask: bool = False,
+    fusion_view: str = "raw",
     **options: Any,
 ) -> Any:
     """The game as a TorchRL ``PettingZooWrapper``: groups "decider" and "fusion", ``return_state=True``.
@@ -55,13 +57,19 @@ def torchrl_env(
     ``seed``: the first reset's seed (later resets continue the generator; ``env.set_seed`` re-seeds).
     ``categorical_actions``: discrete actions as indices (True) or one-hot. ``decider_action_mask``: also give
     the decider an all-valid ``("decider", "action_mask")`` (``decider_action="subset"`` only), for libraries
-    that mask the actions of every group or of none (BenchMARL). ``options``: the options of
+    that mask the actions of every group or of none (BenchMARL). ``fusion_view``: ``"raw"`` (the game's fusion
+    observation) or ``"per_choice"`` (:class:`~ensemble_env.adapters.wrappers.PerChoiceFusion`: laid out per
+    choice, for a scorer shared over the choices; ``state`` follows it). ``options``: the options of
     :func:`ensemble_env.parallel_env`. Needs ``pip install 'ensemble-env[torchrl]'``.
     """
     require("torchrl", "torchrl")
     from torchrl.envs import PettingZooWrapper
 
+    if fusion_view not in ("raw", "per_choice"):
+        raise ValueError(f"fusion_view={fusion_view!r} is not 'raw' or 'per_choice'")
     env: Any = parallel_env(cache, render_mode=render_mode, **options)
+    if fusion_view == "per_choice":
+        env = PerChoiceFusion(env)
     if decider_action_mask:
         env = DeciderActionMask(env)
     with warnings.catch_warnings():
