@@ -486,7 +486,7 @@ def suite_kills(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
     import json
 
     results, orphans = [], 0
-    for kill in range(40 if slow else 1):
+    for kill in range(slow_size(40) if slow else 1):
         victim = subprocess.Popen(
             [sys.executable, "-c", _SAVER, json.dumps(paths), str(target)], stdout=subprocess.PIPE, text=True
         )
@@ -565,7 +565,7 @@ def test_kill_during_save_leaves_no_partial_and_no_temporary_file(tmp_path: Path
 @pytest.mark.parametrize("name", list(SUITES))
 def test_large_fuzz_suites(tmp_path: Path, name: str) -> None:
     counts = _check(*SUITES[name](tmp_path, True))
-    assert sum(counts.values()) >= 40 and not set(counts) & set(BAD)
+    assert sum(counts.values()) >= slow_size(40) and not set(counts) & set(BAD)
 
 
 def test_the_watchdog_reports_hangs_and_crashes(tmp_path: Path) -> None:

@@ -409,7 +409,12 @@ def run_file_case(case: dict[str, Any]) -> tuple[str, str]:
 
 
 def file_cases(work: Path, base: Path, slow: bool) -> list[dict[str, Any]]:
-    counts = {"config": 40, "progress": 40, "checkpoint": 60} if slow else {"config": 6, "progress": 5, "checkpoint": 8}
+    full = {"config": 40, "progress": 40, "checkpoint": 60}
+    counts = (
+        {kind: fuzzing.slow_size(n) for kind, n in full.items()}
+        if slow
+        else {"config": 6, "progress": 5, "checkpoint": 8}
+    )
     cases = []
     for kind, count in counts.items():
         for index in range(count):
@@ -692,6 +697,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Fuzz run directories and print the table of the report.")
     parser.add_argument("--slow", action="store_true", help="the large suites and the subprocess trials")
     args = parser.parse_args(argv)
+    if args.slow:
+        os.environ[fuzzing.FULL_VARIABLE] = "full"
     suites: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
