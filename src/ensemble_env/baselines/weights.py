@@ -32,7 +32,6 @@ maximisation (per task: EM converges to the optimum). Only numpy is used; everyt
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -47,6 +46,7 @@ from ensemble_env.baselines.simple import (
     valid_choices,
 )
 from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.checks import integer_option
 
 __all__ = [
     "L2_GRID",
@@ -243,12 +243,7 @@ def per_question_weights(
     """
     train, test = train_test_indices(cache, train, test)
     validation_rows = _validation(cache, validation)
-    try:
-        count = operator.index(steps)
-    except TypeError:
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}") from None
-    if count < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    count = integer_option(steps, "steps", 1, 1_000_000)
     if cache.features is not None:
         features = np.asarray(cache.features, dtype=np.float64)[train]
         mean, scale = features.mean(axis=0), features.std(axis=0)
