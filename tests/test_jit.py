@@ -64,7 +64,8 @@ def test_actions_of_any_dtype_compile_no_new_signature(options: dict[str, str]) 
         actions["fusion"] = np.ones((3, 8), dtype) if "fusion_action" in options else np.zeros(3, dtype)
         venv.step(actions)
 
-    step(np.int8)  # what the spaces sample: compiles (or loads) the one signature of each kernel
+    step(np.int8)  # what the spaces sample: compiles (or loads) its signature of each kernel
+    step(np.float64)  # the signature every other dtype is cast to
     before = _signatures()
     for dtype in (np.float64, np.float32, np.int64, np.uint8, np.bool_, np.int32):
         step(dtype)

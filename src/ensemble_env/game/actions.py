@@ -135,9 +135,11 @@ class _Bits(DeciderEncoding):
             return np.ascontiguousarray(array, dtype=np.uint8), ""
         if array.dtype.kind not in "iuf":
             return None, "entries must be 0 or 1"
-        # one signature for every dtype and layout (no compile per action dtype): an integer or float is 0 or 1
-        # exactly when its float64 value is, so the cast changes no verdict
-        teams, bad = _binary_teams(np.ascontiguousarray(array, dtype=np.float64))
+        # two signatures for every dtype and layout (no compile per action dtype): int8, what the spaces sample,
+        # as it is (the hot path: no copy), and float64 for every other dtype (an integer or float is 0 or 1
+        # exactly when its float64 value is, so the cast changes no verdict)
+        kind = np.int8 if array.dtype == np.int8 else np.float64
+        teams, bad = _binary_teams(np.ascontiguousarray(array, dtype=kind))
         if bad >= 0:
             return None, f"entries must be 0 or 1 (found {array.reshape(-1)[bad].item()!r})"
         return teams, ""
