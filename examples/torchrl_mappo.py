@@ -225,7 +225,8 @@ def train(config: Config) -> None:
     before = evaluate(actors, config.cache, config.seed, config.eval_split)
     progress = Progress("iteration", config.iterations)
     for iteration in range(1, config.iterations + 1):
-        with torch.no_grad():
+        # sampled actions: a ProbabilisticActor plays its deterministic action unless told otherwise
+        with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):
             batch = env.rollout(config.frames_per_batch, policy, break_when_any_done=False)
             known = {"decider": align_decider_credit(batch), "fusion": torch.ones(batch.shape[0], dtype=torch.bool)}
             for group, loss in losses.items():  # GAE per group, its critic reading the centralized state

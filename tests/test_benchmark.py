@@ -115,8 +115,15 @@ LEARNER_OPTIONS = {
 }
 
 
-@pytest.mark.parametrize("options", list(LEARNER_OPTIONS.values()), ids=list(LEARNER_OPTIONS))
-def test_test_labels_do_not_influence_the_selected_checkpoint(tmp_path: Path, options: dict):
+#: ... each under the benchmark's checkpoint rule (the safe one), and the defaults under the other rule too
+LABEL_FLIP_CASES = {
+    **{f"{name}, safe": (options, "safe") for name, options in LEARNER_OPTIONS.items()},
+    "defaults, best": ({}, "best"),
+}
+
+
+@pytest.mark.parametrize(("options", "selection"), list(LABEL_FLIP_CASES.values()), ids=list(LABEL_FLIP_CASES))
+def test_test_labels_do_not_influence_the_selected_checkpoint(tmp_path: Path, options: dict, selection: str):
     cache = small_cache()
     test = cache.select("test")
     labels = np.asarray(cache.labels).copy()
@@ -125,10 +132,12 @@ def test_test_labels_do_not_influence_the_selected_checkpoint(tmp_path: Path, op
     chosen = []
     for index, which in enumerate((cache, flipped)):
         answers = benchmark.learner_answers(
-            which, 0, 1.0, tmp_path / str(index), passes=30.0, checkpoints=3, overrides=options
+            which, 0, 1.0, tmp_path / str(index), passes=30.0, checkpoints=3, overrides=options, selection=selection
         )
         chosen.append((answers.info["selected_iteration"], answers.info["validation"]))
-    assert len(chosen[0][1]) == 3
+    # the candidates: the start (update 0) and the 3 checkpoints, each with its paired gain over the start
+    assert chosen[0][1][0]["iteration"] == 0 and len(chosen[0][1]) == 4
+    assert chosen[0][1][0]["gain_over_start"] == 0.0
     assert chosen[0] == chosen[1]
     if not options:
         scores = [benchmark._baseline("router")(which, 0, 1.0, tmp_path).teams for which in (cache, flipped)]

@@ -139,3 +139,62 @@ def test_the_bernoulli_decider_starts_from_its_bias_and_trains_with_the_defaults
     assert load_checkpoint(tmp_path)["networks"]["decider"]["net.4.bias"].shape == (13,)
     with pytest.raises(ValueError, match="decider_start='warm' is not one of"):
         TrainConfig(decider_start="warm")
+
+
+def test_start_networks_are_the_offline_start_a_run_begins_from(tmp_path: Path) -> None:
+    """What the benchmark weighs the checkpoints against: the same networks every call, playing static_team's
+    team on every task (this cache has no near ties) with the mean vote; and a resumed run that never reached its
+    first checkpoint fits that start again, so it equals an uninterrupted run."""
+    from ensemble_mappo.evaluation import evaluate_agents
+    from ensemble_mappo.training import start_networks
+
+    cache = small_cache()
+    config = TrainConfig(passes=1, seed=1, **TINY)
+    first, second = start_networks(config, cache), start_networks(config, cache)
+    assert all(torch.equal(first[n][k], second[n][k]) for n in first for k in first[n])
+    played = evaluate_agents(first, config, cache, split="test")
+    static = routing.static_team(cache, cache.select("train"), cache.select("test"))
+    teams = np.asarray(played.teams, dtype=bool)
+    same = np.zeros(len(teams), dtype=bool)
+    for task, name in enumerate(cache.task_names):
+        rows = cache.tasks[played.questions] == task
+        expected = np.isin(np.arange(cache.n_models), [cache.models.index(m) for m in static.info["teams"][name]])
+        same[rows] = (teams[rows] == expected).all(axis=1)
+        assert same[rows].mean() >= 0.95, name  # the network fitted to the per-task table (a question may differ)
+    agree = played.answers[same] == static.predictions[same]  # the fusion agent starts near the mean vote
+    assert agree.mean() >= 0.95, agree.mean()
+
+    train(config, cache, tmp_path / "straight", progress=False)
+    train(config, cache, tmp_path / "resumed", progress=False, stop_after=0)  # config.json, no checkpoint
+    assert not (tmp_path / "resumed" / "checkpoint.pt").exists()
+    train(config, cache, tmp_path / "resumed", progress=False, resume=True)
+    straight = load_checkpoint(tmp_path / "straight")["networks"]
+    resumed = load_checkpoint(tmp_path / "resumed")["networks"]
+    assert all(torch.equal(straight[n][k], resumed[n][k]) for n in straight for k in straight[n])
+
+
+def test_the_fusion_agent_starts_as_exactly_the_mean_vote() -> None:
+    """The fusion actor's gate starts with no weight on the question's context (task, features, window): its
+    most probable answer is the team's mean-probability vote on every question, whatever the context says, and
+    training still reaches the context weights (their gradient is not zero)."""
+    from ensemble_env import datasets
+
+    cache = datasets.load("bbh5")
+    config = TrainConfig()
+    venv = make_env(cache, env_options(config, cache), num_envs=64, split="validation", episode_length=64)
+    torch.manual_seed(0)
+    agents = Agents.build(venv, 8)
+    assert torch.count_nonzero(agents.fusion.gate.weight) == 0
+    obs, _ = venv.reset(seed=0)
+    inputs = agents.fusion.prepare(torch.as_tensor(obs["fusion"]))
+    answers = agents.fusion(inputs).argmax(-1).numpy()
+    slices = venv.layout.fusion
+    teams = obs["fusion"][:, slices["team_mask"]] > 0
+    probs = obs["fusion"][:, slices["probs"]].reshape(len(teams), cache.n_models, -1)
+    valid = obs["fusion"][:, slices["action_mask"]] > 0
+    vote = np.where(valid, (probs * teams[:, :, None]).sum(1), -np.inf).argmax(-1)
+    np.testing.assert_array_equal(answers, vote)
+    other = torch.as_tensor((vote + 1) % probs.shape[-1])  # any target: the gradient reaches the context weights
+    loss = -torch.log_softmax(agents.fusion(inputs), -1).gather(1, other[:, None]).clamp(min=-1e4).mean()
+    loss.backward()
+    assert torch.count_nonzero(agents.fusion.gate.weight.grad) > 0

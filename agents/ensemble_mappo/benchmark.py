@@ -46,6 +46,7 @@ from ensemble_env.game.reward import RewardSettings, check_alpha
 from ensemble_env.text import show
 from ensemble_mappo.config import TrainConfig
 from ensemble_mappo.rlae_config import RLAE_ALGORITHMS, RLAEConfig
+from ensemble_mappo.selection import DEFAULT_SELECTION, select
 
 __all__ = [
     "ALGORITHMS",
@@ -181,17 +182,21 @@ def learner_answers(
     checkpoints: int = 5,
     progress: bool = False,
     overrides: Mapping[str, Any] | None = None,
+    selection: str = DEFAULT_SELECTION,
 ) -> Answers:
-    """Train MAPPO (``critic="central"``) or IPPO (``"local"``) on train, pick the checkpoint with the best
-    mean reward on validation among ``checkpoints`` evenly spaced ones, and answer the test split with it.
+    """Train MAPPO (``critic="central"``) or IPPO (``"local"``) on train, choose on validation the policy to
+    deploy among its start (update 0) and ``checkpoints`` evenly spaced checkpoints, and answer the test split
+    with it.
 
-    ``overrides``: fields of :class:`~ensemble_mappo.config.TrainConfig` other than the defaults (an ``env`` table
-    adds to the default environment options). Test is played once, after the choice; the choice reads the
-    validation split only.
+    ``selection`` is the rule (:mod:`ensemble_mappo.selection`): ``"safe"`` (the default) deploys a checkpoint
+    only where its paired validation gain over the start is positive with confidence, else the start;
+    ``"best"`` the highest mean validation reward. ``overrides``: fields of
+    :class:`~ensemble_mappo.config.TrainConfig` other than the defaults (an ``env`` table adds to the default
+    environment options). Test is played once, after the choice; the choice reads the validation split only.
     """
     from ensemble_mappo.checkpoint import load_checkpoint
     from ensemble_mappo.evaluation import evaluate_agents
-    from ensemble_mappo.training import Budget, train
+    from ensemble_mappo.training import Budget, start_networks, train
 
     _require_validation(cache)
     changes = dict(overrides or {})
@@ -199,20 +204,25 @@ def learner_answers(
     config = dataclasses.replace(base, env={**TrainConfig().env, **base.env, "alpha": float(alpha)})
     iterations = Budget.plan(config, int(cache.select("train").size)).iterations
     stops = sorted({max(1, round(iterations * (k + 1) / checkpoints)) for k in range(checkpoints)})
-    best: tuple[float, int, Any] | None = None
-    history = []
+    candidates = [(0, start_networks(config, cache))]
     for index, stop in enumerate(stops):
         train(config, cache, out_dir, resume=index > 0, progress=progress, stop_after=stop)
-        networks = load_checkpoint(out_dir)["networks"]
-        evaluation = evaluate_agents(networks, config, cache, split="validation", seed=seed)
-        value = float(np.mean(evaluation.rewards))
-        history.append({"iteration": stop, "validation_reward": value})
-        if best is None or value > best[0]:
-            best = (value, stop, networks)
-    assert best is not None
-    test = evaluate_agents(best[2], config, cache, split="test", seed=seed)
+        candidates.append((stop, load_checkpoint(out_dir)["networks"]))
+    rewards = [
+        np.asarray(evaluate_agents(networks, config, cache, split="validation", seed=seed).rewards, dtype=np.float64)
+        for _, networks in candidates
+    ]
+    chosen = select(rewards, selection)
+    history = [{"iteration": stop, **chosen.row(k)} for k, (stop, _) in enumerate(candidates)]
+    iteration, networks = candidates[chosen.index]
+    test = evaluate_agents(networks, config, cache, split="test", seed=seed)
     teams = np.asarray(test.teams, dtype=bool)
-    info = {"selected_iteration": best[1], "of_iterations": iterations, "validation": history}
+    info = {
+        "selected_iteration": iteration,
+        "of_iterations": iterations,
+        "selection": {"rule": chosen.rule, "delta": chosen.delta, "z": chosen.z},
+        "validation": history,
+    }
     return Answers(test.questions, test.answers, teams, info)
 
 
@@ -232,7 +242,7 @@ def _learner(critic: str, budget: str) -> tuple[Algorithm, dict[str, Any]]:
 
     # the learner's whole configuration is part of the run key: a run of other defaults is not reused
     defaults = {key: value for key, value in dataclasses.asdict(TrainConfig()).items() if key != "seed"}
-    return run, {"budget": budget, **settings, "train_config": defaults}
+    return run, {"budget": budget, **settings, "selection": DEFAULT_SELECTION, "train_config": defaults}
 
 
 def rlae_answers(

@@ -20,7 +20,8 @@ PPO epochs reuse it.
 
 Every linear layer is initialised orthogonally (gain sqrt(2) inside, 0.01 on the actors' outputs, 1 on the
 critic's), biases at 0, as in the MAPPO and CleanRL implementations; the one exception is the fusion actor's
-bias on the members' probabilities, 1 by default, so that it starts as the team's mean-probability vote.
+gate, which by default starts with no weight on the context and a bias of 1 on the members' probabilities, so that
+it starts as exactly the team's mean-probability vote on every question.
 
 The distribution helpers are pure functions of logits, so the actors stay small and the tests can check them:
 
@@ -339,8 +340,8 @@ class FusionActor(Actor):
     n_models, n_choices
         N and C of the cache.
     init_vote
-        Start as the team's mean-probability vote (weight 1 on every member's probability) instead of the
-        uniform policy.
+        Start as exactly the team's mean-probability vote (weight 1 on every member's probability, none on the
+        context) instead of the uniform policy.
 
     Choice c of a question is described by ``phi_c = [p_1c .. p_Nc, l_1c .. l_Nc, v_1c .. v_Nc]``: member i's
     probability of c (0 outside the team), ``l_ic = log(p_ic + 1e-6)`` for members (0 otherwise) and
@@ -369,8 +370,9 @@ class FusionActor(Actor):
         self.n_features = n_choices * 3 * n_models
         self.n_context = len(context)
         self.gate = layer_init(nn.Linear(len(context), 3 * n_models), gain=0.01)
-        if init_vote:
+        if init_vote:  # exactly the vote, whatever the context: no weight on it yet (the gradient still reaches it)
             with torch.no_grad():
+                self.gate.weight.zero_()
                 self.gate.bias[:n_models] = 1.0
 
     @property

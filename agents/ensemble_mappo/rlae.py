@@ -52,6 +52,7 @@ from ensemble_mappo.ppo import clipped_policy_loss, clipped_value_loss, compute_
 from ensemble_mappo.progress import ProgressLog, progress_bar
 from ensemble_mappo.rlae_config import RLAEConfig, rlae_config_from_dict
 from ensemble_mappo.runs import CONFIG_NAME, PROGRESS_NAME, holding_run_lock, read_json
+from ensemble_mappo.selection import select
 from ensemble_mappo.training import round_seed
 
 __all__ = [
@@ -458,13 +459,18 @@ def train_rlae(
 
     validation_env = make_rlae_env(config, cache, num_envs=1, split="validation") if has_validation else None
 
+    # the candidates: the start and the checkpoints at ``stops``, each with its per-question validation rewards
+    candidates: list[tuple[int, dict[str, dict[str, Tensor]]]] = []
+    rewards: list[np.ndarray] = []
+
     def validate(iteration: int) -> float:
+        candidates.append((iteration, networks.state_dict()))
         if validation_env is None:
             return float("nan")
-        return float(_play(validation_env, networks, config, cache, "validation", "", iteration).rewards.mean())
+        rewards.append(_play(validation_env, networks, config, cache, "validation", "", iteration).rewards)
+        return float(rewards[-1].mean())
 
-    history = [{"iteration": 0, "validation_reward": validate(0)}]
-    best = (history[0]["validation_reward"], 0, networks.state_dict())
+    validate(0)
     obs, _ = venv.reset(seed=round_seed(config.seed, 0))
     batch = config.num_envs * config.num_steps
     log = ProgressLog(out / PROGRESS_NAME, PROGRESS_COLUMNS, None, False)
@@ -480,28 +486,32 @@ def train_rlae(
                 alpha, beta = networks.actor(rollout.inputs[-1])
             row["charts/concentration"] = float((alpha + beta - 2.0).mean())
             if iteration in stops:
-                value = validate(iteration)
-                row["validation/reward"] = value
-                history.append({"iteration": iteration, "validation_reward": value})
-                if not has_validation or value > best[0]:
-                    best = (value, iteration, networks.state_dict())
+                row["validation/reward"] = validate(iteration)
             log.write(row)
             bar.update(batch)
             bar.set_postfix(reward=f"{row['env/reward']:+.3f}", acc=f"{row['env/accuracy']:.3f}")
     finally:
         bar.close()
         log.close()
+    # the best mean validation reward among the start and the checkpoints (the last without a validation split)
+    chosen = select(rewards, "best") if rewards else None
+    index = chosen.index if chosen is not None else len(candidates) - 1
+    history = [
+        {"iteration": it, "validation_reward": chosen.means[k] if chosen is not None else float("nan")}
+        for k, (it, _) in enumerate(candidates)
+    ]
+    selected, kept = candidates[index]
     payload = {
         "kind": "rlae",
         "config": config.to_dict(),
         "models": list(cache.models),
         "iteration": iterations,
-        "selected_iteration": best[1],
+        "selected_iteration": selected,
         "validation": json.dumps(history),
-        "networks": best[2],
+        "networks": kept,
     }
     save_checkpoint(out / CHECKPOINT_NAME, payload)
-    return {"selected_iteration": best[1], "iterations": iterations, "validation": history}
+    return {"selected_iteration": selected, "iterations": iterations, "validation": history}
 
 
 # -- the run directory ----------------------------------------------------------------------------------------

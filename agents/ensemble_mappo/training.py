@@ -32,6 +32,7 @@ lock for the whole run). :mod:`ensemble_mappo.runs` writes and reads them, each 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,7 @@ __all__ = [
     "make_optimizer",
     "round_seed",
     "schedule",
+    "start_networks",
     "train",
     "update",
 ]
@@ -113,17 +115,8 @@ def train(
     # -- setup: the environment's copies, the networks, the optimizer, the rollout storage
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(config.threads)
-    budget = Budget.of_cache(config, cache)
-    episode_length, rounds = episode_plan(budget.questions, config.episode_length, config.num_steps)
-    options = env_options(config, cache)
-    venv = make_env(
-        cache, options, num_envs=config.num_envs, split="train", order=config.order, episode_length=episode_length
-    )
-    torch.manual_seed(config.seed)
-    agents = Agents.build(venv, config.hidden_size, config.decider_initial_prob, config.critic, config.decider_policy)
-    check_rollout_size(agents, venv, config.num_steps)  # before any rollout storage is allocated
-    start_decider(agents, venv, config, fit=not resume, rollouts=rounds)  # the size prior, or the offline start
+    # a resumed run loads its networks from its checkpoint; one stopped before its first checkpoint starts over
+    budget, rounds, venv, agents = _setup(config, cache, fit=not (resume and os.path.lexists(out / CHECKPOINT_NAME)))
     adam = make_optimizer(agents, config, optimizer)
     generator = torch.Generator().manual_seed(config.seed)
     rollout = agents.rollout(venv, config.num_steps)
@@ -174,6 +167,32 @@ def train(
                 save_checkpoint(out / CHECKPOINT_NAME, payload)
                 last_save = iteration + 1
     return row
+
+
+def _setup(config: TrainConfig, cache: LogitCache, *, fit: bool) -> tuple[Budget, int, EnsembleVectorEnv, Agents]:
+    """A run's budget, rounds of episodes, training environment and networks at update 0 (the decider given its
+    start policy, fitted to the offline start when ``fit``): the same objects, from the same random draws, for
+    :func:`train` and :func:`start_networks`."""
+    torch.set_num_threads(config.threads)
+    budget = Budget.of_cache(config, cache)
+    episode_length, rounds = episode_plan(budget.questions, config.episode_length, config.num_steps)
+    options = env_options(config, cache)
+    venv = make_env(
+        cache, options, num_envs=config.num_envs, split="train", order=config.order, episode_length=episode_length
+    )
+    torch.manual_seed(config.seed)
+    agents = Agents.build(venv, config.hidden_size, config.decider_initial_prob, config.critic, config.decider_policy)
+    check_rollout_size(agents, venv, config.num_steps)  # before any rollout storage is allocated
+    start_decider(agents, venv, config, fit=fit, rollouts=rounds)  # the size prior, or the offline start
+    return budget, rounds, venv, agents
+
+
+def start_networks(config: TrainConfig, cache: LogitCache) -> dict[str, dict[str, Tensor]]:
+    """The networks a run of ``config`` on ``cache`` starts PPO from (update 0, ``Agents.state_dict()``): the
+    decider at its start policy (the offline start fitted to the cache's train outcomes, or the size prior) and
+    the fusion agent at the mean vote. Exactly what :func:`train` builds before its first update; nothing is
+    written. The benchmark's checkpoint choice weighs the trained checkpoints against it."""
+    return _setup(config, cache, fit=True)[3].state_dict()
 
 
 def schedule(mode: str, stage_two: bool) -> tuple[Behaviour, tuple[str, ...]]:

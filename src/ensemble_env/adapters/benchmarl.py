@@ -7,6 +7,12 @@ BenchMARL's discrete actions are one Categorical per agent, so the decider acts 
 BenchMARL's MAPPO critics read (IPPO's critics read each group's own observation). BenchMARL masks the actions
 of every group once one group has a mask, so the decider gets an all-valid ``("decider", "action_mask")``.
 
+A second task, ``weights`` (:func:`benchmarl_weights_task`; ``task=ensemble_env/weights`` on the command line), is
+RLAE_MAPPO's game (arXiv 2506.00439; ``docs/rlae.md``): no decider, every model in the team, and N agents
+``weight_0 ... weight_{N-1}`` in one group, "weights", each setting its own model's weight in [0, 1] per question
+(continuous actions: BenchMARL's MAPPO, IPPO, MASAC, ISAC, MADDPG and IDDPG take it), the state (the fusion
+observation and the question's context) for centralized critics.
+
 >>> from benchmarl.algorithms import MappoConfig  # doctest: +SKIP
 >>> from benchmarl.experiment import Experiment, ExperimentConfig  # doctest: +SKIP
 >>> from benchmarl.models.mlp import MlpConfig  # doctest: +SKIP
@@ -37,6 +43,9 @@ __all__ = [  # noqa: F822
     "ENV_NAME",
     "HYDRA_DEFAULTS",
     "TASK_NAME",
+    "WEIGHTS_GAME",
+    "WEIGHTS_HYDRA_DEFAULTS",
+    "WEIGHTS_TASK_NAME",
     "AlignDeciderCredit",
     "EnsembleEnvTask",
     "EnsembleModel",
@@ -44,6 +53,7 @@ __all__ = [  # noqa: F822
     "EnsembleTask",
     "align_decider_credit",
     "benchmarl_task",
+    "benchmarl_weights_task",
     "main",
     "register",
 ]
@@ -63,6 +73,25 @@ HYDRA_DEFAULTS: dict[str, Any] = {
     "episode_length": 256,
     "decider_action": "subset",
 }
+#: the per-model weights task (``task=ensemble_env/weights``): RLAE_MAPPO's game
+WEIGHTS_TASK_NAME = "weights"
+#: the options that make the game RLAE_MAPPO's: no decider (every model answers), a weight per model, one agent
+#: per model; ``reward_history=0``: a question is a one-step bandit (the reference learner's setting)
+WEIGHTS_GAME: dict[str, Any] = {
+    "decider": False,
+    "fusion_action": "weights",
+    "fusion_agents": "per_model",
+    "reward_history": 0,
+}
+#: the weights task's command-line config (the per-model agents' observations and the state carry the question's
+#: task and, on caches with them, its features whatever ``fusion_extras`` says)
+WEIGHTS_HYDRA_DEFAULTS: dict[str, Any] = {
+    "cache": "toy8",
+    "split": "train",
+    "order": "shuffled",
+    "episode_length": 256,
+    **WEIGHTS_GAME,
+}
 
 
 def _copies(num_envs: int, seed: int | None, device: Any, options: dict[str, Any]) -> Any:
@@ -75,13 +104,15 @@ def _copies(num_envs: int, seed: int | None, device: Any, options: dict[str, Any
 
     from ensemble_env.adapters.torchrl import torchrl_env
 
+    masked = _has_decider(options)  # BenchMARL masks every group or none: the decider's mask is all-valid
+
     def copy(index: int) -> Any:
         return functools.partial(
             torchrl_env,
             seed=None if seed is None else seed + index,
             device=device,
             categorical_actions=True,
-            decider_action_mask=True,
+            decider_action_mask=masked,
             **options,
         )
 
@@ -95,36 +126,37 @@ def _build_task_class() -> type:
     from benchmarl.environments.common import TaskClass
     from torchrl.data import Composite
 
-    from ensemble_env.adapters.torchrl import GROUP_MAP
-
     def _keep(spec: Any, key: str) -> Any:
         """The groups' ``(group, key)`` entries of an unbatched observation spec (nothing else, no state)."""
         spec = spec.clone()
-        for group in GROUP_MAP:
+        if "state" in spec.keys():
+            del spec["state"]
+        for group in list(spec.keys()):
             for name in list(spec[group].keys()):
                 if name != key:
                     del spec[group][name]
             if spec[group].is_empty():
                 del spec[group]
-        if "state" in spec.keys():
-            del spec["state"]
         return None if spec.is_empty() else spec
 
     class EnsembleTask(TaskClass):
         """The ensemble game as a BenchMARL task; ``config`` holds ``cache`` and the options of ``parallel_env``.
 
         Its envs are already vectorised: ``get_env_fun(num_envs, ...)`` builds a ``SerialEnv`` whose copy i is
-        seeded ``seed + i`` (distinct question streams), and BenchMARL uses it as it is.
+        seeded ``seed + i`` (distinct question streams), and BenchMARL uses it as it is. The config decides the
+        groups and the kind of actions: discrete (the decider's team index, the fusion agent's answer) or, with
+        ``fusion_action="weights"`` and no decider (the ``weights`` task), continuous weights in [0, 1].
         """
 
         def get_env_fun(self, num_envs: int, continuous_actions: bool, seed: int | None, device: Any) -> Any:
+            _check_action_kinds(self.config)
             return functools.partial(_copies, num_envs, seed, device, dict(self.config))
 
         def supports_continuous_actions(self) -> bool:
-            return False
+            return _weighs(self.config)
 
         def supports_discrete_actions(self) -> bool:
-            return True
+            return not _weighs(self.config)
 
         def has_render(self, env: Any) -> bool:
             return False  # the game renders text; BenchMARL's render callback records video frames
@@ -133,7 +165,7 @@ def _build_task_class() -> type:
             return _episode_length(self.config)
 
         def group_map(self, env: Any) -> dict[str, list[str]]:
-            return {group: list(agents) for group, agents in GROUP_MAP.items()}
+            return {group: list(agents) for group, agents in _game_facts(self.config)[1].items()}
 
         def observation_spec(self, env: Any) -> Any:
             return _keep(env.full_observation_spec_unbatched, "observation")
@@ -157,24 +189,58 @@ def _build_task_class() -> type:
         @staticmethod
         def log_info(batch: Any) -> dict[str, float]:
             """Logged each iteration: the collected batch's accuracy and mean team size."""
-            info = batch.get(("next", "fusion", "info"), None)
-            if info is None:
-                return {}
-            return {"env/accuracy": info["correct"].mean().item(), "env/team_size": info["team_size"].mean().item()}
+            from ensemble_env.adapters.torchrl import WEIGHTS_GROUP
+
+            for group in ("fusion", WEIGHTS_GROUP):
+                info = batch.get(("next", group, "info"), None)
+                if info is not None:
+                    return {
+                        "env/accuracy": info["correct"].mean().item(),
+                        "env/team_size": info["team_size"].mean().item(),
+                    }
+            return {}
 
     return EnsembleTask
 
 
 @functools.cache
-def _episode_length_of(items: tuple[tuple[str, Any], ...]) -> int:
+def _game_facts_of(items: tuple[tuple[str, Any], ...]) -> tuple[int, dict[str, tuple[str, ...]]]:
+    from ensemble_env.adapters.torchrl import group_map_of
+
     options = {key: value for key, value in items if key not in ADAPTER_OPTIONS}
     cache = options.pop("cache", None)
-    return int(parallel_env(cache, **options).engine.episode_length)
+    env = parallel_env(cache, **options)
+    groups = {group: tuple(agents) for group, agents in group_map_of(env.possible_agents).items()}
+    return int(env.engine.episode_length), groups
+
+
+def _game_facts(config: dict[str, Any]) -> tuple[int, dict[str, tuple[str, ...]]]:
+    """(steps of one episode, TorchRL's groups) under a task config."""
+    return _game_facts_of(tuple(sorted((key, _hashable(value)) for key, value in config.items())))
 
 
 def _episode_length(config: dict[str, Any]) -> int:
     """Steps of one episode under a task config (BenchMARL's evaluation plays whole episodes)."""
-    return _episode_length_of(tuple(sorted((key, _hashable(value)) for key, value in config.items())))
+    return _game_facts(config)[0]
+
+
+def _has_decider(config: dict[str, Any]) -> bool:
+    return bool(config.get("decider", True))
+
+
+def _weighs(config: dict[str, Any]) -> bool:
+    """Whether a task config's actions are continuous: weights (``fusion_action="weights"``) and no decider."""
+    return config.get("fusion_action", "answer") == "weights" and not _has_decider(config)
+
+
+def _check_action_kinds(config: dict[str, Any]) -> None:
+    """BenchMARL trains all groups with discrete actions or all with continuous ones, never both."""
+    if config.get("fusion_action", "answer") == "weights" and _has_decider(config):
+        raise ValueError(
+            f"fusion_action={config['fusion_action']!r} with the decider (decider={config.get('decider', True)!r}) "
+            "mixes a discrete group (the team index) and a continuous one (the weights), and BenchMARL trains "
+            "either kind alone: set decider=False (the 'weights' task) or fusion_action='answer'"
+        )
 
 
 def _hashable(value: Any) -> Any:
@@ -188,9 +254,11 @@ def _build_task_enum() -> type:
     task_class = _task_class("EnsembleTask")
 
     class EnsembleEnvTask(Task):
-        """BenchMARL's enum of this environment's tasks: one, ``ensemble`` (every option is in its config)."""
+        """BenchMARL's enum of this environment's tasks: ``ensemble`` (the decider and the fusion agent) and
+        ``weights`` (RLAE_MAPPO's per-model weights); every option is in the task's config."""
 
         ENSEMBLE = None
+        WEIGHTS = None
 
         @staticmethod
         def associated_class() -> type:
@@ -312,19 +380,25 @@ def __getattr__(attribute: str) -> Any:
 
 
 def register() -> Any:
-    """Make the task known to BenchMARL's command line, as ``task=ensemble_env/ensemble``.
+    """Make the tasks known to BenchMARL's command line, as ``task=ensemble_env/ensemble`` and
+    ``task=ensemble_env/weights``.
 
-    Adds it to BenchMARL's task registry and its config, :data:`HYDRA_DEFAULTS`, to Hydra's config store
-    (group ``task/ensemble_env``). Returns the task enum; ``EnsembleEnvTask.ENSEMBLE.get_task(config)`` gives
-    the task for a config dict. :func:`main` calls it before BenchMARL's own ``run.py`` entry point.
+    Adds them to BenchMARL's task registry and their configs, :data:`HYDRA_DEFAULTS` and
+    :data:`WEIGHTS_HYDRA_DEFAULTS`, to Hydra's config store (group ``task/ensemble_env``). Returns the task enum;
+    ``EnsembleEnvTask.ENSEMBLE.get_task(config)`` gives the task for a config dict. :func:`main` calls it before
+    BenchMARL's own ``run.py`` entry point.
     """
     require("benchmarl", "benchmarl")
     from benchmarl.environments import task_config_registry
     from hydra.core.config_store import ConfigStore
 
     enum = __getattr__("EnsembleEnvTask")
-    task_config_registry[f"{ENV_NAME}/{TASK_NAME}"] = enum.ENSEMBLE
-    ConfigStore.instance().store(group=f"task/{ENV_NAME}", name=TASK_NAME, node=dict(HYDRA_DEFAULTS))
+    for member, name, defaults in (
+        (enum.ENSEMBLE, TASK_NAME, HYDRA_DEFAULTS),
+        (enum.WEIGHTS, WEIGHTS_TASK_NAME, WEIGHTS_HYDRA_DEFAULTS),
+    ):
+        task_config_registry[f"{ENV_NAME}/{name}"] = member
+        ConfigStore.instance().store(group=f"task/{ENV_NAME}", name=name, node=dict(defaults))
     return enum
 
 
@@ -357,10 +431,34 @@ def benchmarl_task(cache: str | os.PathLike[str] | None = None, **options: Any) 
     """
     require("benchmarl", "benchmarl")
     options = choose_encoding(options, "subset", "BenchMARL", ("subset",))
+    return _task("ENSEMBLE", cache, options)
+
+
+def benchmarl_weights_task(cache: str | os.PathLike[str] | None = None, **options: Any) -> Any:
+    """The ``weights`` task: RLAE_MAPPO's per-model weights game (:data:`WEIGHTS_GAME`) as a BenchMARL task.
+
+    Agents ``weight_0 ... weight_{N-1}`` in one group, "weights", each with a continuous action in [0, 1] (its
+    model's weight) and an observation of the question's context and its own model's probabilities; the state
+    (the fusion observation and the context) for centralized critics (MAPPO, MASAC, MADDPG). ``cache`` as in
+    :func:`benchmarl_task`; ``options``: the other options of :func:`ensemble_env.parallel_env` (``alpha``,
+    ``fusion_extras``, ...); a different ``decider``, ``fusion_action`` or ``fusion_agents`` is refused, naming it.
+    Set ``episode_length``: BenchMARL's evaluation plays whole episodes.
+    """
+    require("benchmarl", "benchmarl")
+    for name in ("decider", "fusion_action", "fusion_agents"):
+        if name in options and options[name] != WEIGHTS_GAME[name]:
+            raise ValueError(
+                f"{name}={options[name]!r} is not the weights task's {WEIGHTS_GAME[name]!r} "
+                "(for the decider's game use benchmarl_task)"
+            )
+    return _task("WEIGHTS", cache, {**WEIGHTS_GAME, **options})
+
+
+def _task(member: str, cache: str | os.PathLike[str] | None, options: dict[str, Any]) -> Any:
     if cache is not None:
         cache = os.fspath(cache)
         resolve_cache(cache)  # fail here, naming the file, rather than inside BenchMARL
-    return __getattr__("EnsembleEnvTask").ENSEMBLE.get_task({"cache": cache, **options})
+    return getattr(__getattr__("EnsembleEnvTask"), member).get_task({"cache": cache, **options})
 
 
 if __name__ == "__main__":  # python -m ensemble_env.adapters.benchmarl: run as the importable module, for pickling

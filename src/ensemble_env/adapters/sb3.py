@@ -1,6 +1,6 @@
-"""Stable-Baselines3 adapter: train one role with SB3 (the other fixed or frozen), or one shared policy.
+"""Stable-Baselines3 adapter: train one role with SB3 (the other fixed or frozen), one shared policy, or RLAE's weights.
 
-SB3 is single-agent, so there are two ways in (``docs/adapters.md`` says which to use when):
+SB3 is single-agent, so there are three ways in (``docs/adapters.md`` says which to use when):
 
 - ``sb3_env(train="decider")`` / ``sb3_env(train="fusion")``: a :class:`SingleRoleEnv` per copy, a Gymnasium
   view of one role in which the other role is played by a fixed policy (default: the mean-probability vote as
@@ -15,8 +15,15 @@ SB3 is single-agent, so there are two ways in (``docs/adapters.md`` says which t
   each row only its own role's actions (the fusion agent: the question's valid choices), and a padded action
   that still reaches it raises ValueError instead of becoming an answer. (SuperSuit maps every padded action
   to action 0; with plain PPO the shared policy settled on answering 0 to everything.)
+- ``sb3_env(train="weights")``: RLAE as published (arXiv 2506.00439, ``docs/rlae.md``): no decider, every model
+  answers every question, one agent sets a weight per model, ``Box(0, 1, (N,), float32)``, and the answer is
+  the argmax over the valid choices of sum_i w_i p_i(c). It is the :class:`SingleRoleEnv` of the fusion agent
+  of ``parallel_env(decider=False, fusion_action="weights")``, played alone (there is no other role), with the
+  RLAE learners' context (:func:`weights_options`). SB3's PPO takes the ``Box`` as is (a Gaussian whose samples
+  SB3 clips into [0, 1]); :func:`start_at_uniform` makes the untrained policy's mean action the uniform weights,
+  the mean vote.
 
-Both return an SB3 ``VecEnv`` wrapped in ``VecMonitor`` (episode return and length in the logs). Episode ends
+All three return an SB3 ``VecEnv`` wrapped in ``VecMonitor`` (episode return and length in the logs). Episode ends
 pass through as SB3 expects them: ``dones`` is terminated or truncated, ``infos[i]["TimeLimit.truncated"]`` is
 True only for an ``episode_length`` cut (SB3 then bootstraps from ``infos[i]["terminal_observation"]``, the
 real next question), False when the question stream is exhausted. SuperSuit's own SB3 wrapper drops the
@@ -27,6 +34,13 @@ difference; this adapter restores it.
 >>> obs, info = env.reset(seed=0)
 >>> env.observation_space.contains(obs), env.action_space
 (True, Discrete(10))
+>>> weights = SingleRoleEnv("fusion", cache="toy8", **weights_options("toy8"))
+>>> obs, info = weights.reset(seed=0)
+>>> weights.action_space, weights.observation_space.shape
+(Box(0.0, 1.0, (8,), float32), (103,))
+>>> obs, reward, terminated, truncated, info = weights.step(np.full(8, 0.5, dtype=np.float32))
+>>> info["answer"] == info["label"], reward, terminated, truncated  # the mean vote is right: +1
+(True, 1.0, False, False)
 """
 
 from __future__ import annotations
@@ -50,11 +64,24 @@ from ensemble_env.game.reward import model_costs, step_reward
 from ensemble_env.views.parallel import parallel_env
 from ensemble_env.views.policies import FixedTeam, MeanVote
 
-__all__ = ["CREDITS", "FUSION_VIEWS", "ROLES", "TRAIN_CHOICES", "SingleRoleEnv", "sb3_env"]
+__all__ = [
+    "CREDITS",
+    "FUSION_VIEWS",
+    "ROLES",
+    "TRAIN_CHOICES",
+    "WEIGHTS_GAME",
+    "SingleRoleEnv",
+    "sb3_env",
+    "start_at_uniform",
+    "weights_options",
+]
 
 ROLES = ("decider", "fusion")
-#: what ``sb3_env(train=...)`` can train: one role, or both roles through one shared policy (SuperSuit)
-TRAIN_CHOICES = (*ROLES, "shared")
+#: what ``sb3_env(train=...)`` can train: one role, both roles through one shared policy (SuperSuit), or RLAE's
+#: single weighting agent (no decider)
+TRAIN_CHOICES = (*ROLES, "shared", "weights")
+#: the options that make RLAE's game (``train="weights"``): no decider, one agent weighing every model
+WEIGHTS_GAME = {"decider": False, "fusion_action": "weights", "fusion_agents": "one"}
 #: the decider's reward in a single-role env: the game's r_t, or the aligned r_{t+1} (``wrappers`` module)
 CREDITS = ("game", "aligned")
 #: the fusion observation the trained fuser sees: the game's, or laid out per choice (``PerChoiceFusion``)
@@ -81,14 +108,69 @@ def _other_policy(other: Any, role: str, env: Any) -> Policy:
     return other
 
 
+def weights_options(cache: LogitCache | str | os.PathLike[str] | None = None, **options: Any) -> dict[str, Any]:
+    """:func:`ensemble_env.parallel_env` options of RLAE's game (the ``rlae_ppo`` learner's, ``docs/rlae.md``).
+
+    :data:`WEIGHTS_GAME` (no decider, one weighting agent), then by default the context of the question the
+    weights act on, ``fusion_extras=("task", "features")`` (``("task",)`` on a cache without features), and
+    ``reward_history=0`` (each question is a one-step bandit); ``options`` override those two defaults and add
+    any other option (``split``, ``episode_length``, ...). An option of :data:`WEIGHTS_GAME` given with another
+    value raises ValueError: that would be another game.
+
+    >>> weights_options("toy8", split="test")["fusion_extras"]
+    ('task',)
+    """
+    for key, value in WEIGHTS_GAME.items():
+        if key in options and options[key] != value:
+            raise ValueError(
+                f"{key}={options[key]!r}: the weights game is {key}={value!r} (RLAE: one agent weighing every model); "
+                "for another game build SingleRoleEnv or parallel_env with its own options"
+            )
+    features = resolve_cache(cache).features is not None
+    defaults = {"fusion_extras": ("task", "features") if features else ("task",), "reward_history": 0}
+    return {**WEIGHTS_GAME, **defaults, **options}
+
+
+def start_at_uniform(model: Any) -> Any:
+    """Make an SB3 PPO/A2C model on the weights game start at the mean vote; returns the model.
+
+    The policy's last layer (``action_net``) is set to output the middle of the action box, 1/2 for every
+    weight, whatever the observation (zero weights, bias 1/2): the untrained policy's mean action is the uniform
+    weights, whose answer is the mean vote of all models (the "conventional ensemble" RLAE starts from, as the
+    reference learner ``rlae_ppo`` does). The exploration noise (``log_std``) is left as it is.
+    """
+    space = model.action_space
+    if not isinstance(space, gymnasium.spaces.Box):
+        raise ValueError(f"start_at_uniform needs a model with a Box (weights) action space, got {space}")
+    policy = getattr(model, "policy", None)
+    head = getattr(policy, "action_net", None)
+    if head is None or not hasattr(head, "bias") or head.bias.shape[0] != space.shape[0]:
+        raise ValueError(
+            "start_at_uniform needs an SB3 actor-critic policy whose action_net is a linear layer of "
+            f"{space.shape[0]} outputs (PPO or A2C with MlpPolicy), got {type(policy).__name__}"
+        )
+    import torch
+
+    middle = (np.asarray(space.low, dtype=np.float64) + np.asarray(space.high, dtype=np.float64)) / 2
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.copy_(torch.as_tensor(middle, dtype=head.bias.dtype))
+    return model
+
+
 class SingleRoleEnv(gymnasium.Env[np.ndarray, Any]):
-    """One role of the ensemble game as a ``gymnasium.Env``; ``other`` plays the other role.
+    """One role of the ensemble game as a ``gymnasium.Env``; ``other`` plays the other role, if the game has one.
 
     ``role``: "decider" or "fusion", the role the agent learns. ``other``: None (default: mean-probability vote
     as the fuser, every model as the team), a policy class with ``from_env``, a batched callable, or an SB3
     model (used frozen). Observation and action spaces are the role's own (the same objects as the PettingZoo
     env's); the reward is the shared team reward; ``info`` is the role's numeric info dict. The other keyword
     arguments are :func:`ensemble_env.parallel_env`'s.
+
+    Without a decider (``decider=False``: the team is every model) the fusion role plays alone, and ``other``
+    must stay None. With ``fusion_action="weights"`` (RLAE; :func:`weights_options`) its action is the ``Box``
+    of N weights and its info holds the valid choices as ``"choice_mask"``. The per-model weighting agents
+    (``fusion_agents="per_model"``) are several agents: no single-role view, a ValueError says so.
 
     ``credit`` (decider only): ``"game"`` (default) returns the game's r_t, earned by the team committed one step
     earlier; ``"aligned"`` returns r_{t+1}, the reward of the question the team just committed answers, found by
@@ -124,39 +206,67 @@ class SingleRoleEnv(gymnasium.Env[np.ndarray, Any]):
         if fusion_view != "raw" and role != "fusion":
             raise ValueError(f"fusion_view={fusion_view!r} is what the trained fuser sees: use it with role='fusion'")
         self.role, self.credit = role, credit
-        self.other_role = ROLES[1 - ROLES.index(role)]
         self.parallel = parallel_env(cache, render_mode=render_mode, **options)
+        agents = list(self.parallel.possible_agents)
+        if role not in agents:
+            hint = (
+                "fusion_agents='per_model' has one agent per model: train them with a multi-agent library, or use "
+                "fusion_agents='one' for a single weighting agent"
+                if role == "fusion"
+                else "decider=False has no decider: train the fusion role"
+            )
+            raise ValueError(f"role={role!r} is not an agent of this game (its agents: {agents}); {hint}")
+        other_role = ROLES[1 - ROLES.index(role)]
+        #: the role the other policy plays, or None when the learning role plays alone (decider=False)
+        self.other_role: str | None = other_role if other_role in agents else None
+        if self.other_role is None and other is not None:
+            raise ValueError(
+                f"other={getattr(other, '__name__', type(other).__name__)}: this game has no {other_role} "
+                f"(agents {agents}), so there is no other role to play; leave other=None"
+            )
         self.render_mode = render_mode
         self._per_choice = PerChoiceLayout.from_env(self.parallel) if fusion_view == "per_choice" else None
         self.observation_space = (
             self._per_choice.space() if self._per_choice is not None else self.parallel.observation_space(role)
         )
         self.action_space = self.parallel.action_space(role)
-        self._other = _other_policy(other, self.other_role, self.parallel)
+        self._other = None if self.other_role is None else _other_policy(other, self.other_role, self.parallel)
+        self._started = False
         self._other_obs: np.ndarray | None = None
         self._next_other_action: Any = None  # the fuser's answer already played in the aligned look-ahead
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         obs, infos = self.parallel.reset(seed=seed)
-        self._other_obs, self._next_other_action = obs[self.other_role], None
+        self._started = True
+        self._other_obs, self._next_other_action = self._other_of(obs), None
         return self._shown(obs), infos[self.role]
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
-        if self._other_obs is None:
+        if not self._started:
             raise RuntimeError("step() called before reset()")
-        other_action = self._next_other_action
-        if other_action is None:
-            other_action = np.asarray(self._other(self._other_obs[None, :]))[0]
-        obs, rewards, terminations, truncations, infos = self.parallel.step(
-            {self.role: action, self.other_role: other_action}
-        )
-        self._other_obs, self._next_other_action = obs[self.other_role], None
+        actions = {self.role: action}
+        if self.other_role is not None:
+            other_action = self._next_other_action
+            if other_action is None:
+                other_action = self._other_action()
+            actions[self.other_role] = other_action
+        obs, rewards, terminations, truncations, infos = self.parallel.step(actions)
+        self._other_obs, self._next_other_action = self._other_of(obs), None
         role = self.role
         reward = rewards[role]
         if self.credit == "aligned":
             reward = 0.0 if terminations[role] or truncations[role] else self._look_ahead()
         return self._shown(obs), reward, terminations[role], truncations[role], infos[role]
+
+    def _other_action(self) -> Any:
+        """The other role's action on its current observation (only in a game that has the other role)."""
+        if self._other is None or self._other_obs is None:
+            raise RuntimeError("this game has no other role, or reset() was not called")
+        return np.asarray(self._other(self._other_obs[None, :]))[0]
+
+    def _other_of(self, obs: dict[str, np.ndarray]) -> np.ndarray | None:
+        return None if self.other_role is None else obs[self.other_role]
 
     def _shown(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         if self._per_choice is None:
@@ -173,7 +283,7 @@ class SingleRoleEnv(gymnasium.Env[np.ndarray, Any]):
         of that step commits the team after, which r_{t+1} does not depend on. Nothing in the game changes.
         """
         engine = self.parallel.engine
-        answer = int(np.asarray(self._other(self._other_obs[None, :])).reshape(-1)[0])
+        answer = int(np.asarray(self._other_action()).reshape(-1)[0])
         self._next_other_action = answer
         question = int(engine.next_questions()[0])
         team = engine.team[0]
@@ -197,7 +307,14 @@ class SingleRoleEnv(gymnasium.Env[np.ndarray, Any]):
 
     def action_masks(self) -> np.ndarray:
         """Valid actions, as sb3-contrib's MaskablePPO reads them: the valid-choice mask for the fusion role;
-        every value allowed (``2 * N`` entries, one per bit value) for the decider."""
+        every value allowed (``2 * N`` entries, one per bit value) for the decider. A weighting agent's ``Box``
+        action has no mask (ValueError): every weight vector is valid, the answer is always a valid choice."""
+        if isinstance(self.action_space, gymnasium.spaces.Box):
+            raise ValueError(
+                f"the fusion action is {self.action_space} (weights): a Box has no action mask, and every weight "
+                "vector answers a valid choice; train it with PPO, not MaskablePPO (info['choice_mask'] holds the "
+                "question's valid choices)"
+            )
         if self.role == "fusion":
             return self.parallel.engine.action_masks()[0].astype(bool)
         space = self.action_space
@@ -224,9 +341,11 @@ def sb3_env(
     """An SB3 ``VecEnv`` of ``num_envs`` copies of the game, for ``PPO("MlpPolicy", env)``.
 
     ``train``: "decider" or "fusion" (one role learns; ``other`` plays the other role, see
-    :class:`SingleRoleEnv`), or "shared" (both roles through one parameter-shared policy, SuperSuit; the decider
-    uses the ``"subset"`` encoding). ``seed``: the copies' first reset uses ``seed``, ``seed + 1``, ... (SB3's
-    ``PPO(seed=...)`` overrides it for the single-role envs). ``options``: :func:`ensemble_env.parallel_env`'s.
+    :class:`SingleRoleEnv`), "shared" (both roles through one parameter-shared policy, SuperSuit; the decider
+    uses the ``"subset"`` encoding), or "weights" (RLAE: the fusion agent of :func:`weights_options`' game, no
+    decider, a ``Box`` of N weights; ``PPO("MlpPolicy", env)``, then :func:`start_at_uniform`). ``seed``: the
+    copies' first reset uses ``seed``, ``seed + 1``, ... (SB3's ``PPO(seed=...)`` overrides it for the
+    single-role envs). ``options``: :func:`ensemble_env.parallel_env`'s.
 
     Needs ``pip install 'ensemble-env[sb3]'``.
     """
@@ -238,6 +357,10 @@ def sb3_env(
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
     loaded = resolve_cache(cache)  # loaded once, shared by the copies
+    if train == "weights":
+        if other is not None:
+            raise ValueError("train='weights' has no decider (every model answers): there is no other role to pass")
+        train, options = "fusion", weights_options(loaded, **options)
     if train in ROLES:
         vector = DummyVecEnv([partial(SingleRoleEnv, train, other, loaded, **options) for _ in range(num_envs)])
     else:

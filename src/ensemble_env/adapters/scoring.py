@@ -31,13 +31,26 @@ import numpy as np
 
 from ensemble_env.baselines import routing
 from ensemble_env.baselines import simple as baselines
+from ensemble_env.baselines.comparison import compare
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import RewardSettings, question_rewards
 
-__all__ = ["FIGURES", "EpisodeTally", "Progress", "baseline_figures", "comparison", "gain_line", "team_mask_of"]
+__all__ = [
+    "FIGURES",
+    "WEIGHT_BASELINES",
+    "EpisodeTally",
+    "Progress",
+    "baseline_figures",
+    "comparison",
+    "gain_line",
+    "team_mask_of",
+    "weight_baseline_figures",
+]
 
 #: the figures of an episode, in the order the examples print them
 FIGURES = ("accuracy", "reward_per_question", "team_size")
+#: what the RLAE examples (every model answers, weighted) are compared with: the weighted votes and the references
+WEIGHT_BASELINES = ("mean_probability_vote", "per_task_weights", "per_question_weights", "best_single", "stacking")
 
 
 def team_mask_of(observation: np.ndarray, layout: Any, role: str) -> np.ndarray:
@@ -114,6 +127,22 @@ class EpisodeTally:
         ]
         size = np.mean([len(team) for team in self.teams])
         return f"{', '.join(parts)} (mean size {size:.2f} of {len(self.models)})"
+
+
+def weight_baseline_figures(
+    cache: LogitCache, split: str = "test", names: tuple[str, ...] = WEIGHT_BASELINES
+) -> dict[str, dict[str, float]]:
+    """The :data:`FIGURES` of the baselines ``names`` on ``split``, fitted on train
+    (:func:`ensemble_env.baselines.comparison.compare`: those that tune do so on validation when it is not the split
+    scored), with the environment's reward: what the RLAE examples print next to their policy."""
+    return {
+        result.name: {
+            "accuracy": result.accuracy,
+            "reward_per_question": float(result.rewards(cache).mean()),
+            "team_size": result.mean_team_size,
+        }
+        for result in compare(cache, split=split, names=names)
+    }
 
 
 def baseline_figures(

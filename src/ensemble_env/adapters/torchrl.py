@@ -16,8 +16,26 @@ key                                    shape (batch dims first)
 ``"state"``                            (state size,) float32: both observations, for a centralized critic
 =====================================  =====================================================================
 
+The groups follow the game's agents (:func:`group_map_of`): without a decider (``decider=False``) there is no
+"decider" group, and with per-model weighting agents (RLAE_MAPPO's game: ``decider=False,
+fusion_action="weights", fusion_agents="per_model"``) the N agents ``weight_0 ... weight_{N-1}`` form one group,
+"weights" (:data:`WEIGHTS_GROUP`), so that one network can act for all of them:
+
+=====================================  =====================================================================
+``("weights", "observation")``         (N, per-model obs size) float32: agent i's context, its model's
+                                       probabilities, membership and the valid-choice mask
+``("weights", "action")``              (N, 1) float32 in [0, 1] (a ``Bounded`` spec): model i's weight
+``("weights", "info", "choice_mask")`` (N, C) float32, the valid choices (an info: the action is not discrete)
+``"state"``                            the fusion observation, then the question's context (task, features)
+=====================================  =====================================================================
+
+With ``fusion_action="weights"`` and one agent, the "fusion" group's action is (1, N) weights in [0, 1].
+
 >>> env = torchrl_env(episode_length=8, seed=0)  # doctest: +SKIP
 >>> env.rollout(8)["next", "fusion", "info", "accuracy"].shape  # doctest: +SKIP
+torch.Size([8, 1])
+>>> rlae = torchrl_env("toy8", decider=False, fusion_action="weights", fusion_agents="per_model")  # doctest: +SKIP
+>>> rlae.full_action_spec["weights", "action"].shape  # doctest: +SKIP
 torch.Size([8, 1])
 """
 
@@ -35,10 +53,32 @@ from ensemble_env.adapters.wrappers import PerChoiceFusion
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.views.parallel import parallel_env
 
-__all__ = ["GROUP_MAP", "DeciderActionMask", "torchrl_env"]
+__all__ = ["GROUP_MAP", "WEIGHTS_GROUP", "DeciderActionMask", "group_map_of", "torchrl_env"]
 
-#: one group per role: the roles have different spaces and their own networks
+#: one group per role: the roles have different spaces and their own networks (the default game's groups)
 GROUP_MAP = {"decider": ["decider"], "fusion": ["fusion"]}
+#: the group of the per-model weighting agents ``weight_0 ... weight_{N-1}`` (``fusion_agents="per_model"``)
+WEIGHTS_GROUP = "weights"
+
+
+def group_map_of(agents: Any) -> dict[str, list[str]]:
+    """TorchRL's groups for the game's ``agents``: ``"decider"`` and ``"fusion"`` alone, the per-model
+    ``weight_i`` together in :data:`WEIGHTS_GROUP` (same spaces, one shared reward), in acting order.
+
+    >>> group_map_of(["decider", "fusion"]) == GROUP_MAP
+    True
+    >>> group_map_of(["weight_0", "weight_1"])
+    {'weights': ['weight_0', 'weight_1']}
+    """
+    groups: dict[str, list[str]] = {}
+    for agent in agents:
+        if agent in ("decider", "fusion"):
+            groups[agent] = [agent]
+        elif agent.startswith("weight_"):
+            groups.setdefault(WEIGHTS_GROUP, []).append(agent)
+        else:
+            raise ValueError(f"agent {agent!r} is not 'decider', 'fusion' or 'weight_<i>'")
+    return groups
 
 
 def torchrl_env(
@@ -52,7 +92,8 @@ def torchrl_env(
     fusion_view: str = "raw",
     **options: Any,
 ) -> Any:
-    """The game as a TorchRL ``PettingZooWrapper``: groups "decider" and "fusion", ``return_state=True``.
+    """The game as a TorchRL ``PettingZooWrapper``: groups "decider" and "fusion" (by default; the groups follow
+    the agents, :func:`group_map_of`: "weights" for the per-model agents), ``return_state=True``.
 
     ``seed``: the first reset's seed (later resets continue the generator; ``env.set_seed`` re-seeds).
     ``categorical_actions``: discrete actions as indices (True) or one-hot. ``decider_action_mask``: also give
@@ -60,7 +101,9 @@ def torchrl_env(
     that mask the actions of every group or of none (BenchMARL). ``fusion_view``: ``"raw"`` (the game's fusion
     observation) or ``"per_choice"`` (:class:`~ensemble_env.adapters.wrappers.PerChoiceFusion`: laid out per
     choice, for a scorer shared over the choices; ``state`` follows it). ``options``: the options of
-    :func:`ensemble_env.parallel_env`. Needs ``pip install 'ensemble-env[torchrl]'``.
+    :func:`ensemble_env.parallel_env`, RLAE's included (``decider=False, fusion_action="weights",
+    fusion_agents="per_model"``: the group "weights", continuous actions bounded to [0, 1]).
+    Needs ``pip install 'ensemble-env[torchrl]'``.
     """
     require("torchrl", "torchrl")
     from torchrl.envs import PettingZooWrapper
@@ -78,7 +121,7 @@ def torchrl_env(
         return PettingZooWrapper(
             env=env,
             return_state=True,
-            group_map={group: list(agents) for group, agents in GROUP_MAP.items()},
+            group_map=group_map_of(env.possible_agents),
             categorical_actions=categorical_actions,
             seed=seed,
             device=device,
@@ -93,6 +136,11 @@ class DeciderActionMask(BaseParallelWrapper):
     """
 
     def __init__(self, env: Any) -> None:
+        if "decider" not in env.possible_agents:
+            raise ValueError(
+                f"decider_action_mask needs a decider, and the game's agents are {list(env.possible_agents)} "
+                "(decider=False)"
+            )
         if env.config.decider_action != "subset":
             raise ValueError(
                 f"decider_action_mask needs decider_action='subset' (one mask entry per team index), "
