@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ensemble_env.game.config import EnvConfig
+from ensemble_env.game.config import EnvConfig, rlae_game
 from ensemble_env.text import show
 from ensemble_mappo.config import MAX_CONFIG_BYTES
 
@@ -123,15 +123,8 @@ class RLAEConfig:
     def env_options(self, *, has_features: bool) -> dict[str, Any]:
         """The environment options of the run: the RLAE game and its context (task one-hot, and the cache's features
         when it has them), then ``env``. ``reward_history=0``: each question is a one-step bandit."""
-        options: dict[str, Any] = {
-            "decider": False,
-            "fusion_action": "weights",
-            "fusion_agents": "one" if self.algorithm == "rlae_ppo" else "per_model",
-            "fusion_extras": ["task", "features"] if has_features else ["task"],
-            "reward_history": 0,
-        }
-        options.update(self.env)
-        return options
+        agents = "one" if self.algorithm == "rlae_ppo" else "per_model"
+        return {**rlae_game(agents, has_features=has_features), **self.env}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ import torch
 from benchmarl.algorithms import IppoConfig, MappoConfig
 from benchmarl.experiment import Experiment, ExperimentConfig
 from benchmarl.models.mlp import MlpConfig
+from benchmarl_runs import run_benchmarl
 
 import ensemble_env
 from ensemble_env import save_cache
@@ -145,34 +144,26 @@ def test_mappo_and_ippo_run_one_iteration(cache_path: Path, tmp_path: Path, algo
     assert experiment.total_frames == 64
 
 
-def _tiny_run_overrides(tmp_path: Path) -> list[str]:
-    return [
-        "algorithm=mappo",
-        "task=ensemble_env/ensemble",
-        "task.episode_length=16",
-        "experiment.max_n_frames=64",
-        "experiment.on_policy_collected_frames_per_batch=64",
-        "experiment.on_policy_n_envs_per_worker=2",
-        "experiment.on_policy_minibatch_size=32",
-        "experiment.on_policy_n_minibatch_iters=1",
-        "experiment.evaluation=false",
-        "experiment.loggers=[]",
-        "experiment.create_json=false",
-        "experiment.checkpoint_at_end=false",
-        f"experiment.save_folder={tmp_path}",
-        f"hydra.run.dir={tmp_path}",
-    ]
+#: one tiny MAPPO iteration of the decider-and-fusion task
+TINY_RUN = [
+    "algorithm=mappo",
+    "task=ensemble_env/ensemble",
+    "task.episode_length=16",
+    "experiment.max_n_frames=64",
+    "experiment.on_policy_collected_frames_per_batch=64",
+    "experiment.on_policy_n_envs_per_worker=2",
+    "experiment.on_policy_minibatch_size=32",
+    "experiment.on_policy_n_minibatch_iters=1",
+]
 
 
 @pytest.mark.slow
 def test_benchmarls_own_run_finds_the_task_through_the_hydra_plugin(tmp_path: Path) -> None:
     """``python -m benchmarl.run ... task=ensemble_env/ensemble``: BenchMARL's own entry point, no code of ours
     called first; the Hydra plugin (src/hydra_plugins/ensemble_env_benchmarl) registers the task."""
-    command = [sys.executable, "-m", "benchmarl.run", *_tiny_run_overrides(tmp_path)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "Task: ensemble_env/ensemble" in done.stdout
-    assert "decider_action: subset" in done.stdout  # the task's config, HYDRA_DEFAULTS
+    printed = run_benchmarl("benchmarl.run", TINY_RUN, tmp_path)
+    assert "Task: ensemble_env/ensemble" in printed
+    assert "decider_action: subset" in printed  # the task's config, HYDRA_DEFAULTS
 
 
 @pytest.mark.filterwarnings(*BENCHMARL_WARNINGS)
@@ -226,23 +217,5 @@ def _mlp_fields() -> dict:
 @pytest.mark.slow
 def test_benchmarls_command_line_runs_the_task(tmp_path: Path) -> None:
     """The Hydra command line as BenchMARL's users launch it, one tiny MAPPO iteration."""
-    overrides = [
-        "algorithm=mappo",
-        "task=ensemble_env/ensemble",
-        "task.episode_length=16",
-        "experiment.max_n_frames=64",
-        "experiment.on_policy_collected_frames_per_batch=64",
-        "experiment.on_policy_n_envs_per_worker=2",
-        "experiment.on_policy_minibatch_size=32",
-        "experiment.on_policy_n_minibatch_iters=1",
-        "experiment.evaluation=false",
-        "experiment.loggers=[]",
-        "experiment.create_json=false",
-        "experiment.checkpoint_at_end=false",
-        f"experiment.save_folder={tmp_path}",
-        f"hydra.run.dir={tmp_path}",
-    ]
-    command = [sys.executable, "-m", "ensemble_env.adapters.benchmarl", *overrides]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "Task: ensemble_env/ensemble" in done.stdout
+    printed = run_benchmarl("ensemble_env.adapters.benchmarl", TINY_RUN, tmp_path)
+    assert "Task: ensemble_env/ensemble" in printed

@@ -3,8 +3,6 @@ BenchMARL's command line, every continuous algorithm BenchMARL has, and learning
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ import torch
 from benchmarl.algorithms import IddpgConfig, IppoConfig, IsacConfig, MaddpgConfig, MappoConfig, MasacConfig
 from benchmarl.experiment import Experiment, ExperimentConfig
 from benchmarl.models.mlp import MlpConfig
+from benchmarl_runs import run_benchmarl
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 import ensemble_env
@@ -180,18 +179,10 @@ def test_benchmarls_own_run_trains_the_weights_task(tmp_path: Path, algorithm: s
         "experiment.off_policy_train_batch_size=16",
         "experiment.off_policy_n_optimizer_steps=2",
         "experiment.off_policy_init_random_frames=0",
-        "experiment.evaluation=false",
-        "experiment.loggers=[]",
-        "experiment.create_json=false",
-        "experiment.checkpoint_at_end=false",
-        f"experiment.save_folder={tmp_path}",
-        f"hydra.run.dir={tmp_path}",
     ]
-    command = [sys.executable, "-m", "benchmarl.run", *overrides]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "Task: ensemble_env/weights" in done.stdout
-    assert "fusion_agents: per_model" in done.stdout  # the task's config, WEIGHTS_HYDRA_DEFAULTS
+    printed = run_benchmarl("benchmarl.run", overrides, tmp_path)
+    assert "Task: ensemble_env/weights" in printed
+    assert "fusion_agents: per_model" in printed  # the task's config, WEIGHTS_HYDRA_DEFAULTS
 
 
 def _mean_weights(policy: object, split: str) -> tuple[np.ndarray, float]:

@@ -35,6 +35,7 @@ from typing import Any
 from ensemble_env.adapters import lazy_class, require
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.game.actions import choose_encoding
+from ensemble_env.game.config import rlae_game
 from ensemble_env.views.parallel import parallel_env
 
 # EnsembleTask and EnsembleEnvTask come from the module __getattr__
@@ -77,12 +78,7 @@ HYDRA_DEFAULTS: dict[str, Any] = {
 WEIGHTS_TASK_NAME = "weights"
 #: the options that make the game RLAE_MAPPO's: no decider (every model answers), a weight per model, one agent
 #: per model; ``reward_history=0``: a question is a one-step bandit (the reference learner's setting)
-WEIGHTS_GAME: dict[str, Any] = {
-    "decider": False,
-    "fusion_action": "weights",
-    "fusion_agents": "per_model",
-    "reward_history": 0,
-}
+WEIGHTS_GAME: dict[str, Any] = {key: value for key, value in rlae_game("per_model").items() if key != "fusion_extras"}
 #: the weights task's command-line config (the per-model agents' observations and the state carry the question's
 #: task and, on caches with them, its features whatever ``fusion_extras`` says)
 WEIGHTS_HYDRA_DEFAULTS: dict[str, Any] = {

@@ -60,6 +60,7 @@ from ensemble_env.adapters.wrappers import PerChoiceLayout, per_choice_observati
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.actions import choose_encoding
+from ensemble_env.game.config import RLAE_GAME, rlae_game
 from ensemble_env.game.reward import model_costs, step_reward
 from ensemble_env.views.parallel import parallel_env
 from ensemble_env.views.policies import FixedTeam, MeanVote
@@ -81,7 +82,7 @@ ROLES = ("decider", "fusion")
 #: single weighting agent (no decider)
 TRAIN_CHOICES = (*ROLES, "shared", "weights")
 #: the options that make RLAE's game (``train="weights"``): no decider, one agent weighing every model
-WEIGHTS_GAME = {"decider": False, "fusion_action": "weights", "fusion_agents": "one"}
+WEIGHTS_GAME = {**RLAE_GAME, "fusion_agents": "one"}
 #: the decider's reward in a single-role env: the game's r_t, or the aligned r_{t+1} (``wrappers`` module)
 CREDITS = ("game", "aligned")
 #: the fusion observation the trained fuser sees: the game's, or laid out per choice (``PerChoiceFusion``)
@@ -126,9 +127,7 @@ def weights_options(cache: LogitCache | str | os.PathLike[str] | None = None, **
                 f"{key}={options[key]!r}: the weights game is {key}={value!r} (RLAE: one agent weighing every model); "
                 "for another game build SingleRoleEnv or parallel_env with its own options"
             )
-    features = resolve_cache(cache).features is not None
-    defaults = {"fusion_extras": ("task", "features") if features else ("task",), "reward_history": 0}
-    return {**WEIGHTS_GAME, **defaults, **options}
+    return {**rlae_game("one", has_features=resolve_cache(cache).features is not None), **options}
 
 
 def start_at_uniform(model: Any) -> Any:

@@ -26,9 +26,11 @@ __all__ = [
     "FUSION_EXTRAS",
     "ORDERS",
     "RLAE_DEFAULTS",
+    "RLAE_GAME",
     "SIZE_PENALTY_MODES",
     "SPLIT_CHOICES",
     "EnvConfig",
+    "rlae_game",
 ]
 
 DECIDER_ACTIONS = tuple(DECIDER_ENCODINGS)
@@ -41,6 +43,25 @@ FUSION_AGENTS = ("one", "per_model")
 #: the RLAE options and their defaults (today's game); a snapshot's signature names them only when changed
 RLAE_DEFAULTS: dict[str, object] = {"decider": True, "fusion_action": "answer", "fusion_agents": "one"}
 ORDERS = ("sequential", "shuffled")
+#: what makes a game RLAE's (arXiv 2506.00439): no decider (every model answers), a weight per model as the action
+RLAE_GAME: dict[str, object] = {"decider": False, "fusion_action": "weights"}
+
+
+def rlae_game(fusion_agents: str = "one", *, has_features: bool = False) -> dict[str, Any]:
+    """The environment options of RLAE's game as its reference learners play it (``docs/rlae.md``): :data:`RLAE_GAME`,
+    the weights set by one agent (``fusion_agents="one"``, RLAE_PPO) or one per model (``"per_model"``, RLAE_MAPPO),
+    the question's context (its task, and the cache's text features when ``has_features``) and no reward history
+    (each question is a one-step bandit: the weights change nothing later). The adapters' weights views start
+    from it.
+
+    >>> game = rlae_game("per_model")
+    >>> game["fusion_agents"], game["fusion_extras"], game["reward_history"], game["decider"]
+    ('per_model', ('task',), 0, False)
+    """
+    if fusion_agents not in FUSION_AGENTS:
+        raise ValueError(f"fusion_agents={fusion_agents!r} is not one of {', '.join(FUSION_AGENTS)}")
+    extras = ("task", "features") if has_features else ("task",)
+    return {**RLAE_GAME, "fusion_agents": fusion_agents, "fusion_extras": extras, "reward_history": 0}
 
 
 def _names(value: Any, option: str) -> tuple[str, ...] | None:
