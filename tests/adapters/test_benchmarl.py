@@ -191,21 +191,34 @@ def test_the_aligned_credit_callback_and_the_per_choice_model(cache_path: Path, 
     config.checkpoint_at_end = False
     config.save_folder = str(tmp_path)
     pool = ensemble_env.load_cache(cache_path)
-    model = EnsembleModelConfig(**_mlp_fields(), n_models=pool.n_models, n_choices=pool.max_choices)
-    experiment = Experiment(
-        task=task,
-        algorithm_config=MappoConfig.get_from_yaml(),
-        model_config=model,
-        critic_model_config=MlpConfig.get_from_yaml(),
-        seed=0,
-        config=config,
-        callbacks=[AlignDeciderCredit()],
-    )
-    fusion_actor = experiment.group_policies["fusion"]
-    scorers = [module for module in fusion_actor.modules() if type(module).__name__ == "PerChoiceScorer"]
-    assert len(scorers) == 1  # the fusion actor scores choices with the shared scorer; the decider is an MLP
+
+    def experiment_of(team_logits: str, callbacks: list) -> Experiment:
+        model = EnsembleModelConfig(
+            **_mlp_fields(), n_models=pool.n_models, n_choices=pool.max_choices, team_logits=team_logits
+        )
+        return Experiment(
+            task=task,
+            algorithm_config=MappoConfig.get_from_yaml(),
+            model_config=model,
+            critic_model_config=MlpConfig.get_from_yaml(),
+            seed=0,
+            config=config,
+            callbacks=callbacks,
+        )
+
+    def modules_of(experiment: Experiment, group: str) -> list[str]:
+        return [type(module).__name__ for module in experiment.group_policies[group].modules()]
+
+    experiment = experiment_of("mlp", [AlignDeciderCredit()])
+    assert modules_of(experiment, "fusion").count("PerChoiceScorer") == 1  # the shared scorer answers
+    assert "TeamScorer" not in modules_of(experiment, "decider")  # the default decider: BenchMARL's MLP
     experiment.run()
     assert experiment.total_frames == 64
+    config.save_folder = str(tmp_path / "per_model")
+    (tmp_path / "per_model").mkdir()
+    assert modules_of(experiment_of("per_model", []), "decider").count("TeamScorer") == 1
+    with pytest.raises(ValueError, match="team_logits must be one of"):
+        experiment_of("x", [])
 
 
 def _mlp_fields() -> dict:

@@ -217,3 +217,91 @@ def test_one_training_iteration_updates_both_policies() -> None:
         algo.stop()
     finally:
         ray.shutdown()
+
+
+ALIGNED = {"decider_extras": ("task",), "fusion_extras": ("task",), "fusion_view": "per_choice", "credit": "aligned"}
+
+
+@pytest.mark.parametrize("options", [{"episode_length": 12}, {"split": "test"}])
+def test_aligned_credit_plays_the_same_game_by_turns(cache: LogitCache, options: dict) -> None:
+    """By turns (the fuser answers, then the decider commits) the game is the raw one: the same observations,
+    rewards and episode ends; the decider is paid r_{t+1} when the fuser answers q_{t+1}, before its next commit."""
+    raw = rllib_env(cache=cache, **options, decider_extras=("task",), fusion_extras=("task",), fusion_view="per_choice")
+    turns = rllib_env(cache=cache, **options, **ALIGNED)
+    rng = np.random.default_rng(0)
+    obs, _ = raw.reset(seed=5)
+    shown, _ = turns.reset(seed=5)
+    assert list(shown) == ["fusion"]
+    np.testing.assert_array_equal(shown["fusion"], obs["fusion"])
+    decider_paid, game_rewards, step = [], [], 0
+    while True:
+        actions = {"decider": rng.integers(0, 2, 3), "fusion": int(rng.integers(0, 4))}
+        shown, rewards, terminated, truncated, _ = turns.step({"fusion": actions["fusion"]})
+        assert list(shown) == ["decider"] and not terminated["__all__"] and not truncated["__all__"]
+        np.testing.assert_array_equal(shown["decider"], obs["decider"])
+        assert ("decider" in rewards) is (step > 0)  # the first question's team is initial_team, no commit's
+        decider_paid.append(rewards.get("decider"))
+        obs, game, raw_terminated, raw_truncated, _ = raw.step(actions)
+        game_rewards.append(game["fusion"])
+        assert rewards["fusion"] == game["fusion"]  # the fuser's answer is scored at once, as the game scores it
+        shown, rewards, terminated, truncated, _ = turns.step({"decider": actions["decider"]})
+        assert terminated["__all__"] == raw_terminated["__all__"] and truncated["__all__"] == raw_truncated["__all__"]
+        step += 1
+        if raw_terminated["__all__"] or raw_truncated["__all__"]:
+            assert terminated == raw_terminated and truncated == raw_truncated  # every agent's end, as the game's
+            assert set(shown) == {"decider", "fusion"} and rewards == {"decider": 0.0, "fusion": 0.0}
+            for agent in shown:
+                np.testing.assert_array_equal(shown[agent], obs[agent])
+            break
+        assert list(shown) == ["fusion"] and rewards == {"fusion": 0.0}
+        np.testing.assert_array_equal(shown["fusion"], obs["fusion"])
+    assert decider_paid[1:] == game_rewards[1:]  # paid at the fuser's turn of q_{t+1}: r_{t+1}, for the commit at t
+    with pytest.raises(ValueError, match="fuser's turn takes the action of 'fusion' alone"):
+        turns.reset(seed=0)
+        turns.step({"decider": np.ones(3, dtype=np.int64), "fusion": 0})
+
+
+def test_env_runner_credits_the_decider_with_the_question_its_team_answers(cache: LogitCache) -> None:
+    from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
+
+    config = ppo_config({"cache": cache, "episode_length": 12, **ALIGNED}, num_env_runners=0, seed=0)
+    runner = MultiAgentEnvRunner(config=config)
+    episode = next(episode for episode in runner.sample(num_episodes=1) if episode.is_done)
+    decider = np.asarray(episode.agent_episodes["decider"].get_rewards())
+    fusion = np.asarray(episode.agent_episodes["fusion"].get_rewards())
+    assert len(decider) == len(fusion) == 12
+    np.testing.assert_array_equal(decider[:-1], fusion[1:])  # the commit at t earns r_{t+1}
+    assert decider[-1] == 0.0  # the last commit's team answers nothing in the episode
+    assert episode.agent_episodes["decider"].is_truncated and episode.agent_episodes["fusion"].is_truncated
+    runner.stop()
+
+
+def test_the_per_choice_fusion_module_starts_as_the_mean_vote_and_masks(cache: LogitCache) -> None:
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    from ensemble_env.adapters.rllib import PerChoicePPOTorchRLModule
+    from ensemble_env.adapters.wrappers import per_choice_rows
+
+    config = ppo_config({"cache": cache, "episode_length": 40, **ALIGNED}, num_env_runners=0)
+    spec = config.rl_module_spec.rl_module_specs["fusion"]
+    assert spec.module_class is PerChoicePPOTorchRLModule
+    env = rllib_env(cache=cache, episode_length=40, **{**ALIGNED, "credit": "game"})
+    spec.observation_space, spec.action_space = env.observation_spaces["fusion"], env.action_spaces["fusion"]
+    module = spec.build()
+    obs, _ = env.reset(seed=0)
+    rows = [obs["fusion"]]
+    for _ in range(39):
+        obs, *_ = env.step({"decider": np.ones(3, dtype=np.int64), "fusion": 0})
+        rows.append(obs["fusion"])
+    per_choice = per_choice_rows(np.array(rows), env.env.layout)  # (40, C, N + 2)
+    valid = per_choice[..., -1] > 0.5
+    assert not valid.all()
+    with torch.no_grad():
+        output = module.forward_inference({Columns.OBS: torch.as_tensor(np.array(rows))})
+        values = module.compute_values({Columns.OBS: torch.as_tensor(np.array(rows))})
+    logits = output[Columns.ACTION_DIST_INPUTS].numpy()
+    assert (logits[~valid] < -1e30).all()
+    mean_vote = np.where(valid, per_choice[..., -2], -np.inf).argmax(axis=1)
+    np.testing.assert_array_equal(logits.argmax(axis=1), mean_vote)
+    assert values.shape == (40,)

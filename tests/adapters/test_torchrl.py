@@ -124,3 +124,25 @@ def test_the_per_choice_view_and_scorer() -> None:
     assert (greedy == vote).all()
     with pytest.raises(ValueError, match="fusion_view='flat'"):
         torchrl_env("toy8", fusion_view="flat")
+
+
+def test_the_team_scorer_sums_per_model_scores() -> None:
+    """The decider's factorised team logits: logit of team k = the sum of its members' scores, so a model's score
+    moves every team that holds it; untrained, every team is equally likely."""
+    from ensemble_env.adapters.networks import team_scorer
+    from ensemble_env.game.actions import subset_masks
+
+    scorer = team_scorer(3, size=6, hidden=8)
+    observation = torch.randn(4, 6)
+    with torch.no_grad():
+        assert torch.equal(scorer(observation), torch.zeros(4, 7))  # the start: the uniform team
+        torch.nn.init.normal_(scorer.out.weight)
+        torch.nn.init.normal_(scorer.out.bias)
+        logits = scorer(observation)
+        scores = scorer.out(scorer.net(observation))
+    assert logits.shape == (4, 7)
+    bits = torch.as_tensor(subset_masks(3).astype(np.float32))
+    torch.testing.assert_close(logits, scores @ bits.T)
+    torch.testing.assert_close(logits[:, 2], scores[:, 0] + scores[:, 1])  # index 2: team 0b011, models 0 and 1
+    with pytest.raises(ValueError, match="hidden must be an integer >= 1"):
+        team_scorer(3, size=6, hidden=0)

@@ -61,6 +61,8 @@ __all__ = [  # noqa: F822
 
 #: task options that choose the adapter's view, not the game's (``torchrl_env``'s, not ``parallel_env``'s)
 ADAPTER_OPTIONS = ("fusion_view",)
+#: the decider actor's choices in :class:`EnsembleModelConfig`
+TEAM_LOGITS = ("per_model", "mlp")
 
 #: the task's name, and BenchMARL's name of the environment (``task=ensemble_env/ensemble`` on its command line)
 TASK_NAME = "ensemble"
@@ -307,19 +309,29 @@ def _build_model() -> type:
     require("benchmarl", "benchmarl")
     from benchmarl.models.mlp import Mlp
 
-    from ensemble_env.adapters.networks import scorer_for
+    from ensemble_env.adapters.networks import scorer_for, team_scorer
 
     class EnsembleModel(Mlp):
-        """BenchMARL's MLP, except for the fusion group's actor: the per-choice scorer
-        (:mod:`ensemble_env.adapters.networks`) on the per-choice observation (``fusion_view="per_choice"``)."""
+        """BenchMARL's MLP, except for the actors: the fusion group's is the per-choice scorer on the per-choice
+        observation (``fusion_view="per_choice"``), the decider's (``team_logits="per_model"``) the factorised
+        team scorer (:mod:`ensemble_env.adapters.networks`)."""
 
         def __init__(self, **kwargs: Any) -> None:
             n_models, n_choices = kwargs.pop("n_models"), kwargs.pop("n_choices")
-            scorer_hidden = kwargs.pop("scorer_hidden")
+            scorer_hidden, team_logits = kwargs.pop("scorer_hidden"), kwargs.pop("team_logits")
+            if team_logits not in TEAM_LOGITS:
+                raise ValueError(f"team_logits must be one of {TEAM_LOGITS}, got {team_logits!r}")
             super().__init__(**kwargs)
             self.scorer = None
             if self.agent_group == "fusion" and not self.is_critic:
                 self.scorer = scorer_for(n_models, n_choices, self.input_features, scorer_hidden)
+            elif self.agent_group == "decider" and not self.is_critic and team_logits == "per_model":
+                if self.output_features != 2**n_models - 1:
+                    raise ValueError(
+                        f"team_logits='per_model' needs the decider's subset action (2**{n_models} - 1 teams), "
+                        f"got {self.output_features} action logits"
+                    )
+                self.scorer = team_scorer(n_models, self.input_features)
 
         def _forward(self, tensordict: Any) -> Any:
             if self.scorer is None:
@@ -348,6 +360,8 @@ def _build_model_config() -> type:
         n_models: int = 0
         n_choices: int = 0
         scorer_hidden: int = 32
+        #: the decider's actor: "per_model" (team logits as sums of per-model scores) or "mlp" (a logit per team)
+        team_logits: str = "mlp"
 
         @staticmethod
         def associated_class() -> type:

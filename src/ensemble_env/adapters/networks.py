@@ -16,6 +16,13 @@ themselves (MaskablePPO, ``MaskedCategorical``, BenchMARL's masks).
 Builders, one per library: :func:`per_choice_scorer` (a plain ``torch.nn.Module``; TorchRL, BenchMARL) and
 :func:`sb3_policy` with :func:`sb3_policy_kwargs`
 (``MaskablePPO(sb3_policy(), env, policy_kwargs=sb3_policy_kwargs(layout))``).
+
+For a decider whose action is a team index (``decider_action="subset"``: BenchMARL, SuperSuit), :func:`team_scorer`
+gives the 2**N - 1 team logits as a sum of per-model scores, ``logit_k = sum_i bit_i(k + 1) * s_i(obs)``: the
+categorical over teams is then N independent Bernoullis conditioned on a non-empty team, the parametrisation of
+the decider in the paper, SB3 and TorchRL. What it learns of one model (bad on this task) moves every team that
+holds it, where a free logit per team has to learn each of the 2**N - 1 apart. ``s``'s last layer starts at
+zero: the start is the uniform team, as BenchMARL's own MLP.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from typing import Any
 from ensemble_env.adapters import require
 from ensemble_env.adapters.wrappers import PerChoiceLayout
 
-__all__ = ["START_SCALE", "per_choice_scorer", "sb3_policy", "sb3_policy_kwargs", "scorer_for"]
+__all__ = ["START_SCALE", "per_choice_scorer", "sb3_policy", "sb3_policy_kwargs", "scorer_for", "team_scorer"]
 
 #: the scorer's starting temperature on the team's mean probability: a softmax over 10 x mean is close to
 #: the mean vote's argmax yet still samples near-ties
@@ -81,6 +88,41 @@ def scorer_for(n_models: int, n_choices: int, size: int, hidden: int = 32, scale
     if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 1:
         raise ValueError(f"hidden must be an integer >= 1, got {hidden!r}")
     return _scorer_class()(n_models, n_choices, size, hidden, scale)
+
+
+@functools.cache
+def _team_scorer_class() -> type:
+    require("torch", "torchrl")
+    import torch
+    from torch import nn
+
+    from ensemble_env.game.actions import subset_masks
+
+    class TeamScorer(nn.Module):
+        """(..., observation size) -> (..., 2**N - 1) team logits, a sum of per-model scores; see the module
+        docstring."""
+
+        def __init__(self, n_models: int, size: int, hidden: int) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(size, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
+            self.out = nn.Linear(hidden, n_models)
+            nn.init.zeros_(self.out.weight)
+            nn.init.zeros_(self.out.bias)
+            self.register_buffer("bits", torch.from_numpy(subset_masks(n_models).astype("float32")))
+
+        def forward(self, observation: torch.Tensor) -> torch.Tensor:
+            return self.out(self.net(observation)) @ self.bits.T
+
+    TeamScorer.__module__ = __name__
+    return TeamScorer
+
+
+def team_scorer(n_models: int, size: int, hidden: int = 64) -> Any:
+    """The decider's factorised team logits (a ``torch.nn.Module``) over ``size`` observation entries, for the
+    subset encoding of ``n_models`` models; see the module docstring."""
+    if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 1:
+        raise ValueError(f"hidden must be an integer >= 1, got {hidden!r}")
+    return _team_scorer_class()(n_models, size, hidden)
 
 
 @functools.cache

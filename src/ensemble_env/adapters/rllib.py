@@ -32,6 +32,21 @@ episodes an env runner returns).
 
 RLlib's PPO has no centralized critic: each role's value function sees its own observation.
 
+Two ``env_config`` options of the adapter (not of the game) make the game learnable by RLlib's generic PPO
+(docs/adapters.md, "Learnable by generic networks"); neither changes the game:
+
+- ``fusion_view="per_choice"``: the fusion observation laid out per choice
+  (:class:`~ensemble_env.adapters.wrappers.PerChoiceFusion`); :func:`ppo_config` then gives the fuser a
+  :class:`PerChoicePPOTorchRLModule` (the per-choice scorer that starts as the mean vote, masked to the valid
+  choices; an MLP value).
+- ``credit="aligned"``: the env plays by turns, the fuser's answer to q_t first, then the decider's commit of
+  E_{t+1} (the game's step, both actions together). The fuser's answer is scored at once, with the game's own
+  reward function (:func:`~ensemble_env.adapters.wrappers.answer_reward`), and that reward r_t goes to the fuser
+  and to the decider, whose last action (the commit of E_t, one question ago) RLlib credits with it: the decider
+  earns the reward of the question its team answers, r_{t+1} for its commit at t. The first question's team is
+  ``initial_team`` (no commit is paid for it); the last commit of an episode earns 0. Observations, rewards and
+  episode ends are the game's (``tests/adapters/test_rllib.py``); RLlib counts two env steps per question.
+
 Seeding: ``ppo_config(seed=s)`` seeds RLlib's env runners (env runner i: ``s + i``) and learners; call
 :func:`seed_everything` in the driver before ``build_algo()`` too (the driver-side module, when
 ``num_learners=0``, and the minibatch shuffling draw from the driver's global generators). Two runs with
@@ -53,16 +68,20 @@ from typing import Any
 import numpy as np
 
 from ensemble_env.adapters import lazy_class, require
+from ensemble_env.adapters.wrappers import PerChoiceFusion, answer_reward
 from ensemble_env.game.actions import choose_encoding
 from ensemble_env.views.parallel import parallel_env
 
 # EnsembleMultiAgentEnv and MaskedPPOTorchRLModule come from the module __getattr__ below
 __all__ = [  # noqa: F822
+    "CREDITS",
+    "FUSION_VIEWS",
     "MODEL_DEFAULTS",
     "POLICIES",
     "TRAINING_DEFAULTS",
     "EnsembleMultiAgentEnv",
     "MaskedPPOTorchRLModule",
+    "PerChoicePPOTorchRLModule",
     "policy_for_agent",
     "ppo_config",
     "rllib_env",
@@ -85,6 +104,11 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "minibatch_size": 128,
     "num_epochs": 8,
 }
+#: the fusion observation: the game's (``"raw"``) or laid out per choice (``"per_choice"``, ``PerChoiceFusion``)
+FUSION_VIEWS = ("raw", "per_choice")
+#: the decider's reward: the game's r_t (``"game"``) or r_{t+1}, that of the question its team answers
+#: (``"aligned"``, by turns: the fuser answers, then the decider commits)
+CREDITS = ("game", "aligned")
 #: key of the fusion module's ``model_config`` that holds the mask's [start, stop) in its observation
 MASK_SLICE_KEY = "action_mask_slice"
 
@@ -97,8 +121,10 @@ def _build_env_class() -> type:
         """The ensemble game as an RLlib ``MultiAgentEnv``.
 
         ``config``: RLlib's ``env_config`` dict: ``cache`` (a built-in name or a path, default the default
-        built-in cache), ``render_mode`` and any option of :func:`ensemble_env.parallel_env`;
-        ``decider_action`` defaults to ``"multidiscrete"``.
+        built-in cache), ``render_mode``, ``fusion_view`` (:data:`FUSION_VIEWS`), ``credit`` (:data:`CREDITS`;
+        see the module docstring) and any option of :func:`ensemble_env.parallel_env`; ``decider_action``
+        defaults to ``"multidiscrete"``. ``env``: the PettingZoo game (wrapped in ``PerChoiceFusion`` with the
+        per-choice view); ``engine``: its engine.
         """
 
         metadata = {"render_modes": ["ansi", "human"]}  # noqa: RUF012 (gymnasium's convention)
@@ -108,21 +134,43 @@ def _build_env_class() -> type:
             options = dict(config or {})
             cache = options.pop("cache", None)
             render_mode = options.pop("render_mode", None)
+            fusion_view = options.pop("fusion_view", "raw")
+            credit = options.pop("credit", "game")
+            if fusion_view not in FUSION_VIEWS:
+                raise ValueError(f"fusion_view={fusion_view!r} is not one of {', '.join(map(repr, FUSION_VIEWS))}")
+            if credit not in CREDITS:
+                raise ValueError(f"credit={credit!r} is not one of {', '.join(map(repr, CREDITS))}")
             options = choose_encoding(options, "multidiscrete", "RLlib", RLLIB_DECIDER_ACTIONS)
-            self.env = parallel_env(cache, render_mode=render_mode, **options)
+            env = parallel_env(cache, render_mode=render_mode, **options)
+            self.env = PerChoiceFusion(env) if fusion_view == "per_choice" else env
+            #: the game's engine (one copy)
+            self.engine = env.engine
+            self.credit = credit
             self.render_mode = render_mode
             self.possible_agents = list(self.env.possible_agents)
             self.agents: list[str] = []
-            self.observation_spaces = dict(self.env.observation_spaces)
-            self.action_spaces = dict(self.env.action_spaces)
+            self.observation_spaces = {agent: self.env.observation_space(agent) for agent in self.possible_agents}
+            self.action_spaces = {agent: self.env.action_space(agent) for agent in self.possible_agents}
             self.state_space = self.env.state_space
+            self._obs: dict[str, Any] = {}
+            self._infos: dict[str, Any] = {}
+            self._answer: Any = None  # aligned credit: the fuser's answer, played with the decider's next action
+            self._committed = False  # aligned credit: whether the decider has committed a team in this episode
 
         def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
             obs, infos = self.env.reset(seed=seed, options=options)
             self.agents = list(self.env.agents)
-            return obs, infos
+            if self.credit == "game":
+                return obs, infos
+            self._obs, self._infos, self._answer, self._committed = obs, infos, None, False
+            return {"fusion": obs["fusion"]}, {"fusion": infos["fusion"]}
 
         def step(self, action_dict: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+            if self.credit == "aligned":
+                return self._turn(action_dict)
+            return self._game_step(action_dict)
+
+        def _game_step(self, action_dict: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
             obs, rewards, terminations, truncations, infos = self.env.step(action_dict)
             self.agents = list(self.env.agents)
             terminated, truncated = all(terminations.values()), all(truncations.values())
@@ -133,6 +181,37 @@ def _build_env_class() -> type:
                 truncations = dict.fromkeys(truncations, False)
             terminations["__all__"], truncations["__all__"] = terminated, truncated
             return obs, rewards, terminations, truncations, infos
+
+        def _turn(self, action_dict: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+            """One turn of the aligned credit: the fuser's answer (scored at once), or the decider's commit (the
+            game's step, with the answer kept from the fuser's turn)."""
+            not_done = {"__all__": False}
+            if self._answer is None:  # the fuser's turn: it answers the question its observation shows
+                if set(action_dict) != {"fusion"}:
+                    raise ValueError(f"the fuser's turn takes the action of 'fusion' alone, got {sorted(action_dict)}")
+                self._answer = action_dict["fusion"]
+                reward = answer_reward(self.engine, int(np.asarray(self._answer).reshape(-1)[0]))
+                rewards = {"fusion": reward}
+                if self._committed:  # r_t credits the decider's commit of E_t, one question ago (E_0: initial_team)
+                    rewards["decider"] = reward
+                infos = {"decider": self._infos["decider"]}
+                return {"decider": self._obs["decider"]}, rewards, dict(not_done), dict(not_done), infos
+            if set(action_dict) != {"decider"}:
+                raise ValueError(f"the decider's turn takes the action of 'decider' alone, got {sorted(action_dict)}")
+            actions = {"decider": action_dict["decider"], "fusion": self._answer}
+            self._answer, self._committed = None, True
+            obs, rewards, terminations, truncations, infos = self._game_step(actions)
+            self._obs, self._infos = obs, infos
+            if terminations["__all__"] or truncations["__all__"]:
+                # both agents' last observations; the decider's last commit answers nothing in the episode: 0
+                return obs, dict.fromkeys(obs, 0.0), terminations, truncations, infos
+            return (
+                {"fusion": obs["fusion"]},
+                {"fusion": 0.0},
+                dict(not_done),
+                dict(not_done),
+                {"fusion": infos["fusion"]},
+            )
 
         def state(self) -> Any:
             """The centralized state (both roles' observations), for a centralized critic."""
@@ -180,15 +259,63 @@ def _build_module_class() -> type:
     return MaskedPPOTorchRLModule
 
 
+def _build_per_choice_module_class() -> type:
+    require("ray", "rllib")
+    import torch
+    from ray.rllib.core.columns import Columns
+    from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
+    from ray.rllib.core.rl_module.torch import TorchRLModule
+    from ray.rllib.utils.torch_utils import FLOAT_MIN
+
+    from ensemble_env.adapters.networks import scorer_for
+
+    class PerChoicePPOTorchRLModule(TorchRLModule, ValueFunctionAPI):
+        """A PPO module for the fuser on the per-choice view (``fusion_view="per_choice"``): the actor is the
+        per-choice scorer (:mod:`ensemble_env.adapters.networks`: one network shared over the choices, starting
+        as the team's mean vote), masked to the valid choices (each row's last entry); the value an MLP of
+        ``fcnet_hiddens`` on the whole observation.
+
+        ``model_config``: ``per_choice`` ``[n_models, n_choices]``, ``scorer_hidden``, ``fcnet_hiddens``.
+        """
+
+        def setup(self) -> None:
+            super().setup()
+            n_models, n_choices = self.model_config["per_choice"]
+            size = int(self.observation_space.shape[0])
+            self.scorer = scorer_for(n_models, n_choices, size, int(self.model_config.get("scorer_hidden", 32)))
+            self.row_size, self.n_choices = n_models + 2, n_choices
+            layers: list[torch.nn.Module] = []
+            width = size
+            for hidden in self.model_config.get("fcnet_hiddens", [64, 64]):
+                layers += [torch.nn.Linear(width, hidden), torch.nn.Tanh()]
+                width = hidden
+            self.vf = torch.nn.Sequential(*layers, torch.nn.Linear(width, 1))
+
+        def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+            obs = batch[Columns.OBS]
+            logits = self.scorer(obs)
+            rows = obs[..., : self.n_choices * self.row_size].reshape(*obs.shape[:-1], self.n_choices, self.row_size)
+            valid = rows[..., -1] > 0.5
+            return {Columns.ACTION_DIST_INPUTS: torch.where(valid, logits, torch.full_like(logits, FLOAT_MIN))}
+
+        def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> Any:
+            return self.vf(batch[Columns.OBS]).squeeze(-1)
+
+    return PerChoicePPOTorchRLModule
+
+
 # Built on first access, so that importing this module does not import Ray; Ray pickles the classes by reference
 # when it ships the config to its env runners.
 _env_class = lazy_class(__name__, "EnsembleMultiAgentEnv", _build_env_class)
 _module_class = lazy_class(__name__, "MaskedPPOTorchRLModule", _build_module_class)
+_per_choice_class = lazy_class(__name__, "PerChoicePPOTorchRLModule", _build_per_choice_module_class)
 
 
 def __getattr__(attribute: str) -> Any:
     if attribute == "MaskedPPOTorchRLModule":
         return _module_class(attribute)
+    if attribute == "PerChoicePPOTorchRLModule":
+        return _per_choice_class(attribute)
     return _env_class(attribute)
 
 
@@ -248,10 +375,18 @@ def ppo_config(
     env_config = dict(env_config or {})
     # Built once in the driver: fails early on a bad option, and gives the fusion mask's place.
     probe = __getattr__("EnsembleMultiAgentEnv")(env_config)
-    mask = probe.env.engine.layout.fusion["action_mask"]
+    mask = probe.engine.layout.fusion["action_mask"]
     model_config = DefaultModelConfig(**{**MODEL_DEFAULTS, **(model or {})})
     specs = {"decider": RLModuleSpec(model_config=model_config)}
-    if mask_fusion:
+    if isinstance(probe.env, PerChoiceFusion):  # the valid choices are in its rows: the module masks them
+        fusion_config = {
+            "per_choice": [probe.env.layout.n_models, probe.env.layout.n_choices],
+            "fcnet_hiddens": list(model_config.fcnet_hiddens),
+        }
+        specs["fusion"] = RLModuleSpec(
+            module_class=__getattr__("PerChoicePPOTorchRLModule"), model_config=fusion_config
+        )
+    elif mask_fusion:
         fusion_config = {**vars(model_config), MASK_SLICE_KEY: [mask.start, mask.stop]}
         specs["fusion"] = RLModuleSpec(module_class=__getattr__("MaskedPPOTorchRLModule"), model_config=fusion_config)
     else:

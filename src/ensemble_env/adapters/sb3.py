@@ -56,12 +56,11 @@ import numpy as np
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 from ensemble_env.adapters import require
-from ensemble_env.adapters.wrappers import PerChoiceLayout, per_choice_observation
+from ensemble_env.adapters.wrappers import PerChoiceLayout, answer_reward, per_choice_observation
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.actions import choose_encoding
 from ensemble_env.game.config import RLAE_GAME, rlae_game
-from ensemble_env.game.reward import model_costs, step_reward
 from ensemble_env.views.parallel import parallel_env
 from ensemble_env.views.policies import FixedTeam, MeanVote
 
@@ -273,36 +272,12 @@ class SingleRoleEnv(gymnasium.Env[np.ndarray, Any]):
         return per_choice_observation(obs["fusion"], self.parallel.engine.layout, self._per_choice)
 
     def _look_ahead(self) -> float:
-        """r_{t+1}: the reward the fixed fuser's answer to the next question earns with the committed team.
-
-        The game's own reward function (:func:`~ensemble_env.game.reward.step_reward`, with the engine's
-        settings) on the question the engine answers next, its label, the committed team, its costs and the
-        focal diversity the game scores it with (the info ``focal_diversity`` of the committed team). The answer
-        is kept and played at the next step, so the game goes on exactly as it would have; the decider's action
-        of that step commits the team after, which r_{t+1} does not depend on. Nothing in the game changes.
-        """
-        engine = self.parallel.engine
+        """r_{t+1}: the reward the fixed fuser's answer to the next question earns with the committed team
+        (:func:`~ensemble_env.adapters.wrappers.answer_reward`). The answer is kept and played at the next step,
+        so the game goes on exactly as it would have. Nothing in the game changes."""
         answer = int(np.asarray(self._other_action()).reshape(-1)[0])
         self._next_other_action = answer
-        question = int(engine.next_questions()[0])
-        team = engine.team[0]
-        cache = engine.cache
-        costs = model_costs(cache, np.array([question]))[0]
-        right = (
-            bool(team.any()) and 0 <= answer < int(cache.n_choices[question]) and answer == int(cache.labels[question])
-        )
-        focal = engine.info_values(0)["focal_diversity"]
-        return float(
-            step_reward(
-                right,
-                int(team.sum()),
-                float(costs[team].sum()),
-                float(costs.sum()),
-                engine.n_models,
-                focal,
-                engine.settings,
-            )
-        )
+        return answer_reward(self.parallel.engine, answer)
 
     def action_masks(self) -> np.ndarray:
         """Valid actions, as sb3-contrib's MaskablePPO reads them: the valid-choice mask for the fusion role;

@@ -51,12 +51,14 @@ from gymnasium import spaces
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 from ensemble_env.game.engine import ObservationLayout
+from ensemble_env.game.reward import model_costs, step_reward
 
 __all__ = [
     "PER_CHOICE_TAIL",
     "PerChoiceFusion",
     "PerChoiceLayout",
     "aligned_decider_rewards",
+    "answer_reward",
     "per_choice_observation",
     "per_choice_rows",
 ]
@@ -238,3 +240,33 @@ def aligned_decider_rewards(rewards: np.ndarray, done: np.ndarray) -> tuple[np.n
     known = ~done
     known[-1] = False
     return aligned, known
+
+
+def answer_reward(engine: Any, answer: int) -> float:
+    """The reward the game will pay when the fuser answers ``answer`` to the question the engine answers next.
+
+    ``engine``: a single-copy :class:`~ensemble_env.game.engine.GameEngine` (``env.unwrapped.engine``) between
+    steps. The game's own reward function (:func:`~ensemble_env.game.reward.step_reward`, with the engine's
+    settings) on that question, its label, the committed team (``engine.team``), its costs and the focal
+    diversity the game scores it with (the info ``focal_diversity`` of the committed team). Reads the engine and
+    changes nothing: the next step with this answer pays exactly this reward, whatever the decider commits in
+    that step (its team answers the question after). The aligned decider credit of ``SingleRoleEnv`` and of the
+    RLlib env uses it to pay the decider r_{t+1} as soon as the fuser's answer to q_{t+1} is known.
+    """
+    question = int(engine.next_questions()[0])
+    team = engine.team[0]
+    cache = engine.cache
+    costs = model_costs(cache, np.array([question]))[0]
+    right = bool(team.any()) and 0 <= answer < int(cache.n_choices[question]) and answer == int(cache.labels[question])
+    focal = engine.info_values(0)["focal_diversity"]
+    return float(
+        step_reward(
+            right,
+            int(team.sum()),
+            float(costs[team].sum()),
+            float(costs.sum()),
+            engine.n_models,
+            focal,
+            engine.settings,
+        )
+    )
