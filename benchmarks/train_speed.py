@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from reporting import write_block
 
+import ensemble_mappo.mappo as mappo
 import ensemble_mappo.training as training
 from ensemble_env import datasets
 from ensemble_env.game.engine import EnsembleVectorEnv
@@ -51,9 +52,10 @@ def _instrument() -> None:
     """Accumulate the CPU time of the environment's methods, of collection, of GAE and of the PPO epochs."""
     for method in ("step", "reset", "state"):
         setattr(EnsembleVectorEnv, method, _timed("env", getattr(EnsembleVectorEnv, method)))
-    training.collect = _timed("collect", training.collect)  # type: ignore[assignment]
-    training.advantages_and_returns = _timed("gae", training.advantages_and_returns)  # type: ignore[assignment]
-    training.ppo_update = _timed("epochs", training.ppo_update)  # type: ignore[assignment]
+    learner = mappo.MAPPOLearner
+    learner.collect = _timed("collect", learner.collect)  # type: ignore[method-assign]
+    learner.batch = _timed("gae", learner.batch)  # type: ignore[method-assign]
+    training.update = _timed("epochs", training.update)  # type: ignore[assignment]
 
 
 def main() -> None:
@@ -72,6 +74,7 @@ def main() -> None:
         cpu, wall = time.process_time() - start_cpu, time.perf_counter() - start_wall
     steps = int(row["global_step"])
     env, gae, epochs = TIMERS.get("env", 0.0), TIMERS.get("gae", 0.0), TIMERS.get("epochs", 0.0)
+    epochs -= gae  # the update's time holds its advantages
     networks = TIMERS.get("collect", 0.0) - env
     other = cpu - env - networks - gae - epochs
     n_train = int(cache.select("train", None).size)

@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     from ensemble_mappo.checkpoint import load_checkpoint
     from ensemble_mappo.config import TrainConfig, config_from_dict
     from ensemble_mappo.evaluation import baseline_summary, evaluate_agents
-    from ensemble_mappo.training import Budget, train
+    from ensemble_mappo.progress import Budget
+    from ensemble_mappo.training import train
 
     cache = resolve_cache(args.cache)
     settings = [parse_setting(text) for text in (args.set or SETTINGS)]

@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("torch")
 
+from ensemble_env.baselines import comparison
 from ensemble_env.synthetic import make_cache
 from ensemble_mappo import benchmark
 
@@ -48,7 +49,7 @@ def test_interval_of_a_known_input():
 
 
 def test_table_has_every_algorithm_and_resume_skips_finished_runs(cache_file: str, tmp_path: Path):
-    benchmark._load_plugins([str(EXAMPLE)])
+    benchmark.load_plugins([str(EXAMPLE)])
     calls: list[int] = []
 
     @benchmark.register_algorithm("counted", config={"v": 1})
@@ -140,7 +141,7 @@ def test_test_labels_do_not_influence_the_selected_checkpoint(tmp_path: Path, op
     assert chosen[0][1][0]["gain_over_start"] == 0.0
     assert chosen[0] == chosen[1]
     if not options:
-        scores = [benchmark._baseline("router")(which, 0, 1.0, tmp_path).teams for which in (cache, flipped)]
+        scores = [benchmark.registry.baseline("router")(which, 0, 1.0, tmp_path).teams for which in (cache, flipped)]
         assert np.array_equal(*scores)
 
 
@@ -180,7 +181,7 @@ def test_the_headroom_is_in_every_table_and_the_oracles_are_marked(cache_file: s
     labels = np.asarray(cache.labels).copy()
     labels[test] = (labels[test] + 1) % 4
     flipped = dataclasses.replace(cache, labels=labels)
-    teams = {which: {name: benchmark._baseline(name)(c, 0, 1.0, tmp_path).teams for name in names[1:3]}
+    teams = {which: {name: benchmark.registry.baseline(name)(c, 0, 1.0, tmp_path).teams for name in names[1:3]}
              for which, c in (("same", cache), ("flipped", flipped))}  # fmt: skip
     assert np.array_equal(teams["same"]["static_team(train+val)"], teams["flipped"]["static_team(train+val)"])
     assert not np.array_equal(teams["same"]["oracle_team(test)"], teams["flipped"]["oracle_team(test)"])
@@ -224,7 +225,7 @@ def test_team_changes_counts_modes_changes_and_flip_flops():
     tasks = np.array([0, 0, 0, 0, 1, 1, 1, 1])
     stats = benchmark.team_changes(teams, tasks)
     assert stats == {"mode_share": 7 / 8, "teams_per_task": 1.5, "change_rate": 2 / 6, "flip_flops": 1 / 2}
-    assert benchmark._mode_teams(teams, tasks).tolist() == [a, a, a, a, c, c, c, c]
+    assert benchmark.stats.mode_teams(teams, tasks).tolist() == [a, a, a, a, c, c, c, c]
 
 
 def test_routing_counterfactuals_of_a_vote_of_fixed_teams_are_the_algorithm_itself(tmp_path: Path):
@@ -233,11 +234,11 @@ def test_routing_counterfactuals_of_a_vote_of_fixed_teams_are_the_algorithm_itse
     cache = small_cache()
     test = cache.select("test")
     tasks = np.asarray(cache.tasks)[test]
-    (result,) = benchmark.comparison.compare(cache, split="test", train_split="train", names=["static_team"])
+    (result,) = comparison.compare(cache, split="test", train_split="train", names=["static_team"])
     run = {
         "algorithm": "static_team",
         "seed": 0,
-        **benchmark._answers_to_json(benchmark._baseline("static_team")(cache, 0, 1.0, tmp_path)),
+        **benchmark.answers.answers_to_json(benchmark.registry.baseline("static_team")(cache, 0, 1.0, tmp_path)),
     }
     summary = benchmark.routing(cache, [run], 1.0)
     assert summary["mode_share"] == 1.0 and summary["change_rate"] == 0.0 and summary["teams_per_task"] == 1.0

@@ -397,7 +397,7 @@ def run_file_case(case: dict[str, Any]) -> tuple[str, str]:
     if outcome == "refused" and _files(folder) != before:
         return "lost", f"{what}: the refused {command} changed the run's files"
     if outcome in ("accepted", "wrong") and command == "resume":
-        from ensemble_mappo.runs import read_progress
+        from ensemble_mappo.progress import read_progress
 
         try:
             iterations = read_progress(folder)["iteration"].tolist()
@@ -427,12 +427,14 @@ def file_cases(work: Path, base: Path, slow: bool) -> list[dict[str, Any]]:
 
 #: budgets beyond the limits (and a few other sizes and counts), each with the words its refusal must hold
 BUDGET_CASES: list[tuple[list[str], str]] = [
-    (["--passes", "inf"], "passes=inf"),
+    (["--passes", "inf"], "passes must be a number in (0, 1e+06], got inf"),
     (["--passes", "nan"], "passes must be"),
     (["--passes", "-1"], "passes must be"),
-    (["--passes", "1e300"], "passes=1e+300"),
-    (["--passes", "1e7"], "passes=10000000.0 is above its limit"),
-    (["--passes", "1000000.5"], "passes=1000000.5 is above its limit"),
+    (["--passes", "-0"], "passes must be a number in (0, 1e+06], got -0.0"),
+    (["--passes", "0"], "passes must be a number in (0, 1e+06], got 0.0"),
+    (["--passes", "1e300"], "passes must be a number in (0, 1e+06], got 1e+300"),
+    (["--passes", "1e7"], "passes must be a number in (0, 1e+06], got 10000000.0"),
+    (["--passes", "1000000.5"], "passes must be a number in (0, 1e+06], got 1000000.5"),
     (["--total-steps", "100000000000"], "total_steps=100000000000"),
     (["--total-steps", "1" + "0" * 40], "total_steps="),
     (["--hidden-size", "1000000"], "hidden_size=1000000"),
@@ -449,7 +451,14 @@ BUDGET_CASES: list[tuple[list[str], str]] = [
     (["--seed", "-1"], "seed must be"),
     (["--threads", "1000000"], "threads=1000000"),
     (["--episode-length", "1" + "0" * 30], "episode_length="),
-    (["--learning-rate", "inf"], "learning_rate must be a finite number"),
+    (["--learning-rate", "inf"], "learning_rate must be a number in (0, 1], got inf"),
+    (["--learning-rate", "-0"], "learning_rate must be a number in (0, 1], got -0.0"),
+    (["--learning-rate", "1e6"], "learning_rate must be a number in (0, 1], got 1000000.0"),
+    (["--algorithm", "rlae_ppo", "--num-steps", "1048576"], "GiB of storage"),
+    (["--algorithm", "rlae_mappo", "--num-envs", "70000"], "num_envs=70000"),
+    (["--algorithm", "rlae_ppo", "--hidden-size", "5000"], "hidden_size=5000"),
+    (["--algorithm", "rlae_ppo", "--initial-concentration", "1e9"], "initial_concentration must be"),
+    (["--algorithm", "rlae_ppo", "--learning-rate", "1e6"], "learning_rate must be a number in (0, 1]"),
     (["--checkpoint-every", "0"], "checkpoint_every must be"),
     (["--env", "window=1000000000"], "window"),
     (["--env", "reward_history=1000000000"], "reward_history"),
@@ -508,7 +517,9 @@ def _rows(folder: Path) -> int:
 
 def _whole_run(folder: Path, updates: int) -> str:
     """'' if ``folder`` holds one whole run of ``updates`` updates (evaluate works), else what is wrong."""
-    from ensemble_mappo.runs import read_checkpoint, read_config, read_progress
+    from ensemble_mappo.checkpoint import read_checkpoint
+    from ensemble_mappo.progress import read_progress
+    from ensemble_mappo.runs import read_config
 
     try:
         run = read_config(folder)

@@ -14,8 +14,18 @@ torch = pytest.importorskip("torch")
 
 from ensemble_env.cache import LogitCache, load_default_cache  # noqa: E402
 from ensemble_env.game.records import Counter  # noqa: E402
+from ensemble_mappo.agents import Agents  # noqa: E402
 from ensemble_mappo.checkpoint import load_checkpoint, save_checkpoint, unpack_arrays  # noqa: E402
+from ensemble_mappo.collection import collect  # noqa: E402
 from ensemble_mappo.config import TrainConfig, config_from_dict, field_docs, load_config  # noqa: E402
+from ensemble_mappo.frame import make_env, make_optimizer, update  # noqa: E402
+from ensemble_mappo.mappo import (  # noqa: E402
+    AGENT_LOSS_KEYS,
+    MAPPOLearner,
+    advantages_and_returns,
+    env_options,
+    losses_row,
+)
 from ensemble_mappo.networks import (  # noqa: E402
     VALUE_HEADS,
     CentralCritic,
@@ -33,19 +43,9 @@ from ensemble_mappo.ppo import (  # noqa: E402
     clipped_policy_loss,
     clipped_value_loss,
     compute_gae,
-    ppo_update,
 )
-from ensemble_mappo.progress import AGENT_LOSS_KEYS, losses_row, progress_columns  # noqa: E402
-from ensemble_mappo.training import (  # noqa: E402
-    Agents,
-    advantages_and_returns,
-    collect,
-    env_options,
-    episode_plan,
-    make_env,
-    make_optimizer,
-    train,
-)
+from ensemble_mappo.progress import progress_columns  # noqa: E402
+from ensemble_mappo.training import episode_plan, train  # noqa: E402
 
 
 # -- GAE ------------------------------------------------------------------------------------------------------
@@ -148,11 +148,10 @@ def test_ppo_update_names_each_statistic_after_what_it_measures(learners: tuple[
     torch.manual_seed(0)
     reference = Agents.build(venv, hidden=8)
     reference.value_norm.load_state_dict(agents.value_norm.state_dict())
-    actors = {name: getattr(agents, name) for name in learners}
-    stats = ppo_update(
-        actors, agents.critic, agents.value_norm, make_optimizer(agents, config), rollout, advantages, returns,
-        config, torch.Generator().manual_seed(0),
-    )  # fmt: skip
+    learner = MAPPOLearner(config, venv, agents)
+    generator = torch.Generator().manual_seed(0)
+    update(learner, make_optimizer(agents, config), rollout, venv.state(), config, generator, (*learners, "critic"))
+    stats = learner.last_stats
     assert isinstance(stats, UpdateStats)
 
     states = rollout.states.reshape(-1, rollout.states.shape[-1])

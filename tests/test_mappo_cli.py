@@ -62,7 +62,7 @@ def test_evaluate_json(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> Non
 def test_evaluate_text_and_online_is_labelled(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["evaluate", str(run_dir), "--no-baselines"]) == 0
     text = capsys.readouterr().out
-    assert text.splitlines()[0].startswith("MAPPO evaluation [frozen]")
+    assert text.splitlines()[0].startswith("mappo evaluation [frozen]")
     assert "selected" in text and "diabetes" in text
     assert main(["evaluate", str(run_dir), "--online", "--update-every", "200"]) == 0
     text = capsys.readouterr().out

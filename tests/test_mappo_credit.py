@@ -16,21 +16,16 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from ensemble_env import datasets  # noqa: E402
+from ensemble_mappo.agents import Agents  # noqa: E402
 from ensemble_mappo.checkpoint import load_checkpoint  # noqa: E402
+from ensemble_mappo.collection import collect  # noqa: E402
 from ensemble_mappo.config import TrainConfig, config_from_dict  # noqa: E402
+from ensemble_mappo.frame import Behaviour, make_env, make_optimizer  # noqa: E402
+from ensemble_mappo.mappo import advantages_and_returns, env_options  # noqa: E402
 from ensemble_mappo.networks import VALUE_HEADS, DeciderActor, complete_team  # noqa: E402
 from ensemble_mappo.optim import OPTIMIZERS, FlatAdam, TorchAdam  # noqa: E402
 from ensemble_mappo.ppo import agent_targets, decider_rewards  # noqa: E402
-from ensemble_mappo.training import (  # noqa: E402
-    Agents,
-    Behaviour,
-    advantages_and_returns,
-    collect,
-    env_options,
-    make_env,
-    make_optimizer,
-    train,
-)
+from ensemble_mappo.training import train  # noqa: E402
 
 
 # -- the decider earns the reward of the question its team answers ---------------------------------------------

@@ -24,10 +24,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ensemble_env import datasets  # noqa: E402
+from ensemble_env import datasets, files  # noqa: E402
 from ensemble_env.cli import main  # noqa: E402
-from ensemble_mappo import runs  # noqa: E402
-from ensemble_mappo.checkpoint import pack_arrays, save_checkpoint, unpack_arrays  # noqa: E402
+from ensemble_mappo import evaluation, progress, runs  # noqa: E402
+from ensemble_mappo.checkpoint import pack_arrays, read_checkpoint, save_checkpoint, unpack_arrays  # noqa: E402
 from ensemble_mappo.config import LIMITS, MAX_TOTAL_STEPS, TrainConfig, config_from_dict  # noqa: E402
 from ensemble_mappo.progress import Budget  # noqa: E402
 from ensemble_mappo.training import train  # noqa: E402
@@ -94,10 +94,10 @@ def test_a_run_writes_its_files_through_the_checked_readers(run: Path) -> None:
     assert sorted(path.name for path in run.iterdir()) == ["checkpoint.pt", "config.json", "progress.csv"]  # no lock
     config = runs.read_config(run)
     assert config.config.seed == 1 and config.cache == "toy8" and config.models == tuple(datasets.load("toy8").models)
-    checkpoint = runs.read_checkpoint(run, config)
+    checkpoint = read_checkpoint(run, config)
     assert (checkpoint.iteration, checkpoint.num_iterations, checkpoint.complete) == (2, 3, False)
-    assert runs.read_progress(run)["iteration"].tolist() == [1.0, 2.0]
-    assert [row["iteration"] for row in runs.progress_rows(run / "progress.csv", ["iteration"], upto=1)] == ["1"]
+    assert progress.read_progress(run)["iteration"].tolist() == [1.0, 2.0]
+    assert [row["iteration"] for row in progress.progress_rows(run / "progress.csv", ["iteration"], upto=1)] == ["1"]
 
 
 def test_a_run_of_a_version_before_a_field_existed_reads_with_the_value_it_was_trained_with(run: Path) -> None:
@@ -226,7 +226,7 @@ def test_a_bad_progress_csv_is_refused_naming_the_line_column_and_value(
         expected = f"line 3: {len(path.read_text().splitlines()[0].split(',')) - 1} cells for"
     _edit_progress(path, edit)
     with pytest.raises(runs.RunFileError) as error:
-        runs.read_progress(run)
+        progress.read_progress(run)
     assert str(error.value).startswith(f"{path}: ") and expected in str(error.value), str(error.value)
     before = {item.name: item.read_bytes() for item in run.iterdir()}
     _refused(["train", "--resume", str(run), "--no-progress"], capsys, str(path))
@@ -238,14 +238,14 @@ def test_resume_keeps_the_checkpointed_history_and_ignores_the_rows_after_it(run
     path = run / "progress.csv"
     path.write_text(path.read_text() + "3,96,0.5")  # a cut third row: the checkpoint is at update 2
     assert main(["train", "--resume", str(run), "--no-progress"]) == 0
-    assert runs.read_progress(run)["iteration"].tolist() == [1.0, 2.0, 3.0]
+    assert progress.read_progress(run)["iteration"].tolist() == [1.0, 2.0, 3.0]
 
 
 def test_a_log_written_before_a_statistic_was_added_still_reads_and_resumes(run: Path) -> None:
     _edit_progress(run / "progress.csv", lambda rows: [row.pop() for row in rows])  # no last statistic
-    assert np.isnan(runs.read_progress(run)[runs.progress_columns(runs.read_config(run).models)[-1]]).all()
+    assert np.isnan(progress.read_progress(run)[progress.progress_columns(runs.read_config(run).models)[-1]]).all()
     assert main(["train", "--resume", str(run), "--no-progress"]) == 0
-    assert runs.read_progress(run)["iteration"].tolist() == [1.0, 2.0, 3.0]
+    assert progress.read_progress(run)["iteration"].tolist() == [1.0, 2.0, 3.0]
 
 
 def test_resume_refuses_a_log_that_lost_checkpointed_rows(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -287,7 +287,7 @@ CHECKPOINT_CASES: dict[str, tuple[Callable[[dict[str, Any]], None], str, tuple[s
     "iteration a float": (_put("iteration", 2.0), "iteration: expected a whole number, got a number (2.0)", ()),
     "iteration 3.7": (_put("iteration", 3.7), "iteration: expected a whole number", ()),
     "iteration a bool": (_put("iteration", True), "iteration: expected a whole number", ()),
-    "iteration past the budget": (_put("iteration", 9), "iteration: expected a whole number [1, 3], got 9", ()),
+    "iteration past the budget": (_put("iteration", 9), "iteration: expected a whole number [0, 3], got 9", ()),
     "global_step": (_put("global_step", 5), "global_step: 5 is not iteration x num_envs x num_steps = 64", ()),
     "complete": (_put("complete", True), "complete: expected False", ()),
     "missing key": (lambda payload: payload.pop("optimizer"), "lacks optimizer", ()),
@@ -332,7 +332,7 @@ def test_a_bad_checkpoint_is_refused_naming_the_file_and_the_entry(
 def test_evaluate_refuses_a_nan_policy_given_as_networks(run: Path) -> None:
     from ensemble_mappo.evaluation import evaluate_agents
 
-    checkpoint = runs.read_checkpoint(run)
+    checkpoint = read_checkpoint(run)
     networks = {name: dict(state) for name, state in checkpoint.networks.items()}
     networks["decider"][_first_weight({"networks": networks})] = torch.full((8, 3), float("nan"))
     with pytest.raises(ValueError, match=r"live: networks\.decider\.\S+ holds 24 of 24 values that are not finite"):
@@ -361,10 +361,10 @@ def test_a_bad_evaluation_summary_is_refused_naming_the_field(run: Path, change:
     path = run / "evaluation_test.json"
     path.write_text(json.dumps(_evaluation(models, **change)))
     with pytest.raises(runs.RunFileError) as error:
-        runs.read_evaluation(path, models)
+        evaluation.read_evaluation(path, models)
     assert str(error.value).startswith(f"{path}: ") and expected in str(error.value), str(error.value)
     path.write_text(json.dumps(_evaluation(models, other=float("nan"))))  # a NaN plot does not read is fine
-    assert runs.read_evaluation(path, models)["macro_accuracy"] == 0.5
+    assert evaluation.read_evaluation(path, models)["macro_accuracy"] == 0.5
 
 
 def test_plot_refuses_a_bad_evaluation_before_it_draws(
@@ -382,16 +382,19 @@ def test_plot_refuses_a_bad_evaluation_before_it_draws(
 @pytest.mark.parametrize(
     ("values", "expected"),
     [
-        ({"passes": float("inf")}, "passes=inf is above its limit of 1,000,000"),
-        ({"passes": 1e300}, "passes=1e+300 is above its limit"),
-        ({"passes": float("nan")}, "passes must be a number in [0, 1e+06], got nan"),
+        ({"passes": float("inf")}, "passes must be a number in (0, 1e+06], got inf"),
+        ({"passes": 1e300}, "passes must be a number in (0, 1e+06], got 1e+300"),
+        ({"passes": float("nan")}, "passes must be a number in (0, 1e+06], got nan"),
+        ({"passes": -0.0}, "passes must be a number in (0, 1e+06], got -0.0"),
+        ({"learning_rate": -0.0}, "learning_rate must be a number in (0, 1], got -0.0"),
+        ({"learning_rate": 1e6}, "learning_rate must be a number in (0, 1], got 1000000.0"),
         ({"hidden_size": 10**6}, "hidden_size=1000000 is above its limit of 4,096"),
         ({"num_steps": 10**12}, "num_steps=1000000000000 is above its limit of 1,048,576"),
         ({"num_envs": 10**9}, "num_envs=1000000000 is above its limit of 65,536"),
         ({"total_steps": MAX_TOTAL_STEPS + 1}, "total_steps=10000000001 is above its limit"),
         ({"update_epochs": 10**6}, "update_epochs=1000000 is above its limit of 1,000"),
         ({"seed": 2**64}, "seed=18446744073709551616 is above its limit"),
-        ({"learning_rate": float("inf")}, "learning_rate must be a finite number, got inf"),
+        ({"learning_rate": float("inf")}, "learning_rate must be a number in (0, 1], got inf"),
         ({"passes": 10**400}, "passes must be a number in its range, got <an integer of about 401 digits>"),
     ],
 )
@@ -419,18 +422,18 @@ def test_the_rollout_storage_is_bounded_before_it_is_allocated(
 # -- the lock --------------------------------------------------------------------------------------------------
 def test_the_lock_is_reentrant_in_its_thread_refused_in_another_and_removed_when_released(tmp_path: Path) -> None:
     folder = tmp_path / "run"
-    with runs.RunLock(folder, command="first") as lock:
+    with files.RunLock(folder, command="first") as lock:
         record = json.loads((folder / "run.lock").read_text())
         assert record["pid"] == os.getpid() and record["command"] == "first" and lock.taken_over is None
-        with runs.RunLock(folder):  # train() inside the train command
+        with files.RunLock(folder):  # train() inside the train command
             pass
         assert (folder / "run.lock").exists()
         errors: list[BaseException] = []
 
         def other() -> None:
             try:
-                runs.RunLock(folder).acquire()
-            except runs.RunBusyError as error:
+                files.RunLock(folder).acquire()
+            except files.RunBusyError as error:
                 errors.append(error)
 
         thread = threading.Thread(target=other)
@@ -447,14 +450,14 @@ def test_a_lock_file_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind:
     {"folder": lambda p: p.mkdir(), "symlink": lambda p: p.symlink_to("/dev/null"), "fifo": os.mkfifo}[kind](
         folder / "run.lock"
     )
-    with pytest.raises(runs.RunFileError, match=r"run\.lock"):
-        runs.RunLock(folder).acquire()
+    with pytest.raises(ValueError, match=r"run\.lock"):
+        files.RunLock(folder).acquire()
 
 
 def test_a_folder_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "notes.txt").write_text("x")
-    with pytest.raises(runs.RunFileError, match="is a file, not a folder"):
-        runs.RunLock(tmp_path / "notes.txt").acquire()
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        files.RunLock(tmp_path / "notes.txt").acquire()
     _refused(["train", "--cache", "toy8", "--out", str(tmp_path / "notes.txt")], capsys, "is a file")
     _refused(["train", "--resume", str(tmp_path / "nowhere")], capsys, "no such run directory")
 
@@ -511,5 +514,5 @@ def test_a_second_train_in_a_running_runs_folder_is_refused_naming_the_first(
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=60)
     assert (folder / "run.lock").exists()  # left behind, but no longer held
-    with runs.RunLock(folder, create=False) as lock:
+    with files.RunLock(folder, create=False) as lock:
         assert lock.taken_over is not None and lock.taken_over["pid"] == first.pid

@@ -13,12 +13,15 @@ torch = pytest.importorskip("torch")
 
 from ensemble_env.baselines import routing  # noqa: E402
 from ensemble_env.synthetic import make_cache  # noqa: E402
+from ensemble_mappo.agents import Agents  # noqa: E402
 from ensemble_mappo.checkpoint import load_checkpoint  # noqa: E402
 from ensemble_mappo.config import TrainConfig  # noqa: E402
+from ensemble_mappo.frame import make_env  # noqa: E402
+from ensemble_mappo.mappo import env_options  # noqa: E402
 from ensemble_mappo.networks import TeamDeciderActor  # noqa: E402
 from ensemble_mappo.ppo import coefficients  # noqa: E402
 from ensemble_mappo.start import StartPolicy, start_decider, team_train_rewards  # noqa: E402
-from ensemble_mappo.training import Agents, env_options, make_env, train  # noqa: E402
+from ensemble_mappo.training import train  # noqa: E402
 
 TINY = {"num_envs": 4, "num_steps": 16, "episode_length": 32, "hidden_size": 8, "update_epochs": 2}
 

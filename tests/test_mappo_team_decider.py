@@ -15,11 +15,13 @@ import torch
 from ensemble_env import baselines
 from ensemble_env.game import actions
 from ensemble_env.synthetic import make_cache, planted_cache
+from ensemble_mappo.agents import Agents
 from ensemble_mappo.checkpoint import load_checkpoint
 from ensemble_mappo.config import TrainConfig
 from ensemble_mappo.evaluation import evaluate_run
+from ensemble_mappo.frame import make_env
 from ensemble_mappo.networks import TeamDeciderActor, categorical_entropy
-from ensemble_mappo.training import Agents, make_env, train
+from ensemble_mappo.training import train
 
 
 def test_teams_follow_the_environments_subset_encoding_and_honour_min_team_size() -> None:

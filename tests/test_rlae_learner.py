@@ -23,20 +23,32 @@ from ensemble_env.baselines import registry, weights  # noqa: E402
 from ensemble_env.cache import save_cache  # noqa: E402
 from ensemble_env.cli import main  # noqa: E402
 from ensemble_mappo import benchmark  # noqa: E402
+from ensemble_mappo.checkpoint import read_checkpoint  # noqa: E402
+from ensemble_mappo.evaluation import evaluate_agents, evaluate_run, read_selection  # noqa: E402
+from ensemble_mappo.frame import make_env  # noqa: E402
 from ensemble_mappo.rlae import (  # noqa: E402
     ACTION_EPS,
+    BanditRollout,
     BetaActor,
     RLAENetworks,
     beta_entropy,
     beta_log_prob,
     collect,
-    evaluate_rlae,
-    evaluate_rlae_run,
-    make_rlae_env,
-    read_rlae_checkpoint,
-    train_rlae,
 )
 from ensemble_mappo.rlae_config import RLAEConfig, rlae_config_from_dict  # noqa: E402
+from ensemble_mappo.runs import read_config  # noqa: E402
+from ensemble_mappo.training import train  # noqa: E402
+
+
+def make_rlae_env(config: RLAEConfig, cache: LogitCache, **options):
+    """The run's game (RLAEConfig.env_options) on a split of ``cache``."""
+    return make_env(cache, config.env_options(has_features=cache.features is not None), **options)
+
+
+def fit(config: RLAEConfig, cache: LogitCache, out: Path) -> dict:
+    """Train through the frame's loop; the run's choice on validation (selection.json)."""
+    train(config, cache, out, progress=False)
+    return read_selection(out)
 
 
 def planted_cache(n_questions: int = 600, seed: int = 0) -> LogitCache:
@@ -92,7 +104,8 @@ def test_actor_starts_near_the_mean_vote_and_its_actions_stay_in_bounds() -> Non
     assert alpha.shape == beta.shape == (8, 1, 3) and bool((alpha >= 1).all() and (beta >= 1).all())
     torch.testing.assert_close(alpha / (alpha + beta), torch.full_like(alpha, 0.5), atol=0.02, rtol=0)
     torch.testing.assert_close(alpha + beta - 2, torch.full_like(alpha, 20.0), atol=0.5, rtol=0)
-    _, rollout = collect(venv, networks, obs, 16, np.random.default_rng(0))
+    rollout = BanditRollout.allocate(16, 8, networks, venv.state_space.shape[-1])
+    collect(venv, networks, rollout, obs, np.random.default_rng(0))
     assert rollout.actions.shape == (16, 8, 1, 3)
     assert float(rollout.actions.min()) >= ACTION_EPS and float(rollout.actions.max()) <= 1 - ACTION_EPS
     assert bool(torch.isfinite(rollout.log_probs).all())
@@ -130,7 +143,7 @@ def test_config_refuses_bad_values_naming_them() -> None:
         RLAEConfig(num_envs=0)
     with pytest.raises(ValueError, match="set by the algorithm"):
         RLAEConfig(env={"decider": True})
-    with pytest.raises(ValueError, match="unknown RLAE option 'critic'"):
+    with pytest.raises(ValueError, match=r"unknown key.*critic"):
         rlae_config_from_dict({"critic": "central"})
     assert rlae_config_from_dict({"passes": 3}).passes == 3.0
 
@@ -142,21 +155,22 @@ def test_learner_finds_the_planted_per_task_weights(tmp_path: Path, algorithm: s
     """The mean vote is always wrong on this cache; the learner must beat its start by far on validation and test."""
     cache = planted_cache()
     config = RLAEConfig(algorithm=algorithm, passes=30.0, num_envs=16, checkpoints=3, learning_rate=3e-3)
-    fit = train_rlae(config, cache, tmp_path / "run", progress=False)
-    start, best = fit["validation"][0]["validation_reward"], max(h["validation_reward"] for h in fit["validation"])
+    chosen = fit(config, cache, tmp_path / "run")
+    history = chosen["candidates"]
+    start, best = history[0]["validation_reward"], max(h["validation_reward"] for h in history)
     assert start < -1.5  # near the mean vote: about every answer wrong (-2)
-    assert best > 0.5 and fit["selected_iteration"] > 0
-    test = evaluate_rlae_run(tmp_path / "run", cache, split="test")
+    assert best > 0.5 and chosen["update"] > 0
+    test = evaluate_run(tmp_path / "run", cache, split="test")
     assert test.correct.mean() > 0.8
 
 
 def test_learning_is_deterministic_under_a_seed(tmp_path: Path) -> None:
     cache = planted_cache(300)
     config = RLAEConfig(passes=2.0, num_envs=8, num_steps=16, checkpoints=2)
-    first = train_rlae(config, cache, tmp_path / "a", progress=False)
-    second = train_rlae(config, cache, tmp_path / "b", progress=False)
+    first = fit(config, cache, tmp_path / "a")
+    second = fit(config, cache, tmp_path / "b")
     assert first == second
-    a, b = (evaluate_rlae_run(tmp_path / name, cache, split="test") for name in ("a", "b"))
+    a, b = (evaluate_run(tmp_path / name, cache, split="test") for name in ("a", "b"))
     np.testing.assert_array_equal(a.answers, b.answers)
 
 
@@ -166,20 +180,22 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RLAEConfig
     cache = planted_cache(300)
     config = RLAEConfig(algorithm="rlae_mappo", passes=2.0, num_envs=8, num_steps=16, checkpoints=2)
     out = tmp_path_factory.mktemp("rlae") / "run"
-    train_rlae(config, cache, out, progress=False)
+    train(config, cache, out, progress=False)
     return out, config, cache
 
 
 def test_checkpoint_round_trip_gives_the_same_answers(tiny_run: tuple[Path, RLAEConfig, LogitCache]) -> None:
     out, config, cache = tiny_run
-    payload = read_rlae_checkpoint(out, config)
-    from_file = evaluate_rlae_run(out, cache, split="validation")
-    from_memory = evaluate_rlae(payload["networks"], config, cache, split="validation")
-    np.testing.assert_array_equal(from_file.answers, from_memory.answers)
-    history = json.loads(payload["validation"])
-    assert next(h["iteration"] for h in history) == 0 and len(history) == 3
+    selection = read_selection(out)
+    history = selection["candidates"]
+    assert history[0]["update"] == 0 and len(history) == 3
     chosen = max(history, key=lambda h: h["validation_reward"])
-    assert from_file.iteration == payload["selected_iteration"] == chosen["iteration"]
+    payload = read_checkpoint(out / "checkpoints" / f"update_{selection['update']}.pt", read_config(out))
+    from_file = evaluate_run(out, cache, split="validation")
+    from_memory = evaluate_agents(payload.networks, config, cache, split="validation")
+    np.testing.assert_array_equal(from_file.answers, from_memory.answers)
+    assert from_file.iteration == payload.iteration == selection["update"] == chosen["update"]
+    assert from_file.global_step == payload.iteration * config.num_envs * config.num_steps
     np.testing.assert_allclose(from_file.rewards.mean(), chosen["validation_reward"], atol=1e-6)
 
 
@@ -191,29 +207,30 @@ class Evil:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda p: p.update(kind="mappo"), "kind"),
+        (lambda p: p.update(algorithm="mappo"), "config"),
         (lambda p: p.pop("networks"), "networks"),
-        (lambda p: p.pop("selected_iteration"), "lacks selected_iteration"),
-        (lambda p: p.update(selected_iteration=3.5), "selected_iteration"),
+        (lambda p: p.pop("iteration"), "lacks iteration"),
+        (lambda p: p.update(iteration=3.5), "iteration"),
         (lambda p: p["networks"]["actor"]["net.0.weight"].fill_(float("nan")), "finite"),
         (lambda p: p["config"].update(seed=99), "config"),
         (lambda p: p.update(evil=Evil()), "not a readable checkpoint"),
     ],
-    ids=["kind", "no networks", "missing", "float count", "nan", "other config", "pickled object"],
+    ids=["algorithm", "no networks", "missing", "float count", "nan", "other config", "pickled object"],
 )
 def test_crafted_checkpoints_are_refused(
     tiny_run: tuple[Path, RLAEConfig, LogitCache], tmp_path: Path, change, message: str
 ) -> None:
     out, _config, cache = tiny_run
     crafted = tmp_path / "run"
-    crafted.mkdir()
-    for name in ("config.json", "progress.csv"):
+    (crafted / "checkpoints").mkdir(parents=True)
+    chosen = f"checkpoints/update_{read_selection(out)['update']}.pt"
+    for name in ("config.json", "progress.csv", "selection.json", "checkpoint.pt", chosen):
         (crafted / name).write_bytes((out / name).read_bytes())
-    payload = torch.load(out / "checkpoint.pt", weights_only=True)
+    payload = torch.load(out / chosen, weights_only=True)
     change(payload)
-    torch.save(payload, crafted / "checkpoint.pt")
+    torch.save(payload, crafted / chosen)
     with pytest.raises(ValueError, match=message):
-        evaluate_rlae_run(crafted, cache, split="test")
+        evaluate_run(crafted, cache, split="test")
 
 
 # -- the command line and the benchmark -----------------------------------------------------------------------
@@ -238,8 +255,9 @@ def test_cli_trains_and_evaluates(tmp_path: Path, algorithm: str, capsys: pytest
     assert {"per_task_weights", "per_question_weights", "mean_probability_vote"} <= set(result["baselines"])
     assert main(["evaluate", str(out)]) == 0
     assert f"{algorithm} evaluation" in capsys.readouterr().out
-    assert main(["train", "--algorithm", algorithm, "--out", str(tmp_path / "x"), "--critic", "local", *TINY]) == 2
-    assert "--critic is a MAPPO option" in capsys.readouterr().err
+    foreign = ["--decider-policy", "teams"]
+    assert main(["train", "--algorithm", algorithm, "--out", str(tmp_path / "x"), *foreign, *TINY]) == 2
+    assert "--decider-policy is not one of its options" in capsys.readouterr().err
     assert main(["train", "--algorithm", algorithm, "--cache", str(cache_file), "--out", str(out), *TINY]) == 2
     assert "already holds a run" in capsys.readouterr().err
 
@@ -269,7 +287,7 @@ def test_test_labels_do_not_influence_the_rlae_selection(tmp_path: Path) -> None
     flipped = dataclasses.replace(cache, labels=labels)
     chosen = []
     for index, which in enumerate((cache, flipped)):
-        answers = benchmark.rlae_answers(
+        answers = benchmark.learner_answers(
             which, 0, 1.0, tmp_path / str(index), algorithm="rlae_ppo", passes=3.0, checkpoints=2
         )
         chosen.append((answers.info["selected_iteration"], answers.info["validation"], answers.predictions.tolist()))
@@ -345,3 +363,49 @@ def test_the_weight_baselines_are_registered() -> None:
 def test_docstring_examples(module: str) -> None:
     failures, attempted = doctest.testmod(importlib.import_module(module))
     assert failures == 0 and attempted > 0
+
+
+# -- the frame's shared paths: resume, online evaluation, plot ----------------------------------------------------
+@pytest.mark.parametrize("algorithm", ["rlae_ppo", "rlae_mappo"])
+def test_a_resumed_run_is_the_uninterrupted_one(tmp_path: Path, algorithm: str) -> None:
+    cache = planted_cache(300)
+    config = RLAEConfig(algorithm=algorithm, passes=4.0, num_envs=8, num_steps=16, checkpoints=2, checkpoint_every=1)
+    whole = tmp_path / "whole"
+    train(config, cache, whole, progress=False)
+    parted = tmp_path / "parted"
+    train(config, cache, parted, progress=False, stop_after=3)
+    assert read_selection(parted) is None  # chosen only once the budget is spent
+    train(config, cache, parted, progress=False, resume=True)
+    assert read_selection(parted) == read_selection(whole)
+    run = read_config(whole)
+    first, second = (read_checkpoint(folder / "checkpoint.pt", run) for folder in (whole, parted))
+    assert first.iteration == second.iteration and first.random == second.random
+    for name, state in first.networks.items():
+        for key, tensor in state.items():
+            torch.testing.assert_close(tensor, second.networks[name][key], rtol=0, atol=0)
+    rows = [(folder / "progress.csv").read_text().splitlines() for folder in (whole, parted)]
+    drop_time = [",".join(line.split(",")[:2] + line.split(",")[4:]) for line in rows[0]]
+    assert drop_time == [",".join(line.split(",")[:2] + line.split(",")[4:]) for line in rows[1]]
+
+
+def test_online_evaluation_learns_on_the_stream_and_is_labelled(tiny_run: tuple[Path, RLAEConfig, LogitCache]) -> None:
+    out, _config, cache = tiny_run
+    frozen = evaluate_run(out, cache, split="test")
+    online = evaluate_run(out, cache, split="test", online=True, update_every=16, seed=3)
+    assert online.name.endswith("(online)") and online.protocol == "online" and frozen.protocol == "frozen"
+    assert online.questions.tolist() == frozen.questions.tolist()
+    assert online.update_every == 16
+    again = evaluate_run(out, cache, split="test", online=True, update_every=16, seed=3)
+    np.testing.assert_array_equal(online.answers, again.answers)  # seeded
+
+
+def test_plot_draws_an_rlae_run(tiny_run: tuple[Path, RLAEConfig, LogitCache], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from ensemble_mappo.plots import PLOT_NAMES, plot_runs
+
+    out, _config, cache = tiny_run
+    cache_file = tmp_path / "planted.h5"
+    save_cache(cache_file, cache)
+    written = plot_runs([out], tmp_path / "plots", str(cache_file))
+    assert [path.name for path in written] == list(PLOT_NAMES)
+    assert all(path.stat().st_size > 1000 for path in written)

@@ -6,15 +6,18 @@ README says how on each machine), then the ``mappo`` extra: ``pip install -e ".[
 - :class:`DeciderActor` (one Bernoulli per model) and :class:`FusionActor` (a categorical over the valid
   choices), both :class:`Actor`; :class:`CentralCritic` on ``venv.state()``; :class:`ValueNormalizer`.
 - :func:`agent_targets` (each agent's advantages: the decider earns r_{t+1}, the fusion agent r_t),
-  :func:`compute_gae`, :func:`clipped_policy_loss`, :func:`clipped_value_loss`, :func:`ppo_update` (its
-  statistics by name: :class:`UpdateStats`); the optimizer, :class:`FlatAdam` (fused, the default) or
-  :class:`TorchAdam` (plain ``torch.optim.Adam``).
-- :class:`TrainConfig`, :func:`train` (one iteration in order: collect, advantages, PPO epochs, log and
-  checkpoint), :func:`evaluate_run`, :func:`evaluate_agents`; the ``ensemble-env train | evaluate | plot``
-  commands of :mod:`ensemble_mappo.cli` wrap them.
+  :func:`compute_gae`, :func:`clipped_policy_loss`, :func:`clipped_value_loss` (MAPPO's loss is written in
+  one place, ``MAPPOLearner.loss``; its statistics by name: :class:`UpdateStats`); the optimizer,
+  :class:`FlatAdam` (fused, the default) or :class:`TorchAdam` (plain ``torch.optim.Adam``).
+- The learner frame: one loop for every algorithm of :data:`ALGORITHMS` (MAPPO, IPPO, RLAE's two), each a
+  :class:`Learner` (:mod:`ensemble_mappo.frame`) with its config (:class:`TrainConfig`, :class:`RLAEConfig`, over
+  :class:`LearnerConfig`): :func:`train` (one iteration in order: collect, advantages, PPO epochs, log and
+  checkpoint), :func:`evaluate_run`, :func:`evaluate_agents`; the ``ensemble-env train | evaluate | plot |
+  benchmark`` commands of :mod:`ensemble_mappo.cli` wrap them.
 
-Only :mod:`ensemble_mappo.config` and :mod:`ensemble_mappo.cli` are importable without torch (the command
-line builds its options from the config); the other names load torch on first use.
+Only :mod:`ensemble_mappo.config`, :mod:`ensemble_mappo.rlae_config`, :mod:`ensemble_mappo.algorithms` and
+:mod:`ensemble_mappo.cli` are importable without torch (the command line builds its options from the configs);
+the other names load torch on first use.
 """
 
 from __future__ import annotations
@@ -23,12 +26,16 @@ import importlib
 from typing import Any
 
 __all__ = [
+    "ALGORITHMS",
     "Actor",
     "CentralCritic",
     "DeciderActor",
     "Evaluation",
     "FlatAdam",
     "FusionActor",
+    "Learner",
+    "LearnerConfig",
+    "RLAEConfig",
     "TeamDeciderActor",
     "TorchAdam",
     "TrainConfig",
@@ -42,7 +49,6 @@ __all__ = [
     "evaluate_run",
     "load_checkpoint",
     "load_config",
-    "ppo_update",
     "save_checkpoint",
     "train",
 ]
@@ -58,11 +64,14 @@ _WHERE = {
     "clipped_value_loss": "ppo",
     "compute_gae": "ppo",
     "agent_targets": "ppo",
-    "ppo_update": "ppo",
     "UpdateStats": "ppo",
     "FlatAdam": "optim",
     "TorchAdam": "optim",
     "TrainConfig": "config",
+    "LearnerConfig": "config",
+    "RLAEConfig": "rlae_config",
+    "ALGORITHMS": "algorithms",
+    "Learner": "frame",
     "load_config": "config",
     "train": "training",
     "Evaluation": "evaluation",

@@ -1,10 +1,9 @@
-"""The learnable parts of MAPPO (:class:`Agents`: two actors, the critic, its value normaliser) and their optimizer.
+"""The learnable parts of MAPPO (:class:`Agents`: two actors, the critic, its value normaliser).
 
-To add a network: give :class:`Agents` a field, build it in :meth:`Agents.build`, list it in
-:meth:`Agents.modules` (checkpoints save it) and :meth:`Agents.networks` (the optimizer holds it under that
-name); give it a term in the loss (:func:`~ensemble_mappo.ppo.minibatch_losses`) and its name among the
-learners that :func:`~ensemble_mappo.ppo.ppo_update` steps. To swap the optimizer: :func:`make_optimizer`
-(``optimizer="adam"`` is the plain ``torch.optim.Adam``, :class:`~ensemble_mappo.optim.TorchAdam`).
+To add a network: give :class:`Agents` a field, build it in :meth:`Agents.build` and list it in
+:meth:`Agents.networks` (checkpoints save it; the optimizer holds it under that name, and
+:meth:`ensemble_mappo.mappo.MAPPOLearner.phase` names it among the networks that step), then give it a term in
+:meth:`ensemble_mappo.mappo.MAPPOLearner.loss`, the one place MAPPO's loss is written.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from torch import Tensor, nn
 
 from ensemble_env.game.actions import MAX_SUBSET_MODELS
 from ensemble_env.game.engine import EnsembleVectorEnv
-from ensemble_mappo.config import TrainConfig
 from ensemble_mappo.networks import (
     CentralCritic,
     DeciderActor,
@@ -25,10 +23,9 @@ from ensemble_mappo.networks import (
     TeamDeciderActor,
     ValueNormalizer,
 )
-from ensemble_mappo.optim import OPTIMIZERS, Optimizer
 from ensemble_mappo.ppo import Rollout
 
-__all__ = ["Agents", "make_optimizer"]
+__all__ = ["Agents"]
 
 
 @dataclass
@@ -82,7 +79,7 @@ class Agents:
 
     def modules(self) -> dict[str, nn.Module]:
         """Everything a checkpoint saves, by name: the networks and the value normaliser."""
-        return {"decider": self.decider, "fusion": self.fusion, "critic": self.critic, "value_norm": self.value_norm}
+        return {**self.networks(), "value_norm": self.value_norm}
 
     def networks(self) -> dict[str, nn.Module]:
         """The networks with parameters: the two actors and the critic."""
@@ -113,18 +110,3 @@ class Agents:
         return Rollout.allocate(
             num_steps, venv.num_envs, sizes, layout.decider_size + layout.fusion_size, venv.n_models
         )
-
-
-def make_optimizer(agents: Agents, config: TrainConfig, optimizer: str = "fused") -> Optimizer:
-    """Adam over the networks of ``agents`` (eps 1e-5, as MAPPO and CleanRL), each network's gradient norm
-    clipped to ``max_grad_norm``.
-
-    ``optimizer`` (a key of :data:`~ensemble_mappo.optim.OPTIMIZERS`): "fused" (the default,
-    :class:`~ensemble_mappo.optim.FlatAdam`: the networks' parameters become views of one buffer, so build it
-    after the networks are final) or "adam" (:class:`~ensemble_mappo.optim.TorchAdam`, plain
-    ``torch.optim.Adam`` and ``clip_grad_norm_``; the same update up to float rounding, slower). Another
-    optimizer needs the interface of :class:`~ensemble_mappo.optim.Optimizer`.
-    """
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer={optimizer!r} is not one of {sorted(OPTIMIZERS)}")
-    return OPTIMIZERS[optimizer](agents.networks(), config.learning_rate, max_grad_norm=config.max_grad_norm, eps=1e-5)

@@ -8,7 +8,8 @@ loading a checkpoint never runs code.
 :func:`save_checkpoint` writes through :func:`ensemble_env.files.atomic_path` (``torch.save`` to a temporary
 file beside the target, synced, then renamed over it). :func:`load_checkpoint` reads one and checks its
 networks (a mapping of modules to mappings of plain tensors, every floating value finite); a run's checkpoint
-is read whole, every entry checked, by :func:`ensemble_mappo.runs.read_checkpoint`.
+is read whole, every entry checked, by :func:`read_checkpoint`, and restored into a resumed run's live objects by
+:func:`restore_run`.
 """
 
 from __future__ import annotations
@@ -22,27 +23,65 @@ import warnings
 import zipfile
 import zlib
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from ensemble_env.files import atomic_path
+from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_env.text import show
+from ensemble_mappo import algorithms
+from ensemble_mappo.config import LIMITS, LearnerConfig
+from ensemble_mappo.optim import Optimizer
+from ensemble_mappo.runs import (
+    CHECKPOINT_NAME,
+    RunConfig,
+    RunFileError,
+    config_entry,
+    describe,
+    exact_keys,
+    names_of,
+    read_config,
+    refuse,
+    run_folder,
+    whole_number,
+)
 
 __all__ = [
+    "CHECKPOINT_KEYS",
     "CHECKPOINT_NAME",
+    "Checkpoint",
     "check_networks",
     "check_tensor",
     "load_checkpoint",
+    "load_networks",
+    "load_optimizer",
     "pack_arrays",
+    "read_checkpoint",
+    "restore_env",
+    "restore_run",
     "save_checkpoint",
     "unpack_arrays",
 ]
 
-#: file name of a run's checkpoint inside its directory
-CHECKPOINT_NAME = "checkpoint.pt"
+#: the entries of a checkpoint (see ensemble_mappo.training; ``algorithm`` and ``random`` too since the learner
+#: frame, absent from MAPPO's checkpoints before it); others are ignored
+CHECKPOINT_KEYS = (
+    "config",
+    "iteration",
+    "global_step",
+    "num_iterations",
+    "complete",
+    "models",
+    "networks",
+    "optimizer",
+    "generator",
+    "env",
+)
 #: the tensor types a checkpoint may hold (no complex, quantized or sparse tensors)
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.uint8, torch.int8, torch.int16)
 _DTYPES += (torch.int32, torch.int64, torch.bool)
@@ -154,3 +193,233 @@ def unpack_arrays(packed: torch.Tensor, what: str) -> dict[str, np.ndarray]:
     except _ARCHIVE_ERRORS as error:
         cause = show(str(error) or type(error).__name__, 200)
         raise ValueError(f"{what}: not a numpy archive of arrays ({cause})") from None
+
+
+# -- a run's checkpoint, read back and restored ------------------------------------------------------------
+@dataclass(frozen=True)
+class Checkpoint:
+    """A run's checkpoint, every entry checked (:func:`read_checkpoint`)."""
+
+    path: Path
+    algorithm: str
+    config: LearnerConfig
+    iteration: int
+    """Updates done (0: a run's start, kept among its checkpoints)."""
+    global_step: int
+    num_iterations: int
+    """Updates the run's budget runs in all."""
+    complete: bool
+    models: tuple[str, ...]
+    networks: dict[str, dict[str, Tensor]]
+    optimizer: dict[str, Tensor]
+    generator: Tensor
+    env: dict[str, np.ndarray]
+    """The environment's snapshot (its values are checked by ``set_state``: :func:`restore_env`)."""
+    random: str
+    """The state of the learner's own generator ("" for none; :meth:`ensemble_mappo.frame.Learner.random_state`)."""
+
+
+def read_checkpoint(run_dir: str | Path, run: RunConfig | None = None) -> Checkpoint:
+    """Read a checkpoint (a run directory or the file) and check every entry: a readable plain-data file
+    (:func:`~ensemble_mappo.checkpoint.load_checkpoint`), every entry of :data:`CHECKPOINT_KEYS` there, counts
+    that are ints (``3``, never ``"3"`` or ``3.7``) and agree with each other and the config, finite network
+    and optimizer tensors, a generator state torch accepts, an environment snapshot archive. With ``run``
+    (the folder's ``config.json``), the checkpoint must belong to it: the same config and pool."""
+    path = Path(run_dir)
+    if path.is_dir():
+        path = path / CHECKPOINT_NAME
+    payload = load_checkpoint(path)
+    where = str(path)
+    missing = [key for key in CHECKPOINT_KEYS if key not in payload]
+    if missing:
+        raise refuse(path, "", f"lacks {', '.join(missing)} (a checkpoint of `ensemble-env train` holds all of them)")
+    algorithm = payload.get("algorithm")  # a MAPPO checkpoint written before the registry has none
+    if algorithm is not None and (not isinstance(algorithm, str) or algorithm not in algorithms.ALGORITHMS):
+        known = ", ".join(algorithms.ALGORITHMS)
+        raise refuse(path, "algorithm", f"expected one of {known}, got {describe(algorithm)}")
+    config = config_entry(path, "config", payload["config"], algorithm)
+    random = payload.get("random", "")
+    if not isinstance(random, str) or len(random) > 2**16:
+        raise refuse(path, "random", f"expected the text of a generator's state, got {describe(random)}")
+    batch_size = config.num_envs * config.num_steps
+    num_iterations = whole_number(path, "num_iterations", payload["num_iterations"], low=1, high=LIMITS["total_steps"])
+    iteration = whole_number(path, "iteration", payload["iteration"], low=0, high=num_iterations)
+    global_step = whole_number(path, "global_step", payload["global_step"], low=0)
+    if global_step != iteration * batch_size:
+        raise refuse(
+            path, "global_step", f"{global_step} is not iteration x num_envs x num_steps = {iteration * batch_size}"
+        )
+    complete = payload["complete"]
+    if not isinstance(complete, bool) or complete != (iteration >= num_iterations):
+        raise refuse(
+            path,
+            "complete",
+            f"expected {iteration >= num_iterations} (update {iteration} of {num_iterations}), "
+            f"got {describe(complete)}",
+        )
+    models = names_of(path, "models", payload["models"], nonempty=True)
+    networks = check_networks(payload["networks"], where)
+    optimizer = payload["optimizer"]
+    if not isinstance(optimizer, dict):
+        raise refuse(
+            path, "optimizer", f"expected the optimizer's state (exp_avg, exp_avg_sq, steps), got {describe(optimizer)}"
+        )
+    exact_keys(path, "optimizer", optimizer, ("exp_avg", "exp_avg_sq", "steps"))
+    moments = [check_tensor(optimizer[key], where, f"optimizer.{key}") for key in ("exp_avg", "exp_avg_sq")]
+    if not all(m.is_floating_point() and m.dim() == 1 for m in moments) or moments[0].shape != moments[1].shape:
+        raise refuse(
+            path,
+            "optimizer.exp_avg",
+            f"{moments[0].dtype} of shape {tuple(moments[0].shape)} and exp_avg_sq {moments[1].dtype} of shape "
+            f"{tuple(moments[1].shape)}: expected two flat float tensors of one shape (one entry per parameter)",
+        )
+    if bool((moments[1] < 0).any()):
+        raise refuse(path, "optimizer.exp_avg_sq", "holds a negative value; it is a mean of squares")
+    steps = check_tensor(optimizer["steps"], where, "optimizer.steps")
+    if steps.dtype != torch.int64 or steps.dim() != 1 or bool((steps < 0).any()):
+        raise refuse(path, "optimizer.steps", f"expected a flat int64 tensor of step counts >= 0, got {show(steps)}")
+    generator = check_tensor(payload["generator"], where, "generator")
+    try:
+        torch.Generator().set_state(generator)
+    except (RuntimeError, TypeError, ValueError) as error:
+        raise refuse(path, "generator", f"not a state of torch's generator ({show(str(error), 200)})") from None
+    env = unpack_arrays(payload["env"], f"{path}: env")
+    checkpoint = Checkpoint(
+        path,
+        algorithms.name_of(config),
+        config,
+        iteration,
+        global_step,
+        num_iterations,
+        complete,
+        models,
+        networks,
+        optimizer,
+        generator,
+        env,
+        random,
+    )
+    if run is not None:
+        _belongs(checkpoint, run)
+    return checkpoint
+
+
+def _belongs(checkpoint: Checkpoint, run: RunConfig) -> None:
+    if checkpoint.config != run.config:
+        changed = [
+            item.name
+            for item in fields(run.config)
+            if getattr(checkpoint.config, item.name, None) != getattr(run.config, item.name)
+        ]
+        raise refuse(
+            checkpoint.path,
+            "config",
+            f"differs from {run.path} in {', '.join(changed)}: the two files belong to different runs (was the run "
+            "started over, or a file copied in?)",
+        )
+    if checkpoint.models != run.models:
+        raise refuse(
+            checkpoint.path,
+            "models",
+            f"{show(list(checkpoint.models), 200)} differ from {run.path}'s run.models {show(list(run.models), 200)}",
+        )
+
+
+def load_optimizer(optimizer: Optimizer, state: Mapping[str, Tensor], source: str) -> None:
+    """Load a checkpoint's optimizer state after checking it against ``optimizer``'s own: the same entries,
+    shapes and dtypes, finite moments, second moments and step counts >= 0. ``source`` is named in errors."""
+    if not isinstance(state, Mapping):
+        raise refuse(source, "optimizer", f"expected the optimizer's state, got {show(state)}")
+    expected = optimizer.state_dict()
+    exact_keys(Path(source), "optimizer", state, tuple(expected))
+    for key, reference in expected.items():
+        value = check_tensor(state[key], source, f"optimizer.{key}")
+        if value.shape != reference.shape or value.dtype != reference.dtype:
+            raise refuse(
+                source,
+                f"optimizer.{key}",
+                f"{value.dtype} of shape {tuple(value.shape)}, expected {reference.dtype} of shape "
+                f"{tuple(reference.shape)}",
+            )
+    for key in ("exp_avg_sq", "steps"):
+        if key in state and bool((state[key] < 0).any()):
+            raise refuse(source, f"optimizer.{key}", "holds a negative value")
+    try:
+        optimizer.load_state_dict(state)
+    except (RuntimeError, ValueError, KeyError) as error:
+        raise refuse(source, "optimizer", f"not loadable ({show(str(error), 300)})") from None
+
+
+def restore_env(venv: EnsembleVectorEnv, snapshot: Mapping[str, np.ndarray], source: str) -> None:
+    """``venv.set_state(snapshot)``, which checks every array by value against the engine (its cache, options
+    and copies); a refusal is raised as a :class:`RunFileError` naming ``source`` (the checkpoint file)."""
+    try:
+        venv.set_state(snapshot)
+    except ValueError as error:  # CacheError is one: the snapshot no play of this engine could have produced
+        raise refuse(source, "env", f"the environment's snapshot is refused: {show(str(error), 600)[1:-1]}") from None
+
+
+def restore_run(
+    run_dir: str | Path,
+    config: LearnerConfig,
+    num_iterations: int,
+    learner: Any,
+    optimizer: Optimizer,
+    generator: torch.Generator,
+    venv: EnsembleVectorEnv,
+) -> int:
+    """Restore the run saved in ``run_dir`` into the live objects of a resumed run; the updates it had done.
+
+    The folder's ``config.json`` must hold ``config``; its checkpoint must belong to it (:func:`read_checkpoint`),
+    be of ``venv``'s pool and of a budget of ``num_iterations`` updates. A run stopped before its first checkpoint
+    has none: it starts again from update 0 (0 is returned and nothing is loaded). Nothing is changed before
+    everything is checked, apart from the objects loaded in turn (networks, optimizer, generator, environment),
+    which a refusal leaves to be thrown away.
+    """
+    folder = run_folder(run_dir)
+    run = read_config(folder)
+    if run.config != config:
+        changed = [
+            item.name for item in fields(config) if getattr(run.config, item.name, None) != getattr(config, item.name)
+        ]
+        raise refuse(
+            run.path,
+            "config",
+            f"the run was trained with a different config (other {', '.join(changed)}); resume it with its own config",
+        )
+    path = folder / CHECKPOINT_NAME
+    if not os.path.lexists(path):
+        return 0  # stopped before its first checkpoint: the run starts over, with its saved config
+    checkpoint = read_checkpoint(path, run)
+    pool = tuple(venv.cache.models)
+    if checkpoint.models != pool:
+        raise refuse(
+            path,
+            "models",
+            f"the run's pool {show(list(checkpoint.models), 200)} is not the cache's {show(list(pool), 200)}",
+        )
+    if checkpoint.num_iterations != num_iterations:
+        raise refuse(
+            path,
+            "num_iterations",
+            f"the run's budget was {checkpoint.num_iterations} updates; its config on this cache gives "
+            f"{num_iterations} (another cache or tasks?)",
+        )
+    source = str(path)
+    load_networks(learner, checkpoint.networks, source)
+    load_optimizer(optimizer, checkpoint.optimizer, source)
+    generator.set_state(checkpoint.generator)
+    learner.set_random_state(checkpoint.random, source)
+    restore_env(venv, checkpoint.env, source)
+    return checkpoint.iteration
+
+
+def load_networks(learner: Any, networks: Mapping[str, Mapping[str, Tensor]], source: str) -> None:
+    """Load ``networks`` (a checkpoint's) into ``learner`` (:meth:`ensemble_mappo.frame.Learner.load`, which checks
+    them against its own), a refusal raised as a :class:`~ensemble_mappo.runs.RunFileError` naming ``source``."""
+    try:
+        learner.load(networks, source)
+    except (RuntimeError, KeyError) as error:
+        raise refuse(source, "networks", f"not loadable ({show(str(error), 300)})") from None
+    except ValueError as error:
+        raise RunFileError(str(error)) from None

@@ -61,70 +61,103 @@ def _parse_env_option(text: str) -> tuple[str, Any]:
         return key, raw
 
 
-def _add_config_options(parser: argparse.ArgumentParser) -> None:
-    """One ``--field-name`` option per TrainConfig field (help from the field's docstring)."""
-    from ensemble_mappo.config import CHOICES, LIMITS, TrainConfig, field_docs
+def _option_fields() -> dict[str, list[str]]:
+    """Each training option (a field of some algorithm's config, ``env`` aside) and the algorithms that have it."""
+    from ensemble_mappo.algorithms import ALGORITHMS
 
-    docs = field_docs()
-    group = parser.add_argument_group("training options (defaults < --config FILE < these)")
-    for item in fields(TrainConfig):
-        if item.name == "env":
-            continue
-        default = getattr(TrainConfig(), item.name)
-        flag = "--" + item.name.replace("_", "-")
-        limit = f"; at most {LIMITS[item.name]:,}" if item.name in LIMITS else ""
-        help_text = f"{docs.get(item.name, '')} (default: {default}{limit})"
-        if isinstance(default, bool):
+    owners: dict[str, list[str]] = {}
+    for entry in ALGORITHMS.values():
+        for name in entry.options:
+            owners.setdefault(name, []).append(entry.name)
+    return owners
+
+
+def _add_config_options(parser: argparse.ArgumentParser) -> None:
+    """One ``--field-name`` option per field of the algorithms' configs; its help is the field's docstring and each
+    algorithm's own default, both read from the config classes (:func:`ensemble_mappo.config.field_docs`)."""
+    from ensemble_mappo.algorithms import ALGORITHMS
+    from ensemble_mappo.config import CHOICES, LIMITS, field_docs
+
+    group = parser.add_argument_group(
+        "training options (the algorithm's defaults < --config FILE < these; each says whose it is and its default)"
+    )
+    for name, owners in _option_fields().items():
+        entries = [ALGORITHMS[owner] for owner in owners]
+        config_class = entries[0].config_class
+        kind = next(item.type for item in fields(config_class) if item.name == name)
+        doc = field_docs(config_class)[name]
+        by_default: dict[str, list[str]] = {}
+        for entry in entries:
+            value = getattr(entry.config(), name)
+            by_default.setdefault(f"{value:g}" if isinstance(value, float) else str(value), []).append(entry.name)
+        if len(by_default) == 1:
+            defaults = f"default: {next(iter(by_default))}"
+        else:
+            defaults = "; ".join(f"{', '.join(names)}: default {value}" for value, names in by_default.items())
+        if len(entries) < len(ALGORITHMS):
+            defaults = f"{', '.join(owners)} only; {defaults}"
+        limit = f"; at most {LIMITS[name]:,}" if name in LIMITS else ""
+        help_text = f"{doc} ({defaults}{limit})".replace("%", "%%")
+        flag = "--" + name.replace("_", "-")
+        if kind == "bool":
             group.add_argument(flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
         else:
+            python_type = {"int": int, "float": float, "str": str}[kind]
             group.add_argument(
                 flag,
-                type=type(default),
-                choices=CHOICES.get(item.name),
+                type=python_type,
+                choices=CHOICES.get(name),
                 default=argparse.SUPPRESS,
                 help=help_text,
-                metavar=type(default).__name__.upper() if item.name not in CHOICES else None,
+                metavar=kind.upper() if name not in CHOICES else None,
             )
 
 
-def _config_from_args(args: argparse.Namespace) -> Any:
-    from ensemble_mappo.config import TrainConfig, config_from_dict, load_config
+def _given_config_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The training options given as flags (``--learning-rate`` ...), by field name."""
+    return {name: getattr(args, name) for name in _option_fields() if hasattr(args, name)}
 
-    base = load_config(args.config).to_dict() if args.config else TrainConfig().to_dict()
-    overrides = {
-        item.name: getattr(args, item.name)
-        for item in fields(TrainConfig)
-        if item.name != "env" and hasattr(args, item.name)
-    }
-    values = {**base, **overrides}
-    env = dict(values["env"])
+
+def _config_from_args(args: argparse.Namespace) -> Any:
+    """The config of ``--algorithm``: its defaults, a ``--config`` file's values, the flags, ``--env``, ``--tasks``."""
+    from ensemble_mappo.algorithms import get
+    from ensemble_mappo.config import read_config_file
+
+    entry = get(args.algorithm)
+    flags = _given_config_flags(args)
+    foreign = [name for name in flags if name not in entry.options]
+    if foreign:
+        raise ValueError(
+            f"--algorithm {entry.name}: {', '.join('--' + name.replace('_', '-') for name in foreign)} "
+            f"{'is not one of its options' if len(foreign) == 1 else 'are not among its options'}; its options are "
+            f"{', '.join(entry.options)} (flags, or a --config file)"
+        )
+    base = read_config_file(args.config) if args.config else {}
+    where = args.config or "options"
+    config = entry.from_dict({**base, **flags}, where=where)
+    env = dict(config.env)
     env.update(dict(args.env or []))
     if args.tasks:
         env["tasks"] = list(args.tasks)
-    values["env"] = env
-    return config_from_dict(values, where="options")
+    return entry.from_dict({**config.to_dict(), "env": env}, where="options", merge_env=False)
 
 
 def _train(args: argparse.Namespace) -> int:
-    """``train --out DIR`` or ``train --resume DIR``, holding DIR's lock (:class:`ensemble_mappo.runs.RunLock`)
+    """``train --out DIR`` or ``train --resume DIR``, holding DIR's lock (:class:`ensemble_env.files.RunLock`)
     from before the folder is looked at (or cleared by ``--overwrite``) to the end of the run."""
     if not _torch_available("train"):
         return 2
-    if args.algorithm != "mappo":
-        return _train_rlae(args)
-    from ensemble_mappo.config import TrainConfig
-    from ensemble_mappo.runs import RunLock, read_config, run_cache
-    from ensemble_mappo.training import Budget
+    from ensemble_env.files import RunLock
+    from ensemble_mappo.progress import Budget
+    from ensemble_mappo.runs import read_config, run_cache
 
     if args.resume:
-        given = [
-            f"--{item.name.replace('_', '-')}"
-            for item in fields(TrainConfig)
-            if item.name != "env" and hasattr(args, item.name)
-        ]
+        given = [f"--{name.replace('_', '-')}" for name in _given_config_flags(args)]
         given += [
             flag for flag, value in (("--config", args.config), ("--tasks", args.tasks), ("--env", args.env)) if value
         ]
+        if args.algorithm is not None:
+            given.append("--algorithm")
         if given or args.out or args.overwrite:
             extra = given or [flag for flag, used in (("--out", args.out), ("--overwrite", args.overwrite)) if used]
             raise ValueError(f"--resume continues a run with its saved config; drop {', '.join(extra)}")
@@ -136,6 +169,7 @@ def _train(args: argparse.Namespace) -> int:
             return _run_training(run.config, run_cache(run, args.cache), cache_path, out, args)
     if not args.out:
         raise ValueError("--out DIR is required (the run directory), or --resume DIR to continue a run")
+    args.algorithm = args.algorithm or "mappo"
     out = Path(args.out)
     config = _config_from_args(args)
     cache_path = _cache_reference(args.cache)
@@ -149,66 +183,9 @@ def _train(args: argparse.Namespace) -> int:
         return _run_training(config, cache, cache_path, out, args)
 
 
-def _train_rlae(args: argparse.Namespace) -> int:
-    """``train --algorithm rlae_ppo|rlae_mappo --out DIR``: the RLAE learners (:mod:`ensemble_mappo.rlae`)."""
-    from ensemble_mappo.rlae import iterations_of, train_rlae
-    from ensemble_mappo.rlae_config import RLAEConfig, load_rlae_config, rlae_config_from_dict
-
-    if args.resume:
-        raise ValueError(
-            f"--resume: an RLAE run is short (under a CPU minute on bbh5) and is not resumed; train it again with "
-            f"--algorithm {args.algorithm} --out DIR --overwrite"
-        )
-    if not args.out:
-        raise ValueError("--out DIR is required (the run directory)")
-    flags = _given_config_flags(args)
-    rlae_fields = {item.name for item in fields(RLAEConfig)}
-    foreign = [name for name in flags if name not in rlae_fields]
-    if foreign:
-        raise ValueError(
-            f"--algorithm {args.algorithm}: {', '.join('--' + name.replace('_', '-') for name in foreign)} "
-            f"{'is a MAPPO option' if len(foreign) == 1 else 'are MAPPO options'}; the RLAE options are "
-            f"{', '.join(sorted(rlae_fields - {'env', 'algorithm'}))} (flags, or a --config file)"
-        )
-    base = load_rlae_config(args.config).to_dict() if args.config else RLAEConfig().to_dict()
-    env = {**base["env"], **dict(args.env or [])}
-    if args.tasks:
-        env["tasks"] = list(args.tasks)
-    values = {**base, **flags, "algorithm": args.algorithm, "env": env}
-    config = rlae_config_from_dict(values, where="options")
-    out = Path(args.out)
-    cache_path = _cache_reference(args.cache)
-    cache = resolve_cache(cache_path)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out}: is a file; the run directory is a folder")
-    from ensemble_mappo.runs import RunLock
-
-    with RunLock(out):
-        _clear_for_new_run(out, args.overwrite)
-        n_train = int(cache.select("train", tasks=config.env.get("tasks")).size)
-        where = f"the default built-in cache {datasets.DEFAULT!r}" if cache_path is None else cache_path
-        print(
-            f"{config.algorithm} on {where}: {cache.n_models} models, train split; {iterations_of(config, n_train)} "
-            f"updates of {config.num_envs} x {config.num_steps} steps ({config.passes:g} passes); run directory {out}"
-        )
-        result = train_rlae(config, cache, out, cache_path=cache_path, progress=args.progress)
-    print(
-        f"done: kept update {result['selected_iteration']} of {result['iterations']} (best mean reward on the "
-        f"validation split); evaluate with: ensemble-env evaluate {out}"
-    )
-    return 0
-
-
-def _given_config_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The training options given as flags (``--learning-rate`` ...), by field name."""
-    from ensemble_mappo.config import TrainConfig
-
-    return {item.name: getattr(args, item.name) for item in fields(TrainConfig) if hasattr(args, item.name)}
-
-
 def _say_taken_over(lock: Any) -> None:
     if lock.taken_over:
-        from ensemble_mappo.runs import describe_holder
+        from ensemble_env.files import describe_holder
 
         print(
             f"ensemble-env train: {lock.path} was left by {describe_holder(lock.taken_over)}, which no longer runs "
@@ -220,7 +197,7 @@ def _say_taken_over(lock: Any) -> None:
 def _clear_for_new_run(out: Path, overwrite: bool) -> None:
     """Refuse a folder that holds a run (or part of one), unless ``overwrite``: then remove the run's files."""
     from ensemble_mappo.plots import PLOT_NAMES
-    from ensemble_mappo.runs import CHECKPOINT_NAME, CONFIG_NAME, RUN_FILES
+    from ensemble_mappo.runs import CANDIDATES_DIR, CHECKPOINT_NAME, CONFIG_NAME, RUN_FILES
 
     present = [name for name in RUN_FILES if os.path.lexists(out / name)]
     if not present:
@@ -229,30 +206,45 @@ def _clear_for_new_run(out: Path, overwrite: bool) -> None:
         raise ValueError(
             f"{out} already holds a run ({', '.join(present)}): --resume {out} continues it, --overwrite starts it over"
         )
+    kept = out / CANDIDATES_DIR
     stale = [out / CHECKPOINT_NAME, *(out / name for name in RUN_FILES if name not in (CHECKPOINT_NAME, CONFIG_NAME))]
     stale += [*out.glob("evaluation_*.json"), *out.glob("events.out.tfevents.*"), *(out / name for name in PLOT_NAMES)]
+    stale = [*(kept.glob("update_*.pt") if kept.is_dir() and not kept.is_symlink() else []), *stale]
     stale.append(out / CONFIG_NAME)  # last: until it goes, the folder still says whose files these are
     for path in stale:
         try:
-            path.unlink(missing_ok=True)
+            if path == kept and path.is_dir() and not path.is_symlink():
+                path.rmdir()
+            else:
+                path.unlink(missing_ok=True)
         except OSError as error:
             raise ValueError(f"--overwrite: cannot remove {path} ({error.strerror or error})") from None
 
 
 def _run_training(config: Any, cache: Any, cache_path: str | None, out: Path, args: argparse.Namespace) -> int:
-    from ensemble_mappo.training import Budget, train
+    from ensemble_mappo.algorithms import name_of
+    from ensemble_mappo.evaluation import read_selection
+    from ensemble_mappo.progress import Budget
+    from ensemble_mappo.training import train
 
     where = f"the default built-in cache {datasets.DEFAULT!r}" if cache_path is None else cache_path
-    print(f"MAPPO ({config.mode}) on {where}: {cache.n_models} models, train split; run directory {out}")
+    schedule = f" ({config.mode})" if hasattr(config, "mode") else ""
+    print(f"{name_of(config)}{schedule} on {where}: {cache.n_models} models, train split; run directory {out}")
     print(Budget.of_cache(config, cache).describe())
     row = train(config, cache, out, cache_path=cache_path, resume=bool(args.resume), progress=args.progress)
     if not row:
         print(f"nothing to do: the run in {out} is complete; evaluate with: ensemble-env evaluate {out}")
         return 0
     nan = float("nan")
+    selection = read_selection(out)
+    chosen = (
+        f"; its policy: update {selection['update']}, chosen on the validation split ({selection['rule']})"
+        if selection is not None
+        else "; its policy: the last checkpoint"
+    )
     print(
         f"done: {int(row.get('global_step', 0))} steps; last rollout (sampled actions): accuracy "
-        f"{row.get('env/accuracy', nan):.4f}, team size {row.get('env/team_size', nan):.2f}; "
+        f"{row.get('env/accuracy', nan):.4f}, team size {row.get('env/team_size', nan):.2f}{chosen}; "
         f"evaluate with: ensemble-env evaluate {out}"
     )
     return 0
@@ -274,27 +266,32 @@ def _run_cache(run_dir: Path, cache_arg: str | None) -> Any:
 def _evaluate(args: argparse.Namespace) -> int:
     if not _torch_available("evaluate"):
         return 2
+    from ensemble_mappo.algorithms import get
     from ensemble_mappo.evaluation import evaluate_run
-    from ensemble_mappo.rlae import is_rlae_run
 
-    if is_rlae_run(args.run_dir):
-        return _evaluate_rlae(args)
+    run = _read_run(Path(args.run_dir))
     cache = _run_cache(Path(args.run_dir), args.cache)
     protocol = "learning online on" if args.online else "playing"
     with status(f"{protocol} the {args.split} split with the run's policy"):
         evaluation = evaluate_run(
-            args.run_dir, cache, split=args.split, online=args.online, update_every=args.update_every, seed=args.seed
+            args.run_dir,
+            cache,
+            split=args.split,
+            online=args.online,
+            update_every=args.update_every,
+            seed=args.seed,
+            checkpoint=args.checkpoint,
         )
-    return _report(evaluation, cache, args)
+    return _report(evaluation, cache, args, get(run.algorithm).baselines)
 
 
-#: the baselines ``evaluate`` adds next to an RLAE run (its competitors; not in the default list of baselines)
-RLAE_BASELINES = ("per_task_weights", "per_question_weights")
+def _read_run(run_dir: Path) -> Any:
+    from ensemble_mappo.runs import read_config
+
+    return read_config(run_dir)
 
 
-def _report(
-    evaluation: Any, cache: Any, args: argparse.Namespace, extra_baselines: tuple[str, ...] = (), **extra: Any
-) -> int:
+def _report(evaluation: Any, cache: Any, args: argparse.Namespace, extra_baselines: tuple[str, ...] = ()) -> int:
     """The baselines next to an evaluation (unless --no-baselines), the summary saved, the report printed."""
     from ensemble_env.baselines import comparison
     from ensemble_mappo.evaluation import baseline_summary, format_report, run_baselines, save_evaluation
@@ -306,29 +303,15 @@ def _report(
             if extra_baselines:
                 reward = evaluation.reward
                 results += comparison.compare(cache, split=args.split, reward=reward, names=extra_baselines)
-    summary = {**evaluation.summary(cache), **extra}
+    summary = {**evaluation.summary(cache), "algorithm": evaluation.algorithm}
     if results is not None:
         summary["baselines"] = baseline_summary(cache, results, evaluation.reward)
     save_evaluation(evaluation, summary)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        report = format_report(evaluation, cache, results)
-        print(report.replace("MAPPO evaluation", f"{evaluation.name} evaluation", 1) if extra else report)
+        print(format_report(evaluation, cache, results))
     return 0
-
-
-def _evaluate_rlae(args: argparse.Namespace) -> int:
-    """``evaluate DIR`` of an RLAE run: its policy (chosen on validation) plays the split, next to the baselines."""
-    from ensemble_mappo.rlae import evaluate_rlae_run, read_rlae_run
-
-    if args.online:
-        raise ValueError("--online: the online protocol is MAPPO's; an RLAE run is evaluated frozen")
-    _, run = read_rlae_run(args.run_dir)
-    cache = resolve_cache(args.cache if args.cache is not None else run["cache"])
-    with status(f"playing the {args.split} split with the run's policy"):
-        evaluation = evaluate_rlae_run(args.run_dir, cache, split=args.split)
-    return _report(evaluation, cache, args, RLAE_BASELINES, algorithm=evaluation.name)
 
 
 def _plot(args: argparse.Namespace) -> int:
@@ -368,15 +351,16 @@ def register(commands: Any) -> None:
         metavar="KEY=VALUE",
         help="environment option (repeatable), e.g. --env alpha=0.5 --env 'decider_extras=[\"task\"]'",
     )
+    from ensemble_mappo.algorithms import ALGORITHMS
+
     train.add_argument(
         "--algorithm",
-        choices=("mappo", "rlae_ppo", "rlae_mappo"),
-        default="mappo",
-        help="mappo (default; --critic local for IPPO), or the RLAE learners: rlae_ppo (one agent sets the N "
-        "weights) and rlae_mappo (one agent per model, a centralized critic); docs/rlae.md. The RLAE learners take "
-        "--seed, --passes, --learning-rate, --num-envs, --num-steps, --episode-length, --update-epochs, "
-        "--num-minibatches, --clip-coef, --ent-coef, --max-grad-norm, --hidden-size, --threads, --env and --tasks "
-        "(their other options through --config FILE)",
+        choices=tuple(ALGORITHMS),
+        default=None,
+        help="the learner (default: mappo): "
+        + "; ".join(f"{entry.name}: {entry.summary}" for entry in ALGORITHMS.values())
+        + " (docs/mappo.md, docs/rlae.md). Each training option below says which algorithms take it and their "
+        "defaults",
     )
     train.add_argument("--overwrite", action="store_true", help="start over when --out already holds a run")
     train.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="show a progress bar")
@@ -410,6 +394,13 @@ def register(commands: Any) -> None:
     evaluate.add_argument("--update-every", type=int, default=64, metavar="N", help="online: questions per update")
     evaluate.add_argument("--seed", type=int, default=0, help="seed of the online protocol's sampling")
     evaluate.add_argument("--no-baselines", action="store_true", help="skip the baselines table")
+    evaluate.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="NAME",
+        help="play another of the run's checkpoints: last, or update_N of those it kept (default: the policy "
+        "selection.json names when the run kept checkpoints, else the last)",
+    )
     evaluate.set_defaults(run=_evaluate)
 
     plot = commands.add_parser(

@@ -2,8 +2,8 @@
 
 :func:`collect` fills the preallocated :class:`~ensemble_mappo.ppo.Rollout` (what PPO learns from) and a
 :class:`StepRecord` (what happened: correctness, teams, costs; what the log and the evaluation read).
-:class:`Behaviour` says how each agent acts: it samples while learning, takes its mode when frozen, or the
-team's plurality vote answers (the two-stage schedule's first stage).
+:class:`~ensemble_mappo.frame.Behaviour` says how each agent acts: it samples while learning, takes its mode when
+frozen, or the team's plurality vote answers (the two-stage schedule's first stage).
 
 **The decider's credit.** While the fusion agent learns it samples its answers, and a sampled answer is often
 not the one it would give (at the start, the team's mean-probability vote as a softmax: nearly uniform for a
@@ -20,8 +20,6 @@ label of the train question just answered, as the reward itself does; nothing of
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import torch
 
@@ -29,24 +27,12 @@ from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_env.game.reward import RewardSettings, model_costs
 from ensemble_env.views.policies import PluralityVote
 from ensemble_mappo.agents import Agents
+from ensemble_mappo.frame import LEARNING, RECORD_KEYS, Behaviour, StepRecord
 from ensemble_mappo.ppo import Rollout
 
-__all__ = ["RECORD_KEYS", "Behaviour", "CreditGap", "StepRecord", "collect"]
+__all__ = ["CreditGap", "collect"]
 
 
-@dataclass(frozen=True)
-class Behaviour:
-    """How each agent acts while collecting: sample (learning), its mode (frozen), or a scripted fuser.
-
-    ``fusion="plurality"`` answers with the team's plurality vote (the two-stage schedule's first stage).
-    """
-
-    decider: str = "sample"
-    fusion: str = "sample"
-
-
-#: the info values :class:`StepRecord` keeps per step
-RECORD_KEYS = ("correct", "team_size", "cost", "question", "answer")
 #: the info values a step's credits read (:class:`CreditGap`)
 _STEP_KEYS = (*RECORD_KEYS, "label")
 
@@ -83,36 +69,13 @@ class CreditGap:
         return self._gap(share)
 
 
-@dataclass
-class StepRecord:
-    """What happened at each collected step, (T, B) numpy arrays, plus the episodes that ended.
-
-    ``team`` (T, B, N) is the team that answered each step's question.
-    """
-
-    correct: np.ndarray
-    team_size: np.ndarray
-    cost: np.ndarray
-    question: np.ndarray
-    answer: np.ndarray
-    team: np.ndarray
-    episode_accuracy: list[float] = field(default_factory=list)
-    episode_return: list[float] = field(default_factory=list)
-
-    @classmethod
-    def allocate(cls, num_steps: int, num_envs: int, n_models: int) -> StepRecord:
-        shape = (num_steps, num_envs)
-        values = [np.zeros(shape) for _ in RECORD_KEYS]
-        return cls(*values, team=np.zeros((*shape, n_models), dtype=bool))
-
-
 def collect(
     venv: EnsembleVectorEnv,
     agents: Agents,
     rollout: Rollout,
     obs: dict[str, np.ndarray],
     generator: torch.Generator,
-    behaviour: Behaviour = Behaviour(),
+    behaviour: Behaviour = LEARNING,
 ) -> tuple[dict[str, np.ndarray], StepRecord]:
     """Fill ``rollout`` with ``rollout.num_steps`` steps from ``obs``; return the next observations and a record.
 

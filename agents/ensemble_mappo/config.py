@@ -1,8 +1,13 @@
-"""The training configuration: one frozen dataclass, a docstring per field, loadable from TOML or JSON.
+"""The learners' configurations: one frozen dataclass per algorithm over one base, a docstring per field.
 
-Every field is declared once, here. The ``ensemble-env train`` options are generated from the fields (name
-``--field-name``, help text from the field's docstring), and ``--config FILE`` reads a TOML or JSON object
-whose keys are field names (TOML is read with :mod:`tomllib`, JSON with :mod:`json`; nothing is unpickled).
+:class:`LearnerConfig` holds the fields every learner shares (the budget, the rollout's shape, the PPO epochs,
+the optimizer, the checkpoints chosen on validation, the environment's options), each declared once, with its
+validation. An algorithm's config subclasses it: :class:`TrainConfig` is MAPPO's (and IPPO's, ``critic="local"``),
+:class:`~ensemble_mappo.rlae_config.RLAEConfig` RLAE's; a subclass adds its own fields and re-declares a shared
+field only to give it another default (with the reason in its docstring). The ``ensemble-env train`` options and
+the hyperparameter tables of docs/mappo.md and docs/rlae.md are generated from the fields (:func:`field_docs`,
+:func:`defaults_table`), and ``--config FILE`` reads a TOML or JSON object whose keys are field names (TOML with
+:mod:`tomllib`, JSON with :mod:`json`; nothing is unpickled): :func:`load_config`, :func:`config_from_dict`.
 
 >>> config = TrainConfig(seed=3, mode="two-stage")
 >>> config.learning_rate, config.clip_coef, config.gae_lambda
@@ -25,7 +30,7 @@ import sys
 import textwrap
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from ensemble_env.game.config import EnvConfig
 from ensemble_env.text import show
@@ -43,8 +48,12 @@ __all__ = [
     "MAX_TOTAL_STEPS",
     "MODES",
     "ORDERS",
+    "SELECTIONS",
+    "SHARED_RANGES",
+    "LearnerConfig",
     "TrainConfig",
     "config_from_dict",
+    "defaults_table",
     "field_docs",
     "load_config",
 ]
@@ -64,6 +73,8 @@ DECIDER_CREDITS = ("sampled", "greedy", "expected")
 #: the team decider's start policy: the size prior of decider_initial_prob, or the offline start from every team's
 #: train outcomes (ensemble_mappo.start)
 DECIDER_STARTS = ("prior", "offline")
+#: the rules that choose, on the validation split, the policy a run deploys (ensemble_mappo.selection)
+SELECTIONS = ("safe", "best")
 #: the choices of the str fields (for the command line)
 CHOICES: dict[str, tuple[str, ...]] = {
     "mode": MODES,
@@ -72,14 +83,16 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "decider_policy": DECIDER_POLICIES,
     "decider_credit": DECIDER_CREDITS,
     "decider_start": DECIDER_STARTS,
+    "selection": SELECTIONS,
+    "algorithm": ("rlae_ppo", "rlae_mappo"),
 }
 
 #: the largest budget of one run, in env steps (``total_steps``, or ``passes`` x the train questions): about two
 #: weeks of CPU at the 8,000 steps/s of the default run, forty thousand times its 256k steps
 MAX_TOTAL_STEPS = 10**10
 #: the largest value of each size and budget field: beyond it a config is refused before anything is allocated or
-#: run (each far above any run of this learner: the default is 160 passes, 64 copies x 64 steps, hidden size 64)
-LIMITS: dict[str, int] = {
+#: run (each far above any run of these learners: the default is 160 passes, 64 copies x 64 steps, hidden size 64)
+LIMITS: dict[str, float] = {
     "total_steps": MAX_TOTAL_STEPS,
     "passes": 10**6,
     "num_envs": 2**16,
@@ -88,6 +101,8 @@ LIMITS: dict[str, int] = {
     "hidden_size": 4096,
     "update_epochs": 1000,
     "num_minibatches": 2**20,
+    "checkpoints": 1000,
+    "checkpoint_every": 2**31 - 1,
     "threads": 1024,
     "seed": 2**63 - 1,
 }
@@ -97,16 +112,151 @@ MAX_ROLLOUT_BYTES = 8 * 2**30
 #: the largest config file read (``--config``, a run's ``config.json``: about 2 KB)
 MAX_CONFIG_BYTES = 2**20
 
-#: environment options of the training stream unless the config overrides them (see ``TrainConfig.env``)
+#: environment options of MAPPO's training stream unless the config overrides them (see ``TrainConfig.env``)
 DEFAULT_ENV_OPTIONS: dict[str, Any] = {"decider_extras": ["task"], "fusion_extras": ["task"], "window": 32}
+
+#: the ranges of the float fields shared by every learner: (low, high, low excluded)
+SHARED_RANGES: dict[str, tuple[float, float, bool]] = {
+    "passes": (0.0, float(LIMITS["passes"]), True),
+    "learning_rate": (0.0, 1.0, True),
+    "clip_coef": (0.0, math.inf, True),
+    "ent_coef": (0.0, math.inf, False),
+    "max_grad_norm": (0.0, math.inf, True),
+}
+#: int fields that may be 0 (the others are at least 1)
+_ZERO_ALLOWED = ("seed", "total_steps", "checkpoints")
+
+C = TypeVar("C", bound="LearnerConfig")
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """Hyperparameters of one MAPPO run (``ensemble-env train``); defaults follow the MAPPO paper where it has one."""
+class LearnerConfig:
+    """The fields every learner shares: budget, rollout, PPO epochs, optimizer, checkpoints, environment."""
 
     seed: int = 0
     """Seed of every random choice: network initialisation, action sampling, minibatches, episode starts."""
+    passes: float = 160.0
+    """Budget in passes over the training stream: total env steps = passes x questions in the stream
+    (summed over the parallel copies), rounded up to whole rollouts of num_envs x num_steps (train prints what it
+    runs). Ignored when ``total_steps`` is set. MAPPO's 160 passes over bbh5's 2,560 train questions (410k env steps,
+    8 minibatches per epoch) take about 45 CPU seconds; on its validation split the reward was still rising at 100
+    passes and flat from about 100 to 160 (docs/mappo.md)."""
+    total_steps: int = 0
+    """Budget in env steps (questions answered, summed over copies); 0 uses ``passes``."""
+    num_envs: int = 64
+    """Copies of the game stepped together by ``ensemble_env.vector_env``."""
+    num_steps: int = 64
+    """Steps per copy in one rollout; a rollout holds num_envs x num_steps transitions."""
+    episode_length: int = 512
+    """Questions per training episode, a contiguous run of the stream from a random start (the decider's window
+    grows from empty at each start, as in evaluation). Cut to a multiple of num_steps (or, for streams
+    shorter than a rollout, a divisor of it) so every copy starts a new episode at the same rollout boundary."""
+    order: str = "sequential"
+    """Order of the training stream: "sequential" (the cache's order, as the test stream is played) or
+    "shuffled"."""
+    learning_rate: float = 5e-4
+    """Adam learning rate of every network (MAPPO default), in (0, 1]."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly to 0 over the budget."""
+    update_epochs: int = 5
+    """Passes of PPO over each rollout (5: as good as 10 on bbh5's validation split, at half the cost)."""
+    num_minibatches: int = 8
+    """Minibatches per epoch (8 of 512 transitions by default: with 160 passes, as good on bbh5's validation split
+    as 16 with 200 passes at 60% of its CPU; 16 with 100 passes learned faster than CleanRL's 4 x 4 or MAPPO's 15
+    epochs of one minibatch)."""
+    clip_coef: float = 0.2
+    """PPO clipping range of the probability ratio, and of the value change (MAPPO default)."""
+    ent_coef: float = 0.01
+    """Entropy bonus of each actor (MAPPO default)."""
+    max_grad_norm: float = 10.0
+    """Gradient-norm clip of each network (MAPPO default)."""
+    hidden_size: int = 64
+    """Width of the two hidden layers of every network (MAPPO default)."""
+    checkpoints: int = 0
+    """Evenly spaced points of the budget at which the networks are kept (``checkpoints/update_N.pt``, with the
+    start as ``update_0``); at the end of the run each plays the validation split and ``selection`` chooses the
+    policy the run deploys (``selection.json``; ``evaluate`` plays it). 0: none, the run's policy is its last
+    checkpoint."""
+    selection: str = "safe"
+    """The rule that chooses among the start and the kept checkpoints on the validation split
+    (ensemble_mappo.selection): "safe" deploys a checkpoint only where its paired gain over the start is positive
+    with confidence, "best" the highest mean validation reward."""
+    checkpoint_every: int = 20
+    """Write the resumable checkpoint (``checkpoint.pt``) every this many updates, and after the last one."""
+    threads: int = 1
+    """torch.set_num_threads: CPU threads for the networks. One is fastest for these small networks on the
+    2-core machine: the environment steps in between, and a second thread mostly waits (measured in
+    benchmarks/train_speed.py)."""
+    tensorboard: bool = False
+    """Also write TensorBoard event files (when the tensorboard package is installed)."""
+    env: dict[str, Any] = field(default_factory=dict)
+    """Options of the environment (``ensemble_env.EnvConfig`` fields such as alpha, window, tasks), the same for
+    training and evaluation."""
+
+    #: the environment options a partial ``env`` table of a config file adds to (see :func:`config_from_dict`)
+    DEFAULT_ENV: ClassVar[dict[str, Any]] = {}
+    #: this config's float fields and their ranges (low, high, low excluded), the shared ones included
+    RANGES: ClassVar[dict[str, tuple[float, float, bool]]] = SHARED_RANGES
+    #: environment options the algorithm sets itself (refused in ``env``), with the reason
+    RESERVED_ENV: ClassVar[tuple[tuple[str, ...], str]] = (
+        ("split", "order", "episode_length"),
+        "set by the trainer (training uses the train split, the config's order and episode_length; evaluation "
+        "plays the whole chosen split in order)",
+    )
+
+    def __post_init__(self) -> None:
+        choices = {name: values for name, values in CHOICES.items() if hasattr(self, name)}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name}={show(getattr(self, name))} is not one of {', '.join(map(repr, allowed))}")
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.type == "int":
+                low = 0 if item.name in _ZERO_ALLOWED else 1
+                if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                    what = " (0: use passes)" if item.name == "total_steps" else ""
+                    raise ValueError(f"{item.name} must be an integer >= {low}{what}, got {show(value)}")
+            elif item.type == "bool" and not isinstance(value, bool):
+                raise ValueError(f"{item.name} must be true or false, got {show(value)}")
+            elif item.type == "float":
+                low, high, open_low = self.RANGES.get(item.name, (-math.inf, math.inf, False))
+                inside = low < value <= high if open_low else low <= value <= high
+                if isinstance(value, bool) or not isinstance(value, int | float) or not inside:
+                    bracket = "(" if open_low else "["
+                    raise ValueError(f"{item.name} must be a number in {bracket}{low:g}, {high:g}], got {show(value)}")
+                if not math.isfinite(value):  # a config is saved as JSON, which holds finite numbers only
+                    raise ValueError(f"{item.name} must be a finite number, got {show(value)}")
+            if item.name in LIMITS and value > LIMITS[item.name]:
+                raise ValueError(
+                    f"{item.name}={show(value)} is above its limit of {LIMITS[item.name]:,} (ensemble_mappo.config."
+                    "LIMITS bounds every size and budget before anything is allocated or run)"
+                )
+        if self.num_envs * self.num_steps < self.num_minibatches:
+            raise ValueError(
+                f"num_minibatches={self.num_minibatches} exceeds the rollout size num_envs x num_steps = "
+                f"{self.num_envs * self.num_steps}"
+            )
+        if not isinstance(self.env, dict):
+            raise ValueError(f"env must be a table of environment options, got {show(self.env)}")
+        names, reason = self.RESERVED_ENV
+        reserved = sorted(set(names) & set(self.env))
+        if reserved:
+            raise ValueError(f"env: {', '.join(reserved)} are {reason}; drop them")
+        try:  # the options by value, before any cache is read (task and model names are checked against it later)
+            EnvConfig.from_options({key: tuple(v) if isinstance(v, list) else v for key, v in self.env.items()})
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"env: {error}") from None
+        object.__setattr__(self, "env", {key: _plain(value) for key, value in self.env.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (what ``config.json`` of a run holds)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TrainConfig(LearnerConfig):
+    """Hyperparameters of one MAPPO run (``ensemble-env train``); defaults follow the MAPPO paper where it has one."""
+
     mode: str = "joint"
     """"joint": both actors learn together (MAPPO proper). "two-stage" (the RL-Focal paper's schedule): the
     decider learns first with the plurality vote as the fuser, then the fusion agent learns with the decider
@@ -128,25 +278,6 @@ class TrainConfig:
     split (docs/mappo.md)."""
     stage_one_fraction: float = 0.5
     """Two-stage mode: share of the step budget spent in the first (decider) stage."""
-    passes: float = 160.0
-    """Budget in passes over the training stream: total env steps = passes x questions in the stream
-    (summed over the parallel copies), rounded up to whole rollouts of num_envs x num_steps (train prints what it
-    runs). Ignored when ``total_steps`` is set. 160 passes over bbh5's 2,560 train questions (410k env steps, 8
-    minibatches per epoch) take about 45 CPU seconds; on its validation split the reward was still rising at 100
-    passes and flat from about 100 to 160 (docs/mappo.md)."""
-    total_steps: int = 0
-    """Budget in env steps (questions answered, summed over copies); 0 uses ``passes``."""
-    num_envs: int = 64
-    """Copies of the game stepped together by ``ensemble_env.vector_env``."""
-    num_steps: int = 64
-    """Steps per copy in one rollout; a rollout holds num_envs x num_steps transitions."""
-    episode_length: int = 512
-    """Questions per training episode, a contiguous run of the stream from a random start (the decider's window
-    grows from empty at each start, as in evaluation). Cut to a multiple of num_steps (or, for streams
-    shorter than a rollout, a divisor of it) so every copy starts a new episode at the same rollout boundary."""
-    order: str = "sequential"
-    """Order of the training stream: "sequential" (the cache's order, as the test stream is played) or
-    "shuffled"."""
     env: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_ENV_OPTIONS))
     """Options of the environment (``ensemble_env.EnvConfig`` fields such as alpha, window, tasks,
     decider_extras), the same for training and evaluation. The default adds the one-hot task to both
@@ -159,10 +290,6 @@ class TrainConfig:
     """Let the decider read the cache's per-question features of the question its team will answer (adds
     "features" to env.decider_extras) when the cache holds features; a cache without them is played
     without. Never a label or a model's output."""
-    learning_rate: float = 5e-4
-    """Adam learning rate of the two actors and the critic (MAPPO default)."""
-    anneal_lr: bool = False
-    """Decay the learning rate linearly to 0 over the budget."""
     gamma: float = 0.0
     """The decider's discount. Its action at step t commits the team that answers the next question, so its
     reward stream is r_{t+1}, r_{t+2}, ... (see ensemble_mappo.ppo). The default 0 credits each team with
@@ -177,22 +304,8 @@ class TrainConfig:
     agents) is the shared discounted return of the MAPPO paper."""
     fusion_gae_lambda: float = 0.95
     """The fusion agent's GAE lambda (no effect when fusion_gamma is 0)."""
-    clip_coef: float = 0.2
-    """PPO clipping range of the probability ratio, and of the value change (MAPPO default)."""
     clip_value: bool = True
     """Clip the value update around the rollout's predictions, as MAPPO does."""
-    update_epochs: int = 5
-    """Passes of PPO over each rollout (5: as good as 10 on bbh5's validation split, at half the cost)."""
-    num_minibatches: int = 8
-    """Minibatches per epoch (8 of 512 transitions by default: with 160 passes, as good on bbh5's validation split
-    as 16 with 200 passes at 60% of its CPU; 16 with 100 passes learned faster than CleanRL's 4 x 4 or MAPPO's 15
-    epochs of one minibatch)."""
-    ent_coef: float = 0.01
-    """Entropy bonus of each actor (MAPPO default)."""
-    max_grad_norm: float = 10.0
-    """Gradient-norm clip of each network (MAPPO default)."""
-    hidden_size: int = 64
-    """Width of the two hidden layers of every network (MAPPO default)."""
     decider_initial_prob: float = 0.5
     """Probability with which the untrained decider puts each model in the team (the bias of its output; for the
     team decider, a prior over teams whose size is binomial, conditioned on a non-empty team; 0.5: uniform)."""
@@ -211,96 +324,20 @@ class TrainConfig:
     """The decider's entropy bonus; negative: ``ent_coef`` (the fusion agent's)."""
     normalize_advantages: bool = True
     """Standardise each agent's advantages over each rollout (as MAPPO does)."""
-    checkpoint_every: int = 20
-    """Write the checkpoint every this many updates, and after the last one."""
-    threads: int = 1
-    """torch.set_num_threads: CPU threads for the networks. One is fastest for these small networks on the
-    2-core machine: the environment steps in between, and a second thread mostly waits (measured in
-    benchmarks/train_speed.py)."""
-    tensorboard: bool = False
-    """Also write TensorBoard event files (when the tensorboard package is installed)."""
 
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode={self.mode!r} is not one of {', '.join(map(repr, MODES))}")
-        if self.critic not in CRITICS:
-            raise ValueError(f"critic={self.critic!r} is not one of {', '.join(map(repr, CRITICS))}")
-        if self.decider_policy not in DECIDER_POLICIES:
-            raise ValueError(
-                f"decider_policy={self.decider_policy!r} is not one of {', '.join(map(repr, DECIDER_POLICIES))}"
-            )
-        if self.decider_credit not in DECIDER_CREDITS:
-            raise ValueError(
-                f"decider_credit={self.decider_credit!r} is not one of {', '.join(map(repr, DECIDER_CREDITS))}"
-            )
-        if self.decider_start not in DECIDER_STARTS:
-            raise ValueError(
-                f"decider_start={self.decider_start!r} is not one of {', '.join(map(repr, DECIDER_STARTS))}"
-            )
-        if self.order not in ORDERS:
-            raise ValueError(f"order={self.order!r} is not one of {', '.join(map(repr, ORDERS))}")
-        positive_ints = ("num_envs", "num_steps", "episode_length", "update_epochs", "num_minibatches")
-        for name in (*positive_ints, "hidden_size", "checkpoint_every", "threads"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {show(value)}")
-        if isinstance(self.total_steps, bool) or not isinstance(self.total_steps, int) or self.total_steps < 0:
-            raise ValueError(f"total_steps must be an integer >= 0 (0: use passes), got {show(self.total_steps)}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be an integer >= 0, got {show(self.seed)}")
-        for name, limit in LIMITS.items():  # every value is finite and a number by now (passes: checked below)
-            value = getattr(self, name)
-            if isinstance(value, int | float) and not isinstance(value, bool) and value > limit:
-                raise ValueError(
-                    f"{name}={show(value)} is above its limit of {limit:,} (ensemble_mappo.config.LIMITS bounds every "
-                    "size and budget before anything is allocated or run)"
-                )
-        for name, low, high in (
-            ("passes", 0.0, float(LIMITS["passes"])),
-            ("learning_rate", 0.0, float("inf")),
-            ("gamma", 0.0, 1.0),
-            ("gae_lambda", 0.0, 1.0),
-            ("fusion_gamma", 0.0, 1.0),
-            ("fusion_gae_lambda", 0.0, 1.0),
-            ("clip_coef", 0.0, float("inf")),
-            ("ent_coef", 0.0, float("inf")),
-            ("max_grad_norm", 0.0, float("inf")),
-            ("stage_one_fraction", 0.0, 1.0),
-            ("decider_initial_prob", 1e-3, 1.0 - 1e-3),
-            ("offline_temperature", 1e-6, float("inf")),
-            ("decider_kl_coef", 0.0, float("inf")),
-            ("decider_ent_coef", -1.0, float("inf")),
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-                raise ValueError(f"{name} must be a number in [{low:g}, {high:g}], got {show(value)}")
-            if not math.isfinite(value):  # a config is saved as JSON, which holds finite numbers only
-                raise ValueError(f"{name} must be a finite number, got {show(value)}")
-        if self.num_envs * self.num_steps < self.num_minibatches:
-            raise ValueError(
-                f"num_minibatches={self.num_minibatches} exceeds the rollout size num_envs x num_steps = "
-                f"{self.num_envs * self.num_steps}"
-            )
-        if not isinstance(self.env, dict):
-            raise ValueError(f"env must be a table of environment options, got {show(self.env)}")
-        reserved = sorted({"split", "order", "episode_length"} & set(self.env))
-        if reserved:
-            raise ValueError(
-                f"env: {', '.join(reserved)} are set by the trainer (training uses the train split, the config's "
-                f"order and episode_length; evaluation plays the whole chosen split in order)"
-            )
-        try:  # the options by value, before any cache is read (task and model names are checked against it later)
-            EnvConfig.from_options({key: tuple(v) if isinstance(v, list) else v for key, v in self.env.items()})
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"env: {error}") from None
-        for name in ("anneal_lr", "clip_value", "normalize_advantages", "question_features", "tensorboard"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false, got {show(getattr(self, name))}")
-        object.__setattr__(self, "env", {key: _plain(value) for key, value in self.env.items()})
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of every field (what ``config.json`` of a run holds)."""
-        return asdict(self)
+    DEFAULT_ENV: ClassVar[dict[str, Any]] = DEFAULT_ENV_OPTIONS
+    RANGES: ClassVar[dict[str, tuple[float, float, bool]]] = {
+        **SHARED_RANGES,
+        "gamma": (0.0, 1.0, False),
+        "gae_lambda": (0.0, 1.0, False),
+        "fusion_gamma": (0.0, 1.0, False),
+        "fusion_gae_lambda": (0.0, 1.0, False),
+        "stage_one_fraction": (0.0, 1.0, False),
+        "decider_initial_prob": (1e-3, 1.0 - 1e-3, False),
+        "offline_temperature": (1e-6, math.inf, False),
+        "decider_kl_coef": (0.0, math.inf, False),
+        "decider_ent_coef": (-1.0, math.inf, False),
+    }
 
 
 def _plain(value: Any) -> Any:
@@ -311,47 +348,74 @@ def _plain(value: Any) -> Any:
 
 
 @functools.cache
-def field_docs() -> dict[str, str]:
-    """Each field's docstring (the string literal under it in the class body), whitespace collapsed."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(TrainConfig)))
-    body = tree.body[0].body  # type: ignore[attr-defined]
+def field_docs(config_class: type[LearnerConfig] = TrainConfig) -> dict[str, str]:
+    """Each field's docstring (the string literal under it in the class body, the subclass's where it re-declares
+    the field), whitespace collapsed, in the order of the dataclass's fields."""
     docs: dict[str, str] = {}
-    for statement, following in itertools.pairwise(body):
-        if (
-            isinstance(statement, ast.AnnAssign)
-            and isinstance(statement.target, ast.Name)
-            and isinstance(following, ast.Expr)
-            and isinstance(following.value, ast.Constant)
-            and isinstance(following.value.value, str)
-        ):
-            docs[statement.target.id] = " ".join(following.value.value.split())
-    return docs
+    for klass in reversed(config_class.__mro__):
+        if not (isinstance(klass, type) and issubclass(klass, LearnerConfig)):
+            continue
+        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        body = tree.body[0].body  # type: ignore[attr-defined]
+        for statement, following in itertools.pairwise(body):
+            if (
+                isinstance(statement, ast.AnnAssign)
+                and isinstance(statement.target, ast.Name)
+                and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            ):
+                docs[statement.target.id] = " ".join(following.value.value.split())
+    return {item.name: docs.get(item.name, "") for item in fields(config_class)}
 
 
-def config_from_dict(values: dict[str, Any], where: str = "config", *, merge_env: bool = True) -> TrainConfig:
-    """Build a :class:`TrainConfig` from field values, naming unknown keys and mistyped values.
+def defaults_table(config_class: type[LearnerConfig], fixed: dict[str, Any] | None = None) -> str:
+    """The Markdown table of ``config_class``'s fields, defaults and docstrings (docs/mappo.md and docs/rlae.md hold
+    it between ``<!-- defaults:NAME -->`` markers; a test compares them). ``fixed``: fields an algorithm sets."""
+    fixed = fixed or {}
+    defaults = config_class(**fixed).to_dict()
+    lines = ["| option | default | meaning |", "|---|---|---|"]
+    for name, doc in field_docs(config_class).items():
+        value = defaults[name]
+        if isinstance(value, float):
+            shown = f"{value:g}"
+        else:
+            shown = json.dumps(value) if isinstance(value, dict | list | str | bool) else str(value)
+        cell = doc.replace("|", "\\|")
+        lines.append(f"| `{name}` | `{shown}` | {cell} |")
+    return "\n".join(lines) + "\n"
 
-    ``merge_env``: a partial ``env`` table adds to the default environment options (a config file's); False
+
+def config_from_dict(
+    values: dict[str, Any],
+    where: str = "config",
+    *,
+    merge_env: bool = True,
+    config_class: type[C] = TrainConfig,  # type: ignore[assignment]
+) -> C:
+    """Build a config of ``config_class`` (MAPPO's :class:`TrainConfig` by default) from field values, naming unknown
+    keys and mistyped values.
+
+    ``merge_env``: a partial ``env`` table adds to the class's default environment options (a config file's); False
     takes it as it is (a run's saved config, which holds the options the run was trained with).
     """
     if not isinstance(values, dict):
         raise ValueError(f"{where}: expected a table of training options (field = value), got {show(values)}")
-    known = {item.name: item for item in fields(TrainConfig)}
+    known = {item.name: item for item in fields(config_class)}
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; the keys are {', '.join(known)}")
     cleaned = dict(values)
     if merge_env and isinstance(values.get("env"), dict):  # a partial env table adds to the default options
-        cleaned["env"] = {**DEFAULT_ENV_OPTIONS, **values["env"]}
+        cleaned["env"] = {**config_class.DEFAULT_ENV, **values["env"]}
     for name, value in values.items():
-        default = getattr(TrainConfig(), name)
-        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+        if known[name].type == "float" and isinstance(value, int) and not isinstance(value, bool):
             if abs(value) > 2**53:  # beyond every limit, and beyond what a float holds exactly
                 raise ValueError(f"{where}: {name} must be a number in its range, got {show(value)}")
             cleaned[name] = float(value)
     try:
-        return TrainConfig(**cleaned)
-    except ValueError as error:
+        return config_class(**cleaned)
+    except (TypeError, ValueError) as error:
         raise ValueError(f"{where}: {error}") from None
 
 
@@ -370,8 +434,9 @@ def _toml_module() -> Any:
     return tomli  # pragma: no cover
 
 
-def load_config(path: str | Path) -> TrainConfig:
-    """Read a config file: TOML (``.toml``) or JSON (anything else), an object of :class:`TrainConfig` fields."""
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The object of a config file: TOML (``.toml``) or JSON (anything else), a regular UTF-8 file of at most
+    :data:`MAX_CONFIG_BYTES`; errors name the file."""
     path = Path(path)
     try:
         if not path.is_file():  # a folder, a FIFO or a device (/dev/zero) is no config, and reading one may not end
@@ -394,4 +459,9 @@ def load_config(path: str | Path) -> TrainConfig:
         raise ValueError(f"{path}: cannot parse the config ({show(str(error), 300)})") from None
     if not isinstance(values, dict):
         raise ValueError(f"{path}: a config must be an object of field names, got {type(values).__name__}")
-    return config_from_dict(values, where=str(path))
+    return values
+
+
+def load_config(path: str | Path, config_class: type[C] = TrainConfig) -> C:  # type: ignore[assignment]
+    """Read a config file (:func:`read_config_file`) as a config of ``config_class`` (MAPPO's by default)."""
+    return config_from_dict(read_config_file(path), where=str(path), config_class=config_class)

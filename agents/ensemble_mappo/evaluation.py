@@ -1,13 +1,18 @@
-"""Evaluation of a trained run on a split of the cache: frozen (default) or the paper's online protocol.
+"""Evaluation of a trained run on a split of the cache, frozen (default) or the paper's online protocol, for every
+algorithm of the frame; and the choice, on the validation split, of the policy a run deploys (:func:`choose`).
 
-- **frozen**: the checkpoint's actors play the split's stream once, in the cache's order, each acting by its
-  mode (the decider keeps the models with probability > 1/2, and never fewer than ``max(1, min_team_size)``;
-  the fusion agent takes its most probable valid choice). Nothing is learned from the split's labels.
-- **online** (RL-Focal's protocol): the actors sample their actions and, every ``update_every`` questions, run
-  a MAPPO update on the questions just answered, whose labels have been revealed by then (the run's
+- **frozen**: the run's policy plays the split's stream once, in the cache's order, each agent acting by its
+  mode (MAPPO's decider keeps the models with probability > 1/2, and never fewer than ``max(1, min_team_size)``;
+  its fusion agent takes its most probable valid choice; RLAE's weights are their Betas' means). Nothing is learned
+  from the split's labels.
+- **online** (RL-Focal's protocol): the agents sample their actions and, every ``update_every`` questions, run
+  an update of their algorithm on the questions just answered, whose labels have been revealed by then (the run's
   hyperparameters and optimizer state; the block is one minibatch). Every answer is given before its label
-  is used. The result is labelled online in every output, because it is not a frozen
-  policy's score.
+  is used. The result is labelled online in every output, because it is not a frozen policy's score.
+
+The run's policy: the one ``selection.json`` names when the run kept checkpoints (``checkpoints`` > 0:
+:func:`choose` played each on the validation split and the config's ``selection`` rule chose), else its last
+checkpoint; any kept one by name (``evaluate --checkpoint update_40``, or ``last``).
 
 Reports per-task accuracy, mean reward per question (the environment's reward at the run's options), mean
 team size, per-model selection frequency and cost, and (as a table) the baselines of
@@ -20,7 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+import os
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,27 +43,38 @@ from ensemble_env.baselines.simple import BaselineResult
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings
 from ensemble_env.text import show
-from ensemble_mappo.config import LIMITS, TrainConfig
-from ensemble_mappo.runs import load_networks, load_optimizer, read_checkpoint, read_config
-from ensemble_mappo.training import (
-    Agents,
-    Behaviour,
-    collect,
-    env_options,
-    make_env,
-    make_optimizer,
-    update,
+from ensemble_mappo import algorithms
+from ensemble_mappo.checkpoint import Checkpoint, load_networks, load_optimizer, read_checkpoint
+from ensemble_mappo.config import LIMITS, LearnerConfig
+from ensemble_mappo.frame import FROZEN, LEARNING, make_env, make_optimizer, update
+from ensemble_mappo.runs import (
+    CANDIDATES_DIR,
+    CHECKPOINT_NAME,
+    MAX_CONFIG_BYTES,
+    SELECTION_NAME,
+    RunConfig,
+    describe,
+    read_config,
+    read_json,
+    refuse,
+    whole_number,
 )
+from ensemble_mappo.selection import select
 
 __all__ = [
     "BASELINES",
     "PROTOCOLS",
     "Evaluation",
     "baseline_summary",
+    "candidates",
+    "choose",
     "evaluate_agents",
     "evaluate_run",
     "evaluation_path",
     "format_report",
+    "policy_checkpoint",
+    "read_evaluation",
+    "read_selection",
     "reward_settings",
     "run_baselines",
     "save_evaluation",
@@ -95,11 +113,13 @@ class Evaluation:
     """The reward the run plays for (:func:`reward_settings`): the baselines are scored on it."""
     diversity_bonus: float = 0.0
     """The run's diversity bonus, in ``rewards`` but not in the baselines' reward."""
+    algorithm: str = "mappo"
+    """The run's algorithm (:data:`ensemble_mappo.algorithms.ALGORITHMS`)."""
 
     @property
     def name(self) -> str:
-        """Row name in tables: ``mappo`` or ``mappo(online)``."""
-        return "mappo" if self.protocol == "frozen" else "mappo(online)"
+        """Row name in tables: the algorithm's, e.g. ``mappo`` or ``mappo(online)``."""
+        return self.algorithm if self.protocol == "frozen" else f"{self.algorithm}(online)"
 
     @property
     def description(self) -> str:
@@ -178,11 +198,14 @@ def evaluate_run(
     online: bool = False,
     update_every: int = 64,
     seed: int = 0,
+    checkpoint: str | None = None,
 ) -> Evaluation:
-    """Play ``split`` of ``cache`` once, in order, with the run's checkpoint (see the module docstring).
+    """Play ``split`` of ``cache`` once, in order, with the run's policy (see the module docstring; ``checkpoint``
+    names another: ``"last"`` or a kept ``"update_N"``).
 
     The run's files are read and checked whole first (:func:`ensemble_mappo.runs.read_config`,
-    :func:`~ensemble_mappo.runs.read_checkpoint`): a bad one is refused naming the file, the field and the value.
+    :func:`~ensemble_mappo.checkpoint.read_checkpoint`): a bad one is refused naming the file, the field and the
+    value.
     """
     run_config = read_config(run_dir)
     if list(cache.models) != list(run_config.models):
@@ -190,26 +213,26 @@ def evaluate_run(
             f"the cache's models {list(cache.models)} differ from the run's {list(run_config.models)} "
             f"({run_config.path}): evaluate with the cache the run was trained on"
         )
-    checkpoint = read_checkpoint(run_dir, run_config)
+    chosen = policy_checkpoint(run_dir, run_config, checkpoint)
     return evaluate_agents(
-        checkpoint.networks,
+        chosen.networks,
         run_config.config,
         cache,
         split=split,
         online=online,
         update_every=update_every,
         seed=seed,
-        optimizer_state=checkpoint.optimizer if online else None,
+        optimizer_state=chosen.optimizer if online else None,
         run=str(run_dir),
-        iteration=checkpoint.iteration,
-        global_step=checkpoint.global_step,
-        source=str(checkpoint.path),
+        iteration=chosen.iteration,
+        global_step=chosen.global_step,
+        source=str(chosen.path),
     )
 
 
 def evaluate_agents(
     networks: Mapping[str, Mapping[str, torch.Tensor]],
-    config: TrainConfig,
+    config: LearnerConfig,
     cache: LogitCache,
     *,
     split: str = "validation",
@@ -222,42 +245,45 @@ def evaluate_agents(
     global_step: int = 0,
     source: str = "networks",
 ) -> Evaluation:
-    """Play ``split`` of ``cache`` once, in order, with the networks of ``Agents.state_dict()`` of a run
-    trained with ``config`` (e.g. a checkpoint's, or the live agents' during training, for model selection on
-    the validation split). The networks are copied: the online protocol learns on its copy. They are checked
-    against the networks ``config`` builds on ``cache`` (names, shapes, finite values: a NaN policy is refused),
-    and so is ``optimizer_state``; ``source`` (e.g. the checkpoint file) is named in the errors."""
+    """Play ``split`` of ``cache`` once, in order, with the networks (:meth:`~ensemble_mappo.frame.Learner.state_dict`)
+    of a run trained with ``config`` (a checkpoint's, or the live learner's). The networks are copied: the online
+    protocol learns on its copy. They are checked against the networks ``config`` builds on ``cache`` (names, shapes,
+    finite values: a NaN policy is refused), and so is ``optimizer_state``; ``source`` (e.g. the checkpoint file) is
+    named in the errors."""
     if isinstance(update_every, bool) or not isinstance(update_every, int) or update_every < 1:
         raise ValueError(f"update_every must be an integer >= 1, got {show(update_every)}")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= LIMITS["seed"]:
         raise ValueError(f"seed must be an integer in [0, {LIMITS['seed']}], got {show(seed)}")
     torch.set_num_threads(config.threads)
-    venv = make_env(cache, env_options(config, cache), num_envs=1, split=split)
-    agents = Agents.build(venv, config.hidden_size, critic=config.critic, decider_policy=config.decider_policy)
-    load_networks(agents, networks, source)
+    name = algorithms.name_of(config)
+    kind = algorithms.get(name).learner_class()
+    venv = make_env(cache, kind.env_options(config, cache), num_envs=1, split=split)
+    learner = kind(config, venv)
+    load_networks(learner, networks, source)
+    learner.reseed(seed)
     n_stream = venv.episode_length
     generator = torch.Generator().manual_seed(seed)
     obs, _ = venv.reset(seed=seed)
 
     blocks = [n_stream] if not online else [min(update_every, n_stream - s) for s in range(0, n_stream, update_every)]
-    behaviour = Behaviour(decider="sample", fusion="sample") if online else Behaviour(decider="mode", fusion="mode")
-    optimizer = make_optimizer(agents, config) if online else None
+    optimizer = make_optimizer(learner, config) if online else None
     if optimizer is not None and optimizer_state is not None:
         load_optimizer(optimizer, optimizer_state, source)
     online_config = dataclasses.replace(config, num_minibatches=1)  # each block of questions is one minibatch
+    learners = learner.phase(0, 1).learners if online else ()
     parts: dict[str, list[np.ndarray]] = {
         key: [] for key in ("question", "answer", "correct", "cost", "teams", "reward")
     }
     for steps in blocks:
-        rollout = agents.rollout(venv, steps)
-        obs, record = collect(venv, agents, rollout, obs, generator, behaviour)
+        storage = learner.storage(venv, steps)
+        obs, record = learner.collect(venv, storage, obs, generator, LEARNING if online else FROZEN)
         next_state = venv.state()
         for key in ("question", "answer", "correct", "cost"):
             parts[key].append(getattr(record, key)[:, 0])
         parts["teams"].append(record.team[:, 0])
-        parts["reward"].append(rollout.rewards[:, 0].astype(np.float64))
+        parts["reward"].append(np.asarray(storage.rewards[:, 0], dtype=np.float64))
         if optimizer is not None:
-            update(agents, optimizer, rollout, next_state, online_config, generator)
+            update(learner, optimizer, storage, next_state, online_config, generator, learners)
     joined = {key: np.concatenate(value) for key, value in parts.items()}
     evaluation = Evaluation(
         protocol="online" if online else "frozen",
@@ -273,8 +299,9 @@ def evaluate_agents(
         teams=joined["teams"],
         cost=joined["cost"],
         rewards=joined["reward"],
-        reward=reward_settings(config, cache),
+        reward=RewardSettings.of(venv.config),
         diversity_bonus=float(venv.config.diversity_bonus),
+        algorithm=name,
     )
     if evaluation.diversity_bonus:
         return evaluation
@@ -286,16 +313,92 @@ def evaluate_agents(
     return dataclasses.replace(evaluation, rewards=exact)
 
 
+# -- the run's policy, chosen on validation ---------------------------------------------------------------------
+_CANDIDATE = re.compile(r"update_(0|[1-9][0-9]{0,11})\.pt")
+
+
+def candidates(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """The run's kept checkpoints, ``(update, file)`` in the order of their updates."""
+    folder = Path(run_dir) / CANDIDATES_DIR
+    if not folder.is_dir():
+        return []
+    matches = (_CANDIDATE.fullmatch(name) for name in os.listdir(folder))
+    return sorted((int(match.group(1)), folder / match.group(0)) for match in matches if match)
+
+
+def choose(run_dir: str | Path, cache: LogitCache) -> dict[str, Any]:
+    """Choose the run's policy among its kept checkpoints (the start and ``checkpoints`` evenly spaced ones): each
+    plays the validation split, frozen, and the config's ``selection`` rule (:func:`ensemble_mappo.selection.select`)
+    reads their per-question rewards; on a cache without a validation split the last one is kept, and said so.
+    Writes ``selection.json`` and returns it. Only the validation split's labels are read."""
+    run = read_config(run_dir)
+    kept = [read_checkpoint(path, run) for _, path in candidates(run_dir)]
+    if not kept:
+        raise ValueError(f"{run_dir}: the run kept no checkpoint to choose from (checkpoints = 0)")
+    config = run.config
+    try:
+        cache.select("validation", tasks=config.env.get("tasks"))
+    except ValueError:  # no validation question: nothing to choose on
+        chosen = {"rule": "last (the cache has no validation split)", "update": kept[-1].iteration, "candidates": []}
+    else:
+        rewards = [
+            evaluate_agents(c.networks, config, cache, split="validation", seed=config.seed, source=str(c.path)).rewards
+            for c in kept
+        ]
+        selection = select(rewards, config.selection)
+        chosen = {
+            "rule": selection.rule,
+            "delta": selection.delta,
+            "z": selection.z,
+            "update": kept[selection.index].iteration,
+            "candidates": [{"update": c.iteration, **selection.row(k)} for k, c in enumerate(kept)],
+        }
+    files.write_text(Path(run_dir) / SELECTION_NAME, json.dumps(chosen, indent=2) + "\n")
+    return chosen
+
+
+def read_selection(run_dir: str | Path) -> dict[str, Any] | None:
+    """The run's ``selection.json``, checked (None when the run has none)."""
+    path = Path(run_dir) / SELECTION_NAME
+    if not os.path.lexists(path):
+        return None
+    data = read_json(path, MAX_CONFIG_BYTES, "")
+    if not isinstance(data, dict):
+        raise refuse(path, "", f"expected an object with the chosen update, got {describe(data)}")
+    whole_number(path, "update", data.get("update"), low=0)
+    if not isinstance(data.get("rule"), str) or not isinstance(data.get("candidates"), list):
+        raise refuse(path, "", "expected the rule, the chosen update and the candidates")
+    return data
+
+
+def policy_checkpoint(run_dir: str | Path, run: RunConfig, name: str | None = None) -> Checkpoint:
+    """The checkpoint of the run's policy: ``name`` (``"last"``, or ``"update_N"`` of the kept ones), else the one
+    ``selection.json`` names, else the last."""
+    folder = Path(run_dir)
+    if name is None:
+        selection = read_selection(folder)
+        name = "last" if selection is None else f"update_{selection['update']}"
+    if name == "last":
+        return read_checkpoint(folder / CHECKPOINT_NAME, run)
+    kept = dict(candidates(folder))
+    match = _CANDIDATE.fullmatch(f"{name}.pt")
+    if match is None or int(match.group(1)) not in kept:
+        names = ", ".join(["last", *(f"update_{update}" for update in kept)])
+        raise ValueError(f"{folder}: no checkpoint {show(name)}; the run's checkpoints are {names}")
+    return read_checkpoint(kept[int(match.group(1))], run)
+
+
 def save_evaluation(evaluation: Evaluation, summary: dict[str, Any]) -> Path:
     """Write the summary JSON next to the checkpoint (``plot`` and the benchmarks read it)."""
     path = evaluation_path(evaluation.run, evaluation.split, evaluation.protocol)
     return files.write_text(path, json.dumps(summary, indent=2) + "\n")
 
 
-def reward_settings(config: TrainConfig, cache: LogitCache) -> RewardSettings:
+def reward_settings(config: LearnerConfig, cache: LogitCache) -> RewardSettings:
     """The environment's reward of a run on ``cache`` (its ``alpha``, ``size_penalty_mode`` and ``use_costs``
     options), without the diversity bonus, which :class:`~ensemble_env.game.reward.RewardSettings` leaves out."""
-    options, defaults = env_options(config, cache), ensemble_env.EnvConfig()
+    options = algorithms.get(algorithms.name_of(config)).learner_class().env_options(config, cache)
+    defaults = ensemble_env.EnvConfig()
     return RewardSettings(
         alpha=options.get("alpha", defaults.alpha),
         size_penalty_mode=options.get("size_penalty_mode", defaults.size_penalty_mode),
@@ -338,7 +441,7 @@ def format_report(evaluation: Evaluation, cache: LogitCache, baseline_results: l
     cost = baselines.cost_format(cache)
     n_models = len(evaluation.models)
     lines = [
-        f"MAPPO evaluation [{evaluation.protocol}] - {evaluation.description}",
+        f"{evaluation.name} evaluation [{evaluation.protocol}] - {evaluation.description}",
         f"run {evaluation.run} (update {evaluation.iteration}, {evaluation.global_step:,} training steps); "
         f"split {evaluation.split}: {summary['n_questions']} questions in the cache's order",
         f"macro accuracy {summary['macro_accuracy']:.4f}   macro reward {summary['macro_reward']:+.4f}   "
@@ -390,3 +493,35 @@ def format_report(evaluation: Evaluation, cache: LogitCache, baseline_results: l
             )
         lines.append(comparison.format_table(cache, [*baseline_results, evaluation.result(cache)], reward))
     return "\n".join(lines)
+
+
+# -- reading back ---------------------------------------------------------------------------------------------
+#: the largest evaluation summary read (one of bbh5's test split: about 10 KB)
+MAX_EVALUATION_BYTES = 64 * 2**20
+
+
+def read_evaluation(path: str | Path, models: Sequence[str]) -> dict[str, Any]:
+    """Read an evaluation summary (``evaluate``'s ``evaluation_*.json``) and check what ``plot`` reads of it:
+    ``macro_accuracy`` in [0, 1], ``mean_team_size`` in [0, N], a ``selection_frequency`` in [0, 1] for each
+    of ``models``."""
+    path = Path(path)
+    # an evaluation may hold a NaN where nothing was measured (json writes it so); what plot reads is checked below
+    data = read_json(path, MAX_EVALUATION_BYTES, "evaluate the run first (`ensemble-env evaluate DIR`)", constants=True)
+    if not isinstance(data, dict):
+        raise refuse(path, "", f"expected a JSON object (an evaluation summary), got {describe(data)}")
+    checks = {"macro_accuracy": 1.0, "mean_team_size": float(len(models))}
+    for key, high in checks.items():
+        _number(path, key, data.get(key, None), high, key in data)
+    frequencies = data.get("selection_frequency")
+    if not isinstance(frequencies, dict):
+        raise refuse(path, "selection_frequency", f"expected an object of models, got {describe(frequencies)}")
+    for model in models:
+        _number(path, f"selection_frequency.{model}", frequencies.get(model), 1.0, model in frequencies)
+    return data
+
+
+def _number(path: Path, field: str, value: Any, high: float, present: bool) -> None:
+    if not present:
+        raise refuse(path, field, "missing")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= high:
+        raise refuse(path, field, f"expected a number in [0, {high:g}], got {describe(value)}")

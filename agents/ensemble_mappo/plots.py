@@ -1,4 +1,4 @@
-"""PNG plots of MAPPO runs (``ensemble-env plot``): learning curves, team size, selection, accuracy vs team size.
+"""PNG plots of runs of any algorithm (``ensemble-env plot``): learning curves, team size, selection, accuracy.
 
 Several run directories (e.g. the seeds of one setting, of one pool) are drawn together: each run thin, their
 mean thick. Curves are trailing means over :data:`SMOOTHING` updates, said in every legend, with each update's
@@ -22,7 +22,8 @@ import numpy as np
 
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.files import save_figure
-from ensemble_mappo.runs import RunConfig, read_config, read_evaluation, read_progress, run_cache
+from ensemble_mappo.progress import read_progress
+from ensemble_mappo.runs import RunConfig, read_config, run_cache
 
 __all__ = ["PLOT_NAMES", "plot_runs", "read_progress"]
 
@@ -127,7 +128,7 @@ def _policy_point(name: str, alpha: float, evaluation: dict[str, Any]) -> Any:
 
 
 def _evaluation(run_dir: Path, run: RunConfig, cache: LogitCache) -> dict[str, Any]:
-    from ensemble_mappo.evaluation import evaluate_run, evaluation_path
+    from ensemble_mappo.evaluation import evaluate_run, evaluation_path, read_evaluation
 
     path = evaluation_path(run_dir, "test", "frozen")
     if path.exists():
@@ -148,6 +149,11 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
         raise ValueError("plot needs at least one run directory")
     runs = [read_config(Path(run_dir)) for run_dir in run_dirs]
     for run in runs[1:]:
+        if run.algorithm != runs[0].algorithm:
+            raise ValueError(
+                f"{run.path}: a run of {run.algorithm}, not {runs[0].algorithm} like {run_dirs[0]}; plot the runs of "
+                "one algorithm together (the benchmark compares algorithms: ensemble-env benchmark)"
+            )
         if run.models != runs[0].models:
             raise ValueError(
                 f"{run.path}: the run's pool {list(run.models)} is not {run_dirs[0]}'s {list(runs[0].models)}; "
@@ -165,7 +171,8 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
     evaluations = [_evaluation(Path(run_dir), run, cache) for run_dir, run in zip(run_dirs, runs, strict=True)]
     config, run = runs[0].config, runs[0].description  # every input read and checked: now the figures
     models = list(run["models"])
-    title = f"MAPPO ({config.mode}), {len(run_dirs)} run(s)"
+    label = runs[0].algorithm + (f" ({config.mode})" if hasattr(config, "mode") else "")
+    title = f"{label}, {len(run_dirs)} run(s)"
     paths = [out / name for name in PLOT_NAMES]
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
@@ -236,17 +243,17 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         points = comparison.frontier(cache, (reward.alpha,), reward=reward, k=min(3, cache.n_models), progress=False)
-    name = f"MAPPO ({config.mode}), frozen policy" + ("" if len(evaluations) == 1 else f": {len(evaluations)} runs")
+    name = f"{label}, frozen policy" + ("" if len(evaluations) == 1 else f": {len(evaluations)} runs")
     for evaluation in evaluations:
         points.append(_policy_point(name, reward.alpha, evaluation))
     if len(evaluations) > 1:
         keys = ("macro_accuracy", "mean_team_size", "mean_cost")
         mean = {key: float(np.mean([e[key] for e in evaluations])) for key in keys if key in evaluations[0]}
-        points.append(_policy_point(f"MAPPO mean of {len(evaluations)} runs", reward.alpha, mean))
+        points.append(_policy_point(f"{label} mean of {len(evaluations)} runs", reward.alpha, mean))
     comparison.plot_frontier(
         points,
         paths[3],
-        title=f"test accuracy against team size{' and cost' if cache.costs is not None else ''}: MAPPO and every "
+        title=f"test accuracy against team size{' and cost' if cache.costs is not None else ''}: {label} and every "
         f"baseline of `ensemble-env baselines` (alpha {reward.alpha:g})",
         dpi=120,
     )

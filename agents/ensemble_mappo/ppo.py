@@ -34,33 +34,29 @@ on value-normalised targets, clipped around the rollout's predictions.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from ensemble_mappo.config import DECIDER_CREDITS, TrainConfig
-from ensemble_mappo.networks import VALUE_HEADS, Actor, ValueNormalizer
-from ensemble_mappo.optim import Optimizer
+from ensemble_mappo.networks import VALUE_HEADS
 
 __all__ = [
     "AGENTS",
-    "Batch",
-    "Losses",
     "Rollout",
     "UpdateStats",
     "agent_targets",
+    "batch_of",
     "bootstrap_values",
     "clipped_policy_loss",
     "clipped_value_loss",
     "coefficients",
     "compute_gae",
     "decider_rewards",
-    "minibatch_losses",
-    "ppo_update",
+    "explained_variance",
 ]
 
 #: the learning agents, in the order of the per-agent columns (log-probabilities, advantages)
@@ -261,75 +257,6 @@ def clipped_value_loss(values: Tensor, old_values: Tensor, targets: Tensor, clip
     return 0.5 * torch.max(unclipped, (clipped_values - targets) ** 2).mean(0)
 
 
-# -- the update ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Batch:
-    """A rollout flattened for the PPO epochs: one sample per (step, copy), the learning actors' columns only.
-
-    ``states`` (N, S) are the critic's inputs, ``values`` (N, H) its outputs while collecting and ``targets``
-    (N, H) its targets, both value-normalised; ``advantages`` and ``log_probs`` (N, K) have one column per
-    learning actor, whose prepared observations and actions are ``inputs[agent]`` and ``actions[agent]``.
-    """
-
-    states: Tensor
-    values: Tensor
-    targets: Tensor
-    advantages: Tensor
-    log_probs: Tensor
-    inputs: dict[str, Tensor]
-    actions: dict[str, Tensor]
-
-    def __len__(self) -> int:
-        return int(self.states.shape[0])
-
-    def take(self, index: Tensor | slice) -> Batch:
-        """The samples at ``index`` (a permutation, by ``index_select``) or in ``index`` (a slice: views)."""
-
-        def pick(tensor: Tensor) -> Tensor:
-            return tensor.index_select(0, index) if isinstance(index, Tensor) else tensor[index]
-
-        return Batch(
-            pick(self.states),
-            pick(self.values),
-            pick(self.targets),
-            pick(self.advantages),
-            pick(self.log_probs),
-            {agent: pick(tensor) for agent, tensor in self.inputs.items()},
-            {agent: pick(tensor) for agent, tensor in self.actions.items()},
-        )
-
-    def minibatches(self, num_minibatches: int, generator: torch.Generator) -> Iterator[Batch]:
-        """One epoch: the batch permuted once, then walked in ``num_minibatches`` contiguous minibatches of
-        ``len // num_minibatches`` samples (at least 1; a remainder is left out of this epoch)."""
-        size = len(self)
-        minibatch = max(1, size // num_minibatches)
-        shuffled = self.take(torch.randperm(size, generator=generator))
-        for start in range(0, size - minibatch + 1, minibatch):
-            yield shuffled.take(slice(start, start + minibatch))
-
-
-class Losses(NamedTuple):
-    """One minibatch's losses: ``value_loss`` per critic head (H,), the rest per learning actor (K,).
-
-    ``approx_kl`` and ``clip_fraction`` are detached diagnostics (see :func:`clipped_policy_loss`);
-    ``start_kl`` is each actor's KL divergence from its start policy (0 where it has none or its coefficient is
-    0: not computed).
-    """
-
-    value_loss: Tensor
-    policy_loss: Tensor
-    entropy: Tensor
-    approx_kl: Tensor
-    clip_fraction: Tensor
-    start_kl: Tensor
-
-    def total(self, ent_coefs: float | Tensor, kl_coefs: float | Tensor = 0.0) -> Tensor:
-        """The scalar to minimise: the critic's and the actors' losses, less each actor's entropy bonus, plus
-        its KL penalty to its start policy (coefficients per learning actor, or one for all)."""
-        regulariser = kl_coefs * self.start_kl - ent_coefs * self.entropy
-        return self.value_loss.sum() + self.policy_loss.sum() + regulariser.sum()
-
-
 def coefficients(settings: TrainConfig, names: Sequence[str]) -> tuple[Tensor, Tensor]:
     """(entropy bonus, KL penalty to the start policy) per actor of ``names`` (K,): the decider's are
     ``decider_ent_coef`` (negative: ``ent_coef``) and ``decider_kl_coef``, the fusion agent's ``ent_coef`` and 0."""
@@ -339,30 +266,7 @@ def coefficients(settings: TrainConfig, names: Sequence[str]) -> tuple[Tensor, T
     return torch.tensor([ent[name] for name in names]), torch.tensor([kl[name] for name in names])
 
 
-def minibatch_losses(
-    actors: dict[str, Actor], critic: nn.Module, batch: Batch, settings: TrainConfig, start_kl: Sequence[str] = ()
-) -> Losses:
-    """The clipped value loss of ``critic`` and the clipped surrogate and entropy of each actor of ``batch``, and the
-    KL from their start policies of the actors named in ``start_kl`` (:meth:`Actor.evaluate_with_start`)."""
-    value_clip = settings.clip_coef if settings.clip_value else None
-    value_loss = clipped_value_loss(critic(batch.states), batch.values, batch.targets, value_clip)
-    evaluated = []
-    for agent in batch.inputs:
-        actor, inputs, actions = actors[agent], batch.inputs[agent], batch.actions[agent]
-        if agent in start_kl:
-            evaluated.append(actor.evaluate_with_start(inputs, actions))
-        else:
-            log_prob, entropy = actor.evaluate(inputs, actions)
-            evaluated.append((log_prob, entropy, torch.zeros_like(log_prob)))
-    log_probs = torch.stack([terms[0] for terms in evaluated], 1)
-    entropy = torch.stack([terms[1] for terms in evaluated], 1).mean(0)
-    kl = torch.stack([terms[2] for terms in evaluated], 1).mean(0)
-    policy_loss, approx_kl, clip_fraction = clipped_policy_loss(
-        log_probs, batch.log_probs, batch.advantages, settings.clip_coef
-    )
-    return Losses(value_loss, policy_loss, entropy, approx_kl, clip_fraction, kl)
-
-
+# -- the update's statistics ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class UpdateStats:
     """What one PPO update measured: means over its minibatches, by critic head, actor or network.
@@ -395,78 +299,29 @@ class UpdateStats:
         return sum(self.value_loss.values())
 
 
-def ppo_update(
-    actors: dict[str, Actor],
-    critic: nn.Module,
-    value_norm: ValueNormalizer,
-    optimizer: Optimizer,
-    rollout: Rollout,
-    advantages: Tensor,
-    returns: Tensor,
-    settings: TrainConfig,
-    generator: torch.Generator,
-) -> UpdateStats:
-    """PPO epochs over one rollout for the actors in ``actors`` (a subset of :data:`AGENTS`) and the critic.
+def batch_of(
+    rollout: Rollout, advantages: Tensor, targets: Tensor, names: list[str], standardise: bool
+) -> dict[str, Tensor]:
+    """A rollout flattened for the PPO epochs: one sample per (step, copy), the learning actors' columns only.
 
-    ``critic`` maps states (B, S) to (B, H) outputs, one per head of :data:`~ensemble_mappo.networks.VALUE_HEADS`
-    (:class:`~ensemble_mappo.networks.CentralCritic` or IPPO's local critics). ``advantages`` (T, B, 2) are per
-    agent, ``returns`` (T, B, H) per critic head. ``optimizer`` holds the actors' and the critic's parameters
-    (by the names "decider", "fusion", "critic") and clips each one's gradient norm; only the given actors
-    and the critic step. ``settings`` supplies clip_coef, clip_value, ent_coef, update_epochs, num_minibatches
-    and normalize_advantages. The value normaliser is updated with this rollout's returns first; the critic
-    then regresses the normalised returns. Returns the means over the minibatches, by name.
+    ``states`` (M, S) are the critic's inputs, ``values`` (M, H) its outputs while collecting and ``targets``
+    (M, H) its targets (the normalised returns), both value-normalised; ``advantages`` and ``log_probs`` (M, K) have
+    one column per learning actor of ``names``, whose prepared observations and actions are ``inputs/<agent>`` and
+    ``actions/<agent>``.
     """
-    names = [agent for agent in AGENTS if agent in actors]
-    learners = [*names, "critic"]
-    old_values = value_norm.denormalize(rollout.values)
-    explained = _explained_variance(returns, old_values)
-    value_norm.update(returns)
-    batch = _batch(rollout, advantages, value_norm.normalize(returns), names, settings.normalize_advantages)
-
-    sums = [torch.zeros(len(VALUE_HEADS)), *(torch.zeros(len(names)) for _ in range(5))]  # the fields of Losses
-    grad_norms = torch.zeros(len(optimizer.names))
-    ent_coefs, kl_coefs = coefficients(settings, names)
-    with_start = [name for name, coef in zip(names, kl_coefs.tolist(), strict=True) if coef > 0]
-    count = 0
-    for _ in range(settings.update_epochs):
-        for minibatch in batch.minibatches(settings.num_minibatches, generator):
-            losses = minibatch_losses(actors, critic, minibatch, settings, with_start)
-            optimizer.zero_grad()
-            losses.total(ent_coefs, kl_coefs).backward()
-            norms = optimizer.step(learners)
-            with torch.no_grad():
-                sums = [total + value for total, value in zip(sums, losses, strict=True)]
-                grad_norms += norms
-            count += 1
-
-    value_loss, policy_loss, entropy, approx_kl, clip_fraction, start_kl, grad_norm = (
-        (total / max(count, 1)).tolist() for total in (*sums, grad_norms)
-    )
-    return UpdateStats(
-        value_loss=dict(zip(VALUE_HEADS, value_loss, strict=True)),
-        policy_loss=dict(zip(names, policy_loss, strict=True)),
-        entropy=dict(zip(names, entropy, strict=True)),
-        approx_kl=dict(zip(names, approx_kl, strict=True)),
-        clip_fraction=dict(zip(names, clip_fraction, strict=True)),
-        start_kl={name: value for name, value in zip(names, start_kl, strict=True) if name in with_start},
-        grad_norm={name: norm for name, norm in zip(optimizer.names, grad_norm, strict=True) if name in learners},
-        explained_variance={agent: explained[VALUE_HEADS.index(agent)] for agent in AGENTS},
-    )
-
-
-def _batch(rollout: Rollout, advantages: Tensor, targets: Tensor, names: list[str], standardise: bool) -> Batch:
-    """The :class:`Batch` of ``rollout`` for the actors ``names``, with ``targets`` the normalised returns."""
     columns = [AGENTS.index(agent) for agent in names]
     chosen = advantages[..., columns]
-    return Batch(
-        states=_flat(rollout.states),
-        values=_flat(rollout.values),
-        targets=_flat(targets),
-        advantages=_flat(_standardised(chosen) if standardise else chosen),
-        log_probs=_flat(rollout.log_probs[..., columns]),
-        inputs={agent: _flat(rollout.inputs[agent]) for agent in names},
-        actions={agent: _flat(rollout.actions[agent]) for agent in names},
-    )
+    batch = {
+        "states": _flat(rollout.states),
+        "values": _flat(rollout.values),
+        "targets": _flat(targets),
+        "advantages": _flat(_standardised(chosen) if standardise else chosen),
+        "log_probs": _flat(rollout.log_probs[..., columns]),
+    }
+    for agent in names:
+        batch[f"inputs/{agent}"] = _flat(rollout.inputs[agent])
+        batch[f"actions/{agent}"] = _flat(rollout.actions[agent])
+    return batch
 
 
 def _standardised(advantages: Tensor) -> Tensor:
@@ -477,7 +332,7 @@ def _standardised(advantages: Tensor) -> Tensor:
     return (advantages - flat.mean(0)) / (flat.std(0) + 1e-8)
 
 
-def _explained_variance(returns: Tensor, values: Tensor) -> list[float]:
+def explained_variance(returns: Tensor, values: Tensor) -> list[float]:
     """1 - Var(returns - values) / Var(returns) per head (0 where the returns do not vary)."""
     flat_returns, flat_values = _flat(returns), _flat(values)
     variance = flat_returns.var(0)

@@ -1,12 +1,14 @@
-"""The bookkeeping of a training run: its budget, its log (``progress.csv``, TensorBoard) and its progress bar.
+"""The bookkeeping of a training run: its budget, its log (``progress.csv``, TensorBoard, its format and reader) and
+its progress bar.
 
 - :class:`Budget`: how many rollouts a budget (``passes`` or ``total_steps``) runs, and the line that says so;
   a budget above :data:`~ensemble_mappo.config.MAX_TOTAL_STEPS` is refused, and :func:`check_rollout_size`
   refuses a rollout storage above :data:`~ensemble_mappo.config.MAX_ROLLOUT_BYTES` before it is allocated.
-- :func:`progress_columns`, :func:`rollout_row`, :func:`losses_row`: the columns of ``progress.csv`` and the
-  values of one update's row, under namespaced keys (``env/accuracy``, ``losses/value_loss``, ...).
+- :func:`progress_columns`, :func:`rollout_row`: the columns of ``progress.csv`` (the frame's, then the algorithm's)
+  and the values of one update's rollout, under namespaced keys (``env/accuracy``, ``losses/value_loss``, ...);
+  :func:`read_progress` (plot) and :func:`progress_rows` (resume) read it back, every cell checked.
 - :class:`ProgressLog`: ``progress.csv`` (one row per update; on resume the history up to the checkpoint is
-  kept, read and checked by :func:`ensemble_mappo.runs.progress_rows` and rewritten through
+  kept, read and checked by :func:`progress_rows` and rewritten through
   :mod:`ensemble_env.files`) and, optionally, TensorBoard event files.
 - :class:`RunLog`: what :func:`~ensemble_mappo.training.train` calls once per update: times the run,
   writes the row and moves the progress bar.
@@ -18,8 +20,12 @@ import csv
 import dataclasses
 import io
 import math
+import os
+import re
+import stat
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -30,22 +36,23 @@ import numpy as np
 from ensemble_env import files
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.engine import EnsembleVectorEnv
-from ensemble_mappo.agents import Agents
-from ensemble_mappo.collection import StepRecord
-from ensemble_mappo.config import MAX_ROLLOUT_BYTES, MAX_TOTAL_STEPS, TrainConfig
-from ensemble_mappo.ppo import UpdateStats
-from ensemble_mappo.runs import AGENT_LOSS_KEYS, PROGRESS_NAME, progress_columns, progress_rows
+from ensemble_env.text import show
+from ensemble_mappo import algorithms
+from ensemble_mappo.config import MAX_ROLLOUT_BYTES, MAX_TOTAL_STEPS, LearnerConfig
+from ensemble_mappo.frame import Learner, StepRecord
+from ensemble_mappo.runs import PROGRESS_NAME, RunConfig, read_config, refuse, run_folder
 
 __all__ = [
-    "AGENT_LOSS_KEYS",
+    "CORE_COLUMNS",
     "PROGRESS_NAME",
     "Budget",
     "ProgressLog",
     "RunLog",
     "check_rollout_size",
-    "losses_row",
     "progress_bar",
     "progress_columns",
+    "progress_rows",
+    "read_progress",
     "rollout_row",
 ]
 
@@ -55,6 +62,7 @@ __all__ = [
 class Budget:
     """What a training budget runs: whole rollouts of ``num_envs x num_steps`` steps, at least the steps asked.
 
+    >>> from ensemble_mappo.config import TrainConfig
     >>> print(Budget.plan(TrainConfig(passes=5), 20).describe())  # doctest: +NORMALIZE_WHITESPACE
     budget: 5 passes x 20 train questions = 100 steps, rounded up to 1 rollout of 64 copies x 64 steps
     = 4,096 steps (204.8 passes)
@@ -74,7 +82,7 @@ class Budget:
     """Rollouts (and updates) run: ``requested / (num_envs x num_steps)`` rounded up, at least 1."""
 
     @classmethod
-    def plan(cls, config: TrainConfig, questions: int) -> Budget:
+    def plan(cls, config: LearnerConfig, questions: int) -> Budget:
         """The budget of ``config`` over a stream of ``questions``; a ValueError when the steps asked for exceed
         :data:`~ensemble_mappo.config.MAX_TOTAL_STEPS` (the rounding up to whole rollouts adds less than one)."""
         batch_size = config.num_envs * config.num_steps
@@ -100,7 +108,7 @@ class Budget:
         )
 
     @classmethod
-    def of_cache(cls, config: TrainConfig, cache: LogitCache) -> Budget:
+    def of_cache(cls, config: LearnerConfig, cache: LogitCache) -> Budget:
         """The budget of training with ``config`` on ``cache``'s train split (of the config's tasks)."""
         return cls.plan(config, int(cache.select("train", _tasks(config)).size))
 
@@ -131,16 +139,16 @@ class Budget:
         return f"budget: {asked}, rounded up to {shape} = {self.steps:,} steps ({passes})"
 
 
-def _tasks(config: TrainConfig) -> tuple[str, ...] | None:
+def _tasks(config: LearnerConfig) -> tuple[str, ...] | None:
     tasks = config.env.get("tasks")
     return None if tasks is None else tuple(tasks)
 
 
-def check_rollout_size(agents: Agents, venv: EnsembleVectorEnv, num_steps: int) -> int:
-    """The bytes of a rollout of ``num_steps`` steps of ``venv``'s copies (:meth:`Agents.rollout`), measured on
+def check_rollout_size(learner: Learner, venv: EnsembleVectorEnv, num_steps: int) -> int:
+    """The bytes of a rollout of ``num_steps`` steps of ``venv``'s copies (:meth:`Learner.storage`), measured on
     one step before the whole is allocated; a ValueError when they exceed
     :data:`~ensemble_mappo.config.MAX_ROLLOUT_BYTES`."""
-    one = agents.rollout(venv, 1)
+    one = learner.storage(venv, 1)
     per_step = 0
     for item in dataclasses.fields(one):
         value = getattr(one, item.name)
@@ -171,18 +179,6 @@ def rollout_row(record: StepRecord, rewards: np.ndarray, models: Sequence[str]) 
         "env/episode_return": float(np.mean(record.episode_return)) if record.episode_return else nan,
     }
     row.update({f"env/select/{model}": value for model, value in zip(models, selection, strict=True)})
-    return row
-
-
-def losses_row(stats: UpdateStats) -> dict[str, float]:
-    """The ``losses/`` columns of one update: ``losses/value_loss`` (all heads), ``losses/<head>_value_loss``,
-    ``losses/<agent>_<key>`` for each key of :data:`AGENT_LOSS_KEYS` the update measured, and
-    ``losses/critic_grad_norm`` (an actor that did not learn has no entry; its columns stay empty)."""
-    row = {"losses/value_loss": stats.total_value_loss}
-    row.update({f"losses/{head}_value_loss": value for head, value in stats.value_loss.items()})
-    for key in AGENT_LOSS_KEYS:
-        values: dict[str, float] = getattr(stats, key)
-        row.update({f"losses/{name}_{key}": value for name, value in values.items()})
     return row
 
 
@@ -275,6 +271,7 @@ class RunLog:
         budget: Budget,
         models: Sequence[str],
         *,
+        algorithm: str = "mappo",
         start: int = 0,
         resumed: bool = False,
         progress: bool = True,
@@ -283,7 +280,7 @@ class RunLog:
         self.budget, self.models, self.start = budget, tuple(models), start
         self.file = ProgressLog(
             out_dir / PROGRESS_NAME,
-            progress_columns(self.models),
+            progress_columns(self.models, algorithm),
             start if resumed else None,
             tensorboard,
             batch_size=budget.batch_size,
@@ -299,12 +296,12 @@ class RunLog:
         stage: int,
         record: StepRecord,
         rewards: np.ndarray,
-        stats: UpdateStats,
+        losses: Mapping[str, float],
     ) -> dict[str, float]:
         """Log update number ``iteration`` (counted from 1) and return its row.
 
-        ``stage`` is the two-stage schedule's (1 in joint mode), ``record`` and ``rewards`` the rollout's
-        (:func:`rollout_row`), ``stats`` the update's (:func:`losses_row`).
+        ``stage`` is the schedule's (1 without one), ``record`` and ``rewards`` the rollout's (:func:`rollout_row`),
+        ``losses`` the update's values (:meth:`ensemble_mappo.frame.Learner.log_row`).
         """
         elapsed = time.perf_counter() - self.started
         batch_size = self.budget.batch_size
@@ -316,7 +313,7 @@ class RunLog:
             "charts/learning_rate": learning_rate,
             "charts/stage": float(stage),
             **rollout_row(record, rewards, self.models),
-            **losses_row(stats),
+            **losses,
         }
         self.file.write(row)
         self.bar.update(batch_size)
@@ -340,3 +337,177 @@ class RunLog:
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.close()
+
+
+# -- the format of progress.csv, and its reader ---------------------------------------------------------
+def progress_columns(models: Sequence[str], algorithm: str = "mappo") -> list[str]:
+    """The columns of ``progress.csv`` of a run of ``algorithm`` on a pool of ``models``, in order: the frame's
+    (the update, time, the learning rate, the stage, the rollout's ``env/`` statistics), then the algorithm's
+    (:meth:`ensemble_mappo.frame.Learner.log_columns`)."""
+    columns = ["iteration", "global_step", "time/elapsed", "time/sps", "charts/learning_rate", "charts/stage"]
+    columns += ["env/reward", "env/accuracy", "env/team_size", "env/cost", "env/episode_accuracy"]
+    columns += ["env/episode_return", *(f"env/select/{model}" for model in models)]
+    return columns + algorithms.get(algorithm).learner_class().log_columns(models)
+
+
+#: a number as the log writes it (no "nan", "inf", spaces or underscores, which float() would take)
+_NUMBER = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_WHOLE = re.compile(r"[0-9]{1,19}")
+
+
+def _bounds(column: str, n_models: int | None) -> tuple[float, float] | None:
+    """The range of a column's values (None: any finite number)."""
+    if column in ("env/accuracy", "env/episode_accuracy") or column.startswith("env/select/"):
+        return 0.0, 1.0
+    if column.endswith("_clip_fraction"):
+        return 0.0, 1.0
+    if column == "env/team_size":
+        return 0.0, float(n_models) if n_models is not None else math.inf
+    if column.startswith("time/") or column == "charts/learning_rate" or column.endswith(("grad_norm", "value_loss")):
+        return 0.0, math.inf
+    if column == "charts/stage":
+        return 1.0, 2.0
+    return None
+
+
+#: the columns every progress.csv holds (what plot and resume read); the others are checked when present, so that
+#: a log written before a statistic was added still reads
+CORE_COLUMNS = ("iteration", "global_step", "env/reward", "env/accuracy", "env/team_size", "env/episode_accuracy")
+
+
+def _progress_table(
+    path: Path, columns: Sequence[str], *, upto: int | None, batch_size: int | None, n_models: int | None
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line, row) of ``path``'s rows 1..upto (all with None), each checked: the header must hold the core
+    columns among ``columns`` (:data:`CORE_COLUMNS` and the selection columns), and each of ``columns`` it
+    holds is checked in every row (the others are kept as they are)."""
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{path} not found: is {path.parent} a directory written by `ensemble-env train`?"
+        ) from None
+    except OSError as error:
+        raise refuse(path, "", f"cannot read it ({error.strerror or error})") from None
+    if not stat.S_ISREG(status.st_mode):
+        raise refuse(path, "", "not a regular file (a folder, FIFO or device)")
+    try:
+        with open(path, newline="", encoding="utf-8") as file:
+            reader = csv.reader(file, strict=True)
+            header = next(reader, None)
+            if not header:
+                raise refuse(path, "", "empty: no header line (the columns)")
+            duplicated = sorted(name for name, count in Counter(header).items() if count > 1)
+            if duplicated:
+                raise refuse(path, "header", f"names {show(duplicated, 200)} twice")
+            present = set(header)
+            core = [name for name in columns if name in CORE_COLUMNS or name.startswith("env/select/")]
+            missing = [name for name in core if name not in present]
+            if missing:
+                raise refuse(path, "header", f"lacks the column(s) {show(missing, 300)} (an edited or foreign log?)")
+            checked = [name for name in columns if name in present]
+            expected = 1
+            if upto is not None and upto < 1:
+                return
+            for cells in reader:
+                if not cells:  # a blank line carries nothing
+                    continue
+                line = reader.line_num
+                if len(cells) != len(header):
+                    raise refuse(
+                        path, f"line {line}", f"{len(cells)} cells for {len(header)} columns (a cut or edited row)"
+                    )
+                row = dict(zip(header, cells, strict=True))
+                _check_row(path, line, row, checked, expected, batch_size, n_models)
+                yield line, row
+                expected += 1
+                if upto is not None and expected > upto:
+                    return  # the rows after the checkpoint (maybe cut by a kill) are redone, not read
+            if upto is not None and expected <= upto:
+                raise refuse(
+                    path,
+                    "",
+                    f"holds updates 1..{expected - 1} but the checkpoint is at update {upto}: the log lost "
+                    "rows; start the run over (`ensemble-env train --out DIR --overwrite`)",
+                )
+    except UnicodeDecodeError as error:
+        raise refuse(path, "", f"not UTF-8 text (byte {error.start})") from None
+    except csv.Error as error:
+        raise refuse(path, "", f"not a CSV file ({show(str(error), 200)})") from None
+    except OSError as error:
+        raise refuse(path, "", f"cannot read it ({error.strerror or error})") from None
+
+
+def _check_row(
+    path: Path,
+    line: int,
+    row: Mapping[str, str],
+    columns: Sequence[str],
+    expected: int,
+    batch_size: int | None,
+    n_models: int | None,
+) -> None:
+    where = f"line {line}"
+    for name in ("iteration", "global_step"):
+        if name in columns and not _WHOLE.fullmatch(row[name]):
+            raise refuse(path, f"{where}, column {name}", f"expected a whole number, got {show(row[name])}")
+    if "iteration" in columns and int(row["iteration"]) != expected:
+        raise refuse(
+            path,
+            f"{where}, column iteration",
+            f"expected update {expected} (rows run 1, 2, ...), got {show(row['iteration'])}",
+        )
+    if batch_size is not None and "global_step" in columns and int(row["global_step"]) != expected * batch_size:
+        raise refuse(
+            path,
+            f"{where}, column global_step",
+            f"expected {expected * batch_size} (update {expected} x {batch_size} steps), "
+            f"got {show(row['global_step'])}",
+        )
+    for name in columns:
+        if name in ("iteration", "global_step"):
+            continue
+        cell = row[name]
+        if not cell:
+            continue  # not measured (an actor that did not learn, no episode ended)
+        value = float(cell) if _NUMBER.fullmatch(cell) else math.nan
+        if not math.isfinite(value):
+            raise refuse(path, f"{where}, column {name}", f"expected a finite number or nothing, got {show(cell)}")
+        bounds = _bounds(name, n_models)
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:
+            raise refuse(path, f"{where}, column {name}", f"{show(cell)} is outside [{bounds[0]:g}, {bounds[1]:g}]")
+
+
+def progress_rows(
+    path: str | Path, columns: Sequence[str], *, upto: int, batch_size: int | None = None
+) -> list[dict[str, str]]:
+    """Rows 1..``upto`` of a ``progress.csv`` as text (for the rewrite on resume), each checked (with
+    ``batch_size``, global_step too); the rows after them (updates after the checkpoint, redone by the resumed
+    run) are not read."""
+    if upto < 1:
+        return []
+    table = _progress_table(Path(path), columns, upto=upto, batch_size=batch_size, n_models=_n_models(columns))
+    return [row for _, row in table]
+
+
+def _n_models(columns: Sequence[str]) -> int | None:
+    """The pool's size, from the selection columns (None for a log without them)."""
+    count = sum(name.startswith("env/select/") for name in columns)
+    return count or None
+
+
+def read_progress(run_dir: str | Path, run: RunConfig | None = None) -> dict[str, np.ndarray]:
+    """``progress.csv`` of a run as columns of floats (an empty cell is NaN), checked whole against the run's
+    config (``run``, read from the folder when None): every column there, updates 1, 2, ... in order, each
+    cell a finite number in its column's range, or empty."""
+    folder = run_folder(run_dir)
+    run = run if run is not None else read_config(folder)
+    columns = progress_columns(run.models, run.algorithm)
+    batch_size = run.config.num_envs * run.config.num_steps
+    path = folder / PROGRESS_NAME
+    rows = [
+        row for _, row in _progress_table(path, columns, upto=None, batch_size=batch_size, n_models=len(run.models))
+    ]
+    if not rows:
+        raise refuse(path, "", "has no rows yet: train for at least one update")
+    return {key: np.array([float(row[key]) if row.get(key) else np.nan for row in rows]) for key in columns}

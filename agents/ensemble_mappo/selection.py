@@ -33,10 +33,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_DELTA", "DEFAULT_SELECTION", "SELECTIONS", "Selection", "select"]
+from ensemble_mappo.config import SELECTIONS
+
+__all__ = ["DEFAULT_DELTA", "DEFAULT_SELECTION", "SELECTIONS", "Selection", "select", "stops"]
 
 #: the rules :func:`select` knows; the first is the default
-SELECTIONS = ("safe", "best")
 DEFAULT_SELECTION = SELECTIONS[0]
 #: the safe rule's level: the chance, split over the checkpoints, of deploying one that does not beat the start
 DEFAULT_DELTA = 0.05
@@ -116,3 +117,13 @@ def select(rewards: Sequence[np.ndarray], rule: str = DEFAULT_SELECTION, delta: 
         errors=tuple(float(v) for v in errors),
         bounds=tuple(float(v) for v in bounds),
     )
+
+
+def stops(iterations: int, checkpoints: int) -> list[int]:
+    """The updates after which a run of ``iterations`` updates keeps its networks among the candidates of its policy
+    (the start, update 0, is one more when ``checkpoints`` > 0): ``checkpoints`` evenly spaced, the last at the end.
+
+    >>> stops(100, 5), stops(3, 5), stops(100, 0)
+    ([20, 40, 60, 80, 100], [1, 2, 3], [])
+    """
+    return sorted({max(1, round(iterations * (k + 1) / checkpoints)) for k in range(checkpoints)})

@@ -39,7 +39,9 @@ from ensemble_env.synthetic import planted_cache
 from ensemble_env.views.policies import MeanVote
 from ensemble_mappo.config import config_from_dict
 from ensemble_mappo.evaluation import evaluate_run
-from ensemble_mappo.training import env_options, load_run, train
+from ensemble_mappo.mappo import env_options
+from ensemble_mappo.runs import load_run
+from ensemble_mappo.training import train
 
 plt = course.pyplot()
 cache = planted_cache("complementary")

@@ -34,10 +34,15 @@ import torch
 
 from ensemble_env import baselines, datasets
 from ensemble_env.baselines import routing
+from ensemble_mappo.agents import Agents
 from ensemble_mappo.checkpoint import load_checkpoint
+from ensemble_mappo.collection import collect
 from ensemble_mappo.config import config_from_dict
 from ensemble_mappo.evaluation import evaluate_run
-from ensemble_mappo.training import Agents, Behaviour, collect, env_options, load_run, make_env, train
+from ensemble_mappo.frame import Behaviour, make_env
+from ensemble_mappo.mappo import env_options
+from ensemble_mappo.runs import load_run
+from ensemble_mappo.training import train
 
 plt = course.pyplot()
 torch.manual_seed(0)

@@ -56,7 +56,7 @@ WEIGHT_BASELINES = ("mean_probability_vote", "per_task_weights", "per_question_w
 def team_mask_of(observation: np.ndarray, layout: Any, role: str) -> np.ndarray:
     """The (N,) 0/1 team mask inside a decider or fusion observation (both show the team answering next).
 
-    ``layout``: the environment's :class:`~ensemble_env.game.engine.ObservationLayout` (``env.engine.layout``).
+    ``layout``: the environment's :class:`~ensemble_env.game.layout.ObservationLayout` (``env.engine.layout``).
     """
     if role not in ("decider", "fusion"):
         raise ValueError(f"role={role!r} is not 'decider' or 'fusion'")

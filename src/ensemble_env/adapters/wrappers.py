@@ -50,7 +50,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
-from ensemble_env.game.engine import ObservationLayout
+from ensemble_env.game.layout import ObservationLayout
 from ensemble_env.game.reward import model_costs, step_reward
 
 __all__ = [

@@ -13,6 +13,10 @@ module            what it holds
 ``window``        the sliding window of the last T questions and its diversity statistics
 ``dynamics``      the step and observation kernels
 ``config``        :class:`~ensemble_env.game.config.EnvConfig`, every option validated
+``layout``        :class:`~ensemble_env.game.layout.ObservationLayout`: where each part of the observations lies,
+                  and its bounds
+``build``         the builders of the kernels' records (settings, tables, the copies' state, a step's outputs)
+``snapshot``      snapshots of the copies: taken, checked by value, restored (``get_state`` / ``set_state``)
 ``engine``        :class:`~ensemble_env.game.engine.EnsembleVectorEnv`: B copies stepped as arrays
 ================  ============================================================================================
 """

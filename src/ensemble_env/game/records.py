@@ -1,9 +1,9 @@
 """The named records the numba kernels read and write, and the names of every index they use.
 
-The engine (:class:`ensemble_env.game.engine.EnsembleVectorEnv`) builds these records once; the kernels of
-:mod:`ensemble_env.game.dynamics`, :mod:`ensemble_env.game.window` and :mod:`ensemble_env.game.reward` take them whole,
-so that a kernel's parameter list is a handful of records rather than dozens of arrays, and a new array is
-added in one place (its record) rather than in every signature.
+The engine (:class:`ensemble_env.game.engine.EnsembleVectorEnv`) builds these records once, with the builders of
+:mod:`ensemble_env.game.build`; the kernels of :mod:`ensemble_env.game.dynamics`, :mod:`ensemble_env.game.window` and
+:mod:`ensemble_env.game.reward` take them whole, so that a kernel's parameter list is a handful of records rather
+than dozens of arrays, and a new array is added in one place (its record) rather than in every signature.
 
 =============  ==========================================================  ===================================
 record         what it holds                                               who writes it
@@ -103,7 +103,7 @@ class CopyState(NamedTuple):
 
     The kernels trust these arrays (indices into the cache's tables, counters within their ranges): the engine
     alone writes them, and ``EnsembleVectorEnv.set_state`` checks a restored snapshot by value before any kernel
-    reads it (what each array must hold: ``_SnapshotCheck`` in :mod:`ensemble_env.game.engine`).
+    reads it (what each array must hold: ``_SnapshotCheck`` in :mod:`ensemble_env.game.snapshot`).
     """
 
     order: np.ndarray  # (B or 1, L) int32 the question streams (one shared row for sequential order)
@@ -135,7 +135,7 @@ class Layout(NamedTuple):
 
 
 class Settings(NamedTuple):
-    """The configuration the kernels read, as named scalars (built with exact types: see ``EnsembleVectorEnv``).
+    """The configuration the kernels read, as named scalars (built with exact types: see ``build.build_settings``).
 
     Scalars only, so that the inlined helpers may take it for free: numba updates the reference count of every
     array in a record each time an inlined helper receives it, which costs more than a small helper's work.

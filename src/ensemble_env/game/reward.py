@@ -185,6 +185,12 @@ class RewardSettings:
         if not isinstance(self.use_costs, bool):
             raise ValueError(f"use_costs must be True or False, got {self.use_costs!r}")
 
+    @classmethod
+    def of(cls, options: Any) -> RewardSettings:
+        """The reward of an environment's options (an :class:`~ensemble_env.game.config.EnvConfig`, or anything with
+        ``alpha``, ``size_penalty_mode`` and ``use_costs``); its diversity bonus is left out, as here everywhere."""
+        return cls(alpha=options.alpha, size_penalty_mode=options.size_penalty_mode, use_costs=options.use_costs)
+
     def share(self, cache: LogitCache, team_size: ArrayLike, team_cost: ArrayLike, total_cost: ArrayLike) -> np.ndarray:
         """The team's share of the pool, as the environment's step computes it: ``team_size / N``, or with
         ``use_costs`` ``team_cost / total_cost`` (0 where the total is 0; ValueError when the cache has no

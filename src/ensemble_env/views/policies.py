@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ensemble_env.game.actions import encode_team
-from ensemble_env.game.engine import EnsembleVectorEnv, ObservationLayout
+from ensemble_env.game.engine import EnsembleVectorEnv
+from ensemble_env.game.layout import ObservationLayout
 
 __all__ = ["FixedTeam", "MeanVote", "PluralityVote"]
 

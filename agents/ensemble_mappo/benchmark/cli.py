@@ -1,0 +1,148 @@
+"""``ensemble-env benchmark``: the command line (:func:`register_command`), the ``--register`` files that add
+algorithms (:func:`load_plugins`), and how the command reports an interruption (exit status 130).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ensemble_env.cache import datasets
+from ensemble_env.cli.options import ListOption
+from ensemble_env.text import show
+from ensemble_mappo.benchmark.learners import BUDGETS, budget_help
+from ensemble_mappo.benchmark.registry import DEFAULT_ALGORITHMS
+from ensemble_mappo.benchmark.report import PLOT_EXTRA, format_markdown, write_plots
+from ensemble_mappo.benchmark.runner import Interrupted, benchmark, checked_alpha
+
+__all__ = ["INTERRUPTED_STATUS", "MAX_SEEDS", "load_plugins", "register_command"]
+
+#: the most seeds one benchmark runs (``--seeds``)
+MAX_SEEDS = 1000
+#: the exit status after Ctrl-C: 128 + SIGINT, as a shell reports it
+INTERRUPTED_STATUS = 130
+
+
+def load_plugins(paths: Sequence[str]) -> None:
+    """Run the Python files ``paths`` (``--register``), which register algorithms; ValueError naming the file and
+    the line when one is missing, does not compile, or raises."""
+    for index, file in enumerate(paths):
+        if not os.path.isfile(file):
+            raise ValueError(f"--register {file}: no such file" + (" (a folder)" if os.path.isdir(file) else ""))
+        spec = importlib.util.spec_from_file_location(f"_benchmark_plugin_{index}", file)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"--register {file}: not a Python file")
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as error:
+            raise ValueError(f"--register {file}, line {error.lineno}: {error.msg}") from None
+        except Exception as error:
+            lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__) if _same(frame.filename, file)]
+            where = f", line {lines[-1]}" if lines else ""
+            text = str(error) if len(str(error)) <= 300 else str(error)[:297] + "..."
+            raise ValueError(f"--register {file}{where}: {type(error).__name__}: {text}") from None
+
+
+def _same(one: str, other: str) -> bool:
+    return os.path.abspath(one) == os.path.abspath(other)
+
+
+def _command(args: Any) -> int:
+    runs = Path(args.out) / "runs"
+    try:
+        return _run(args)
+    except Interrupted as stop:
+        message = f"interrupted after {stop.finished} of {stop.total} runs; the finished runs are kept in {stop.folder}"
+    except KeyboardInterrupt:
+        message = f"interrupted; the finished runs are kept in {runs}"
+    print(f"ensemble-env benchmark: {message} and are read back, not redone, next time", file=sys.stderr)
+    return INTERRUPTED_STATUS
+
+
+def _run(args: Any) -> int:
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        raise ValueError(f"--seeds must be at least 1 and at most {MAX_SEEDS} (seeds 0..S-1), got {show(args.seeds)}")
+    checked_alpha(args.alpha)
+    load_plugins(args.register or [])
+    caches = args.cache or [datasets.DEFAULT]
+    results = benchmark(
+        args.algorithms or list(DEFAULT_ALGORITHMS),
+        range(args.seeds),
+        caches,
+        args.out,
+        alpha=args.alpha,
+        budget=args.budget,
+        progress=args.progress,
+        plot=False,
+    )
+    plots = write_plots(results, Path(args.out), list(results["caches"]))
+    print(format_markdown(results))
+    if plots is None:
+        print(f"benchmark: skipped the frontier plot: it needs matplotlib ({PLOT_EXTRA})", file=sys.stderr)
+        print(f"wrote {Path(args.out) / 'results.json'} and results.md (no frontier plot: matplotlib is missing)")
+    else:
+        print(f"wrote {Path(args.out) / 'results.json'}, results.md and the frontier plot")
+    return 0
+
+
+def register_command(commands: Any) -> None:
+    """Add ``benchmark`` to the ``ensemble-env`` sub-parsers (called by :func:`ensemble_mappo.cli.register`)."""
+    parser = commands.add_parser(
+        "benchmark",
+        help="run algorithms x seeds x caches on the test split, with confidence intervals",
+        description="Run each algorithm with each seed on each cache: fit on train, choose on validation, "
+        "answer test once. Writes OUT/results.json (per run and means over seeds with 95% bootstrap intervals, "
+        "per task and macro: accuracy, reward at alpha, team size, cost), OUT/results.md (the tables: scores, each "
+        "algorithm's role, how its teams vary within a task, paired differences to static_team, "
+        "static_team(train+val) and best_single) and OUT/frontier.png. The defaults show the headroom: "
+        "static_team(train+val) (the best fixed team per task on train + validation, a competitor) and "
+        "oracle_team(test) (the best fixed team per task on test: it reads the test labels, a reference marked as "
+        "such, never a competitor). Finished runs (same algorithm, seed, cache contents, alpha, config) are read "
+        "back, not redone. The defaults on bbh5 (5 seeds, MAPPO and IPPO at the default budget, six baselines) take "
+        "about 8 minutes on 2 CPU cores, almost all of it the learners.",
+        epilog="example: ensemble-env benchmark --algorithms mappo,static_team,static_team(train+val),stacking,"
+        "best_single,oracle_team(test) --seeds 5 --cache bbh5 --out bench",
+    )
+    parser.add_argument(
+        "--algorithms",
+        action=ListOption,
+        metavar="NAME",
+        help="mappo, ippo, rlae_ppo, rlae_mappo, stacking, uniform_weights, per_task_weights, per_question_weights, "
+        "any baseline of `ensemble-env baselines`, or a name registered by a "
+        f"--register file; a,b or a b (default: {','.join(DEFAULT_ALGORITHMS)})",
+    )
+    parser.add_argument("--seeds", type=int, default=5, metavar="S", help="seeds 0..S-1 (default: %(default)s)")
+    parser.add_argument(
+        "--cache",
+        action=ListOption,
+        metavar="CACHE",
+        help=f"built-in name or cache file; several: a,b or a b (default: {datasets.DEFAULT})",
+    )
+    parser.add_argument(
+        "--out",
+        default="bench",
+        metavar="DIR",
+        help="results folder (reused runs live in DIR/runs; default: %(default)s)",
+    )
+    parser.add_argument("--alpha", type=float, default=1.0, help="size penalty of the reward (default: %(default)s)")
+    parser.add_argument(
+        "--budget",
+        choices=tuple(BUDGETS),
+        default="default",
+        help=budget_help() + " (default: %(default)s, the train command's own budget)",
+    )
+    parser.add_argument(
+        "--register",
+        action=ListOption,
+        metavar="FILE",
+        help="Python file(s) that register algorithms with register_algorithm (e.g. examples/register_algorithm.py)",
+    )
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="show a progress bar")
+    parser.set_defaults(run=_command)

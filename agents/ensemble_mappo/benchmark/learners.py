@@ -1,0 +1,127 @@
+"""The learners of the frame as benchmark algorithms: every entry of :data:`ensemble_mappo.algorithms.ALGORITHMS`
+(MAPPO, IPPO, ``rlae_ppo``, ``rlae_mappo`` and any algorithm registered there) through one adapter.
+
+:func:`learner_answers` trains the algorithm on the train split with the frame's loop, keeping the start and
+evenly spaced checkpoints; the loop's choice on the validation split (:func:`ensemble_mappo.evaluation.choose`,
+the config's ``selection`` rule) names the policy, which answers the test split once.
+
+What the rest of the benchmark reads from here: :data:`LEARNERS` (their names), :data:`BUDGETS` (the budget
+names of ``--budget``), :func:`budget_help` (its help text) and :func:`learner` (a learner's function and the
+config recorded in its run key; None for any other name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_mappo import algorithms
+from ensemble_mappo.benchmark.answers import Algorithm, Answers
+
+__all__ = ["BUDGETS", "LEARNERS", "budget_help", "learner", "learner_answers"]
+
+#: the budget levels of ``--budget`` (each algorithm's passes and kept checkpoints: :meth:`Algorithm.budget`)
+BUDGETS = ("tiny", "quick", "default")
+#: the learners: every registered algorithm
+LEARNERS = tuple(algorithms.ALGORITHMS)
+
+
+def _require_validation(cache: LogitCache) -> None:
+    """The learners choose their checkpoint on the validation split: a cache without one is refused, with the fix."""
+    try:
+        cache.select("validation")
+    except ValueError as error:  # no validation question
+        raise ValueError(
+            f"{error}: the learners choose their checkpoint on the validation split; add one with "
+            "`ensemble-env cache split CACHE -o OUT.h5 --validation-fraction 0.2`"
+        ) from None
+
+
+def learner_config(
+    name: str, seed: int, alpha: float, *, passes: float, checkpoints: int, overrides: Mapping[str, Any] | None = None
+) -> Any:
+    """The config the benchmark trains algorithm ``name`` with: its defaults, ``overrides`` (an ``env`` table adds to
+    the default environment options), the budget, the seed and the reward's ``alpha``."""
+    entry = algorithms.get(name)
+    changes = dict(overrides or {})
+    env = {**entry.config().env, **changes.pop("env", {}), "alpha": float(alpha)}
+    return entry.config(**{**changes, "seed": seed, "passes": passes, "checkpoints": checkpoints, "env": env})
+
+
+def learner_answers(
+    cache: LogitCache,
+    seed: int,
+    alpha: float,
+    out_dir: Path,
+    *,
+    algorithm: str = "mappo",
+    passes: float | None = None,
+    checkpoints: int = 5,
+    progress: bool = False,
+    overrides: Mapping[str, Any] | None = None,
+    selection: str | None = None,
+) -> Answers:
+    """Train ``algorithm`` on train, choose on validation the policy to deploy among its start (update 0) and
+    ``checkpoints`` evenly spaced checkpoints, and answer the test split with it.
+
+    ``selection`` is the rule (:mod:`ensemble_mappo.selection`; None: the algorithm's own, ``"safe"`` for MAPPO:
+    a checkpoint only where its paired validation gain over the start is positive with confidence, else the start;
+    ``"best"`` for RLAE). ``overrides``: config fields other than the defaults. Test is played once, after the
+    choice; the choice reads the validation split only.
+    """
+    from ensemble_mappo.evaluation import evaluate_agents, policy_checkpoint, read_selection
+    from ensemble_mappo.runs import read_config
+    from ensemble_mappo.training import train
+
+    _require_validation(cache)
+    entry = algorithms.get(algorithm)
+    changes = {**(overrides or {}), **({"selection": selection} if selection is not None else {})}
+    config = learner_config(
+        algorithm, seed, alpha, passes=passes if passes is not None else entry.config().passes,
+        checkpoints=checkpoints, overrides=changes,
+    )  # fmt: skip
+    train(config, cache, out_dir, progress=progress)
+    chosen = read_selection(out_dir)
+    assert chosen is not None  # a run that keeps checkpoints chooses among them when it completes
+    policy = policy_checkpoint(out_dir, read_config(out_dir))
+    test = evaluate_agents(policy.networks, config, cache, split="test", seed=seed, source=str(policy.path))
+    info = {
+        "selected_iteration": chosen["update"],
+        "of_iterations": policy.num_iterations,
+        "selection": {key: chosen[key] for key in ("rule", "delta", "z") if key in chosen},
+        "validation": [{"iteration": row["update"], **{k: v for k, v in row.items() if k != "update"}}
+                       for row in chosen["candidates"]],
+    }  # fmt: skip
+    return Answers(test.questions, test.answers, np.asarray(test.teams, dtype=bool), info)
+
+
+def learner(name: str, budget: str) -> tuple[Algorithm, dict[str, Any]] | None:
+    """The function and run-key config of the learner ``name`` at ``budget`` (one of :data:`BUDGETS`); None
+    when ``name`` is not a learner."""
+    if name not in algorithms.ALGORITHMS:
+        return None
+    passes, checkpoints = algorithms.get(name).budget(budget)
+
+    def run(cache: LogitCache, seed: int, alpha: float, out_dir: Path) -> Answers:
+        return learner_answers(cache, seed, alpha, out_dir, algorithm=name, passes=passes, checkpoints=checkpoints)
+
+    # the learner's whole configuration is part of the run key: a run of other defaults is not reused
+    config = learner_config(name, 0, 1.0, passes=passes, checkpoints=checkpoints).to_dict()
+    defaults = {key: value for key, value in config.items() if key not in ("seed", "env")}
+    return run, {"budget": budget, "passes": passes, "checkpoints": checkpoints, "config": defaults}
+
+
+def budget_help() -> str:
+    """What each ``--budget`` means for the learners (the option's help text, without its default)."""
+    parts = []
+    for entry in algorithms.ALGORITHMS.values():
+        levels = ", ".join(f"{level} {entry.budget(level)[0]:g}" for level in BUDGETS)
+        parts.append(f"{entry.name}: {levels} passes")
+    return (
+        "the learners' training budget, in passes over the train stream (tiny, quick, default; the default is "
+        "each algorithm's own, with 5 checkpoints chosen among on validation): " + "; ".join(parts)
+    )

@@ -1,0 +1,133 @@
+"""The algorithms the benchmark knows: the learners (:mod:`ensemble_mappo.benchmark.learners`), the baselines of
+:data:`ensemble_env.baselines.registry.BASELINES` (under their names or aliases: ``stacking`` is
+``stacking(per_task)``) and the algorithms registered with :func:`register_algorithm` (:data:`ALGORITHMS`).
+
+:func:`resolve` is the one way a name becomes a function and the config recorded in its run key;
+:func:`canonical` says which names are the same algorithm.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ensemble_env.baselines import comparison
+from ensemble_env.baselines import registry as baselines
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.reward import RewardSettings
+from ensemble_mappo.benchmark.answers import Algorithm, Answers
+from ensemble_mappo.benchmark.learners import LEARNERS, learner
+
+__all__ = [
+    "ALGORITHMS",
+    "DEFAULT_ALGORITHMS",
+    "Algorithm",
+    "Answers",
+    "baseline",
+    "canonical",
+    "register_algorithm",
+    "resolve",
+    "uses_test_labels",
+]
+
+#: what ``ensemble-env benchmark`` runs without --algorithms: the learners, the competitors, and the headroom (the
+#: best fixed team per task chosen on train + validation, a competitor; and in hindsight on test, a reference)
+DEFAULT_ALGORITHMS = (
+    "mappo",
+    "ippo",
+    "static_team",
+    "static_team(train+val)",
+    "router",
+    "stacking",
+    "best_single",
+    "oracle_team(test)",
+)
+#: registered algorithms: name -> (function, config recorded in the run key)
+ALGORITHMS: dict[str, tuple[Algorithm, dict[str, Any]]] = {}
+
+
+def register_algorithm(name: str, *, config: dict[str, Any] | None = None) -> Callable[[Algorithm], Algorithm]:
+    """Decorator: register ``function(cache, seed, alpha, out_dir) -> Answers`` as algorithm ``name``.
+
+    The function must fit on ``cache.select("train")``, choose anything it tunes on
+    ``cache.select("validation")``, and answer every question of ``cache.select("test")``; ``out_dir`` is
+    its own folder (for checkpoints), ``seed`` seeds every random choice, ``alpha`` is the size penalty of
+    the reward it is scored on. ``config`` (JSON-ready) is part of the run key: change it and runs are redone.
+    """
+    if not name or "/" in name or name in _builtin_names():
+        raise ValueError(f"algorithm name {name!r} is empty, has a '/', or is a built-in name")
+
+    def decorate(function: Algorithm) -> Algorithm:
+        ALGORITHMS[name] = (function, dict(config or {}))
+        return function
+
+    return decorate
+
+
+def _builtin_names() -> tuple[str, ...]:
+    return (
+        *LEARNERS,
+        *baselines.BASELINES,
+        *(alias for entry in baselines.BASELINES.values() for alias in entry.aliases),
+    )
+
+
+def baseline(name: str) -> Algorithm:
+    """The baseline ``name`` of :data:`~ensemble_env.baselines.registry.BASELINES` as an algorithm: fitted on
+    train (its own choices on validation), answering the test split."""
+
+    def run(cache: LogitCache, seed: int, alpha: float, out_dir: Path) -> Answers:
+        (result,) = comparison.compare(
+            cache, split="test", train_split="train", reward=RewardSettings(alpha=alpha), seed=seed, names=[name]
+        )
+        teams = result.teams
+        if teams is None:  # a result without members (e.g. a vote): every model was consulted
+            teams = np.ones((result.n_questions, cache.n_models), dtype=bool)
+        info = {key: value for key, value in result.info.items() if isinstance(value, str | int | float | list)}
+        return Answers(np.asarray(result.questions), np.asarray(result.predictions), np.asarray(teams), info)
+
+    return run
+
+
+def _unknown(name: str) -> ValueError:
+    known = ", ".join([*_builtin_names(), *ALGORITHMS])
+    return ValueError(f"--algorithms: unknown algorithm {name!r}; known: {known}")
+
+
+def canonical(name: str) -> str:
+    """The name the algorithm ``name`` is stored under: a baseline's own name for an alias (``stacking`` is
+    ``stacking(per_task)``), any other name as it is; ValueError naming the known ones for an unknown name."""
+    if name in LEARNERS or name in ALGORITHMS:
+        return name
+    try:
+        return baselines.lookup(name).name
+    except ValueError:
+        raise _unknown(name) from None
+
+
+def resolve(name: str, budget: str) -> tuple[Algorithm, dict[str, Any]]:
+    """The function and key config of algorithm ``name``: a learner, a baseline, or a registered one."""
+    found = learner(name, budget)
+    if found is not None:
+        return found
+    with contextlib.suppress(ValueError):
+        return baseline(baselines.lookup(name).name), {}
+    if name in ALGORITHMS:
+        return ALGORITHMS[name]
+    raise _unknown(name)
+
+
+def uses_test_labels(name: str) -> bool:
+    """Whether algorithm ``name`` chooses with the labels of the test questions it is scored on (a baseline marked
+    ``uses_test_labels`` in :data:`ensemble_env.baselines.registry.BASELINES`); learners and registered algorithms
+    never do."""
+    if name in LEARNERS or name in ALGORITHMS:
+        return False
+    try:
+        return baselines.lookup(name).uses_test_labels
+    except ValueError:
+        return False

@@ -1,0 +1,144 @@
+"""The benchmark's report: the markdown tables of ``results.md`` (:func:`format_markdown`) and the frontier plots
+(:func:`write_plots`: test accuracy against team size, one PNG per cache, named by :func:`plot_names`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ensemble_env.baselines import comparison
+from ensemble_env.files import check_output
+
+__all__ = ["PLOT_EXTRA", "TEST_LABELS_ROLE", "format_markdown", "plot_names", "write_plots"]
+
+#: how the tables mark an algorithm that reads the test labels (an oracle: the headroom, never a competitor)
+TEST_LABELS_ROLE = "reference (uses test labels)"
+#: how to install what the frontier plot needs (matplotlib)
+PLOT_EXTRA = "pip install -e '.[plot]'"
+
+
+def _interval(entry: dict[str, float] | None, digits: int = 3) -> str:
+    if entry is None:
+        return "-"
+    return f"{entry['mean']:.{digits}f} [{entry['low']:.{digits}f}, {entry['high']:.{digits}f}]"
+
+
+def format_markdown(results: dict[str, Any]) -> str:
+    """The markdown tables of ``results.md``: one row per algorithm, mean over seeds [95% interval]."""
+    lines = [
+        f"Test split; alpha = {results['alpha']:g}; seeds {', '.join(map(str, results['seeds']))}; "
+        f"learner budget {results['budget']!r}. Mean over seeds [95% bootstrap interval over seeds and test "
+        "questions]. Accuracy: macro over tasks; reward, team size, cost: mean per question. Role: a competitor "
+        f"fits on train and chooses on validation; a {TEST_LABELS_ROLE} chooses with the labels of the test "
+        "questions it is scored on, so it shows the headroom and is never a competitor.",
+        "",
+    ]
+    for cache_name, per_algorithm in results["caches"].items():
+        lines += [
+            f"## {cache_name}",
+            "",
+            "| algorithm | role | accuracy | reward | team size | cost |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name, entry in per_algorithm.items():
+            aggregate_ = entry["aggregate"]
+            cells = [_role(entry), _interval(aggregate_["accuracy"]), _interval(aggregate_["reward"])]
+            cells += [_interval(aggregate_["team_size"], 2), _interval(aggregate_["cost"], 2)]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+        lines += _routing_table(per_algorithm)
+        pairs = [(name, entry["versus"]) for name, entry in per_algorithm.items() if entry.get("versus")]
+        if pairs:
+            lines += [
+                "Paired differences (algorithm minus reference, same seeds and test questions) [95% interval]:",
+                "",
+                "| algorithm | reference | accuracy difference | reward difference |",
+                "|---|---|---|---|",
+            ]
+            for name, versus in pairs:
+                for reference, difference in versus.items():
+                    cells = [_interval(difference["accuracy"]), _interval(difference["reward"])]
+                    lines.append(f"| {name} | {reference} | " + " | ".join(cells) + " |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def _role(entry: dict[str, Any]) -> str:
+    return TEST_LABELS_ROLE if entry.get("uses_test_labels") else "competitor"
+
+
+def _routing_table(per_algorithm: dict[str, Any]) -> list[str]:
+    """How each algorithm's teams vary within a task, and what its teams earn by the mean vote."""
+    rows = [
+        (name, entry["routing"])
+        for name, entry in per_algorithm.items()
+        if entry.get("routing") and entry["aggregate"]["team_size"]["low"] < entry.get("n_models", np.inf)
+    ]
+    if not rows:
+        return []
+    lines = [
+        "How the teams vary within a task (test questions in playing order; mean over seeds), and what the "
+        "algorithm's own teams earn when their mean-probability vote answers (no fusion step), and when every "
+        "question of a task gets the task's most used team (no per-question routing) [95% interval]; algorithms "
+        "that consult every model on every question are left out:",
+        "",
+        "| algorithm | on the task's most used team | teams per task | team changes | A-B-A share of changes "
+        "| own teams by vote: accuracy | reward | task's most used team by vote: accuracy | reward |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, entry in rows:
+        cells = [f"{entry['mode_share']:.0%}", f"{entry['teams_per_task']:.1f}", f"{entry['change_rate']:.0%}"]
+        cells.append(f"{entry['flip_flops']:.0%}")
+        for label in ("teams_by_vote", "task_team_by_vote"):
+            cells += [_interval(entry[label]["accuracy"]), _interval(entry[label]["reward"])]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def plot_names(caches: Sequence[str], digests: Mapping[str, str]) -> dict[str, str]:
+    """The frontier plot's file name of each cache: ``frontier.png`` for one cache; else ``frontier_STEM.png``,
+    with the start of the cache's content digest added (``frontier_STEM-1a2b3c4d5e6f.png``) where two caches
+    share a file name (``a/pool.h5`` and ``b/pool.h5``)."""
+    if len(caches) == 1:
+        return {caches[0]: "frontier.png"}
+    stems = {name: _stem(name) for name in caches}
+    counts = {stem: list(stems.values()).count(stem) for stem in stems.values()}
+    return {
+        name: f"frontier_{stem}.png" if counts[stem] == 1 else f"frontier_{stem}-{digests[name][:12]}.png"
+        for name, stem in stems.items()
+    }
+
+
+def _stem(cache_name: str) -> str:
+    return Path(cache_name).stem or "cache"
+
+
+def write_plots(results: Mapping[str, Any], out: Path, inputs: Sequence[str]) -> list[Path] | None:
+    """Draw each cache's frontier into ``out`` (names: :func:`plot_names`; never over one of ``inputs``, the
+    caches); the paths written, or None when matplotlib is missing (nothing written)."""
+    names = plot_names(list(results["caches"]), results["cache_digests"])
+    for name in names.values():
+        check_output(out / name, inputs)
+    written = []
+    for cache_name, per_algorithm in results["caches"].items():
+        points = [
+            comparison.FrontierPoint(
+                f"{name} (test labels)" if entry.get("uses_test_labels") else name,
+                results["alpha"],
+                entry["aggregate"]["accuracy"]["mean"],
+                entry["aggregate"]["reward"]["mean"],
+                entry["aggregate"]["team_size"]["mean"],
+                None if entry["aggregate"]["cost"] is None else entry["aggregate"]["cost"]["mean"],
+            )
+            for name, entry in per_algorithm.items()
+        ]
+        title = f"{cache_name}: test accuracy vs team size (alpha {results['alpha']:g})"
+        try:
+            written.append(comparison.plot_frontier(points, out / names[cache_name], title=title))
+        except ModuleNotFoundError:
+            return None
+    return written

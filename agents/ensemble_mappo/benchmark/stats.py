@@ -1,0 +1,220 @@
+"""The statistics of the benchmark: per-question metrics of stored runs, means over seeds with bootstrap
+intervals (seeds and test questions resampled together), paired differences, and how teams vary within a task.
+
+Runs are the records of :mod:`ensemble_mappo.benchmark.store` (read back and checked) with their
+``algorithm`` and ``seed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ensemble_env.baselines.routing import team_vote
+from ensemble_env.baselines.simple import BaselineResult
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.reward import RewardSettings
+from ensemble_mappo.benchmark.answers import answers_from_json, check_answers
+
+__all__ = [
+    "METRICS",
+    "REFERENCES",
+    "aggregate",
+    "bootstrap_interval",
+    "mode_teams",
+    "paired_differences",
+    "question_metrics",
+    "routing",
+    "run_summary",
+    "team_changes",
+]
+
+#: what the baselines of the benchmark are called in ensemble_env.baselines.comparison
+METRICS = ("accuracy", "reward", "team_size", "cost")
+#: the references every algorithm is compared with, paired by seed and test question
+REFERENCES = ("static_team", "static_team(train+val)", "best_single")
+
+
+def question_metrics(cache: LogitCache, result: BaselineResult, alpha: float) -> dict[str, np.ndarray]:
+    """(Q,) per test question: correct, the environment's reward at alpha, team size, cost."""
+    return {
+        "accuracy": result.correct.astype(np.float64),
+        "reward": result.rewards(cache, RewardSettings(alpha=alpha)),
+        "team_size": result.team_size,
+        "cost": result.costs(cache),
+    }
+
+
+def bootstrap_interval(
+    values: np.ndarray,
+    tasks: np.ndarray,
+    *,
+    macro: bool,
+    n_resamples: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Mean over seeds of a per-question metric ``values`` (S seeds, Q questions), with a bootstrap interval.
+
+    The point is the mean over seeds of the mean over questions (``macro``: of the per-task means, averaged
+    over tasks). Each resample draws S seeds with replacement and, within each task, its questions with
+    replacement (the same questions for every seed); the interval is the central ``level`` quantile range.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    tasks = np.asarray(tasks)
+    if values.ndim != 2 or values.shape[1] != tasks.size:
+        raise ValueError(f"values must be (seeds, questions) with {tasks.size} questions, got {values.shape}")
+    rng = np.random.default_rng(seed)
+    n_seeds = values.shape[0]
+    draws = rng.integers(0, n_seeds, (n_resamples, n_seeds))
+    per_task, sums, point_tasks = [], np.zeros(n_resamples), []
+    for task in np.unique(tasks):
+        rows = np.flatnonzero(tasks == task)
+        pick = rows[rng.integers(0, rows.size, (n_resamples, rows.size))]
+        # resample r: mean over its seeds of the mean over its questions
+        chosen = values[draws[:, :, None], pick[:, None, :]]  # (R, S, rows)
+        per_task.append(chosen.mean(axis=(1, 2)))
+        sums += chosen.sum(axis=2).mean(axis=1)
+        point_tasks.append(values[:, rows].mean())
+    if macro:
+        samples, point = np.mean(per_task, axis=0), float(np.mean(point_tasks))
+    else:
+        samples, point = sums / tasks.size, float(values.mean())
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(samples, [tail, 1.0 - tail])
+    return point, float(low), float(high)
+
+
+def _matrices(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -> dict[str, np.ndarray]:
+    """(seeds, Q) per metric of :data:`METRICS`, one row per run."""
+    stacked: dict[str, list[np.ndarray]] = {}
+    for run in runs:
+        result = check_answers(answers_from_json(run), cache, run["algorithm"])
+        for key, column in question_metrics(cache, result, alpha).items():
+            stacked.setdefault(key, []).append(column)
+    return {key: np.vstack(columns) for key, columns in stacked.items()}
+
+
+def paired_differences(
+    cache: LogitCache, runs: Sequence[dict[str, Any]], reference: Sequence[dict[str, Any]], alpha: float
+) -> dict[str, dict[str, float]]:
+    """Accuracy and reward of ``runs`` minus ``reference`` (same seeds, same test questions), with a 95%
+    bootstrap interval resampling seeds and questions together (see :func:`bootstrap_interval`)."""
+    tasks = np.asarray(cache.tasks)[cache.select("test")]
+    mine, theirs = _matrices(cache, runs, alpha), _matrices(cache, reference, alpha)
+    return {
+        key: dict(
+            zip(
+                ("mean", "low", "high"),
+                bootstrap_interval(mine[key] - theirs[key], tasks, macro=key == "accuracy"),
+                strict=True,
+            )
+        )
+        for key in ("accuracy", "reward")
+    }
+
+
+def team_changes(teams: np.ndarray, tasks: np.ndarray) -> dict[str, float]:
+    """How a sequence of teams ((Q, N) bool, questions in playing order) varies within each task.
+
+    ``mode_share``: share of the questions answered by their task's most used team; ``teams_per_task``: distinct
+    teams per task (mean over tasks); ``change_rate``: share of consecutive questions of a task whose teams
+    differ; ``flip_flops``: share of those changes that return to the team before (A-B-A).
+    """
+    teams, tasks = np.asarray(teams, dtype=bool), np.asarray(tasks)
+    codes = teams.astype(np.int64) @ (1 << np.arange(teams.shape[1], dtype=np.int64))
+    on_mode, distinct, changes, pairs, flips = 0, [], 0, 0, 0
+    for task in np.unique(tasks):
+        sequence = codes[tasks == task]
+        _, counts = np.unique(sequence, return_counts=True)
+        on_mode += int(counts.max())
+        distinct.append(counts.size)
+        changed = sequence[1:] != sequence[:-1]
+        changes += int(changed.sum())
+        pairs += max(sequence.size - 1, 0)
+        flips += int((changed[1:] & (sequence[2:] == sequence[:-2])).sum())
+    return {
+        "mode_share": on_mode / max(tasks.size, 1),
+        "teams_per_task": float(np.mean(distinct)) if distinct else 0.0,
+        "change_rate": changes / max(pairs, 1),
+        "flip_flops": flips / max(changes, 1),
+    }
+
+
+def mode_teams(teams: np.ndarray, tasks: np.ndarray) -> np.ndarray:
+    """(Q, N): each question gets its task's most used team (ties to the team first used)."""
+    replaced = np.empty_like(teams)
+    for task in np.unique(tasks):
+        rows = np.flatnonzero(tasks == task)
+        unique, first, counts = np.unique(teams[rows], axis=0, return_index=True, return_counts=True)
+        best = max(range(len(unique)), key=lambda k: (counts[k], -first[k]))
+        replaced[rows] = unique[best]
+    return replaced
+
+
+def routing(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -> dict[str, Any]:
+    """What an algorithm's teams do on test (means over its runs) and two counterfactuals with intervals: its
+    own teams answered by their mean-probability vote (``teams_by_vote``: without its fusion step), and each
+    task's most used team on every question of the task, by vote (``task_team_by_vote``: without per-question
+    routing). Questions are taken in the order the environment plays them (the cache's)."""
+    test = cache.select("test")
+    tasks = np.asarray(cache.tasks)[test]
+    changes = [team_changes(answers_from_json(run).teams, tasks) for run in runs]
+    summary: dict[str, Any] = {key: float(np.mean([c[key] for c in changes])) for key in changes[0]}
+    for label, transform in (("teams_by_vote", lambda t: t), ("task_team_by_vote", lambda t: mode_teams(t, tasks))):
+        variants = []
+        for run in runs:
+            members = transform(answers_from_json(run).teams)
+            result = team_vote(label, cache, test, members)
+            variants.append(
+                {**run, "predictions": result.predictions.tolist(), "teams": members.astype(np.int8).tolist()}
+            )
+        matrices = _matrices(cache, variants, alpha)
+        summary[label] = {
+            key: dict(
+                zip(
+                    ("mean", "low", "high"),
+                    bootstrap_interval(matrices[key], tasks, macro=key == "accuracy"),
+                    strict=True,
+                )
+            )
+            for key in ("accuracy", "reward", "team_size")
+        }
+    return summary
+
+
+def aggregate(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -> dict[str, Any]:
+    """Means over the seeds of one algorithm's runs with 95% intervals: macro and per task, every metric."""
+    test = cache.select("test")
+    tasks = np.asarray(cache.tasks)[test]
+    names = list(cache.task_names)
+    matrices = _matrices(cache, runs, alpha)
+    overall: dict[str, dict[str, float] | None] = {}
+    for key, matrix in matrices.items():
+        if np.isnan(matrix).any():
+            overall[key] = None
+            continue
+        overall[key] = dict(
+            zip(("mean", "low", "high"), bootstrap_interval(matrix, tasks, macro=key == "accuracy"), strict=True)
+        )
+    per_task = {}
+    for task in np.unique(tasks):
+        rows = tasks == task
+        per_task[names[task]] = {
+            key: None
+            if np.isnan(matrix).any()
+            else dict(
+                zip(("mean", "low", "high"), bootstrap_interval(matrix[:, rows], tasks[rows], macro=False), strict=True)
+            )
+            for key, matrix in matrices.items()
+        }
+    return {"seeds": [run["seed"] for run in runs], **overall, "tasks": per_task}
+
+
+def run_summary(cache: LogitCache, run: dict[str, Any], alpha: float) -> dict[str, Any]:
+    """One run's seed, its ``info`` and its scores (:data:`METRICS`) on the test split."""
+    result = check_answers(answers_from_json(run), cache, run["algorithm"])
+    scores = result.scores(cache, RewardSettings(alpha=alpha))
+    return {"seed": run["seed"], "info": run.get("info", {}), **{key: scores[key] for key in METRICS}}

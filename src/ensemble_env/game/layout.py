@@ -1,0 +1,147 @@
+"""The observation layout: where each part of every agent's observation lies, and its bounds.
+
+:func:`observation_layout` builds an :class:`ObservationLayout` once from the options and the cache; the engine
+(:class:`~ensemble_env.game.engine.EnsembleVectorEnv`) keeps it as ``venv.layout`` (the parallel view's
+``env.engine.layout``), its spaces are the layout's bounds, and the kernels read where each part starts
+(:func:`ensemble_env.game.build.kernel_layout`).
+
+Observation layouts (float32, fixed length, inside their Box):
+
+- decider: ``[team mask (N), team size / N (1), statistics of the team over the window (K), extras]``;
+  extras, in this order when enabled: each model's window accuracy (N), one-hot task of the next question
+  (n_tasks), the cache's features of the next question (F).
+- fusion: ``[team-masked probabilities of the question (N x C, model-major), team mask (N),
+  last T' rewards (oldest first), valid-choice mask (C), extras]``;
+  extras, in this order when enabled: one-hot task of the question (n_tasks), its features (F).
+- a per-model agent ``weight_i`` (``fusion_agents="per_model"``): ``[task one-hot of the question (n_tasks),
+  its features (F, when the cache has them), the model's team-masked probabilities (C), its team membership (1),
+  valid-choice mask (C)]``.
+- state: ``concat(decider (with a decider), fusion, context (per-model agents))``, context = the task one-hot
+  and features of the question (the per-model agents' shared first n_tasks + F entries).
+
+After the last question there is no next question: the fusion observation's probabilities are zero and its
+valid-choice mask is all ones; the decider's task/feature extras are zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.config import EnvConfig
+from ensemble_env.game.window import statistic_bounds
+
+__all__ = ["ObservationLayout", "observation_layout"]
+
+
+@dataclass(frozen=True)
+class ObservationLayout:
+    """Where each part of the observations lies: name -> slice, per agent, plus the bounds."""
+
+    decider: dict[str, slice]
+    fusion: dict[str, slice]
+    decider_low: np.ndarray
+    decider_high: np.ndarray
+    fusion_low: np.ndarray
+    fusion_high: np.ndarray
+    #: a per-model agent's observation (``fusion_agents="per_model"``; else empty)
+    model: dict[str, slice]
+    model_low: np.ndarray
+    model_high: np.ndarray
+    #: the centralized state: [decider (with a decider)], fusion, [context (per-model agents)]
+    state_low: np.ndarray
+    state_high: np.ndarray
+
+    @property
+    def decider_size(self) -> int:
+        return int(self.decider_low.size)
+
+    @property
+    def fusion_size(self) -> int:
+        return int(self.fusion_low.size)
+
+    @property
+    def model_size(self) -> int:
+        return int(self.model_low.size)
+
+    @property
+    def context_size(self) -> int:
+        """Entries of the per-model observation that describe the question (task one-hot, features)."""
+        return sum(
+            self.model[name].stop - self.model[name].start for name in ("task", "features") if name in self.model
+        )
+
+
+def _layout(
+    parts: list[tuple[str, int, float | np.ndarray, float | np.ndarray]],
+) -> tuple[dict[str, slice], np.ndarray, np.ndarray]:
+    slices, lows, highs, start = {}, [], [], 0
+    for name, size, low, high in parts:
+        slices[name] = slice(start, start + size)
+        lows.append(np.broadcast_to(np.asarray(low, dtype=np.float32), (size,)))
+        highs.append(np.broadcast_to(np.asarray(high, dtype=np.float32), (size,)))
+        start += size
+    return slices, np.concatenate(lows).astype(np.float32), np.concatenate(highs).astype(np.float32)
+
+
+def observation_layout(
+    config: EnvConfig, cache: LogitCache, statistic_names: tuple[str, ...], reward_range: tuple[float, float]
+) -> ObservationLayout:
+    """The layout of every agent's observation under ``config`` over ``cache`` (the features present when an
+    extra asks for them: the engine checks that first). ``statistic_names``: the window statistics of the
+    decider's observation, in order; ``reward_range``: the bounds of the fusion observation's reward history."""
+    n, c, cfg = cache.n_models, cache.max_choices, config
+    stat_low, stat_high = statistic_bounds(statistic_names)
+    decider_parts: list[tuple[str, int, Any, Any]] = [
+        ("team_mask", n, 0.0, 1.0),
+        ("team_size", 1, 0.0, 1.0),
+        ("statistics", len(statistic_names), stat_low, stat_high),
+    ]
+    if "model_accuracy" in cfg.decider_extras:
+        decider_parts.append(("model_accuracy", n, 0.0, 1.0))
+    if "task" in cfg.decider_extras:
+        decider_parts.append(("task", cache.n_tasks, 0.0, 1.0))
+    if "features" in cfg.decider_extras and cache.features is not None:  # presence checked by the engine
+        decider_parts.append(("features", cache.features.shape[1], -np.inf, np.inf))
+    low_reward, high_reward = reward_range
+    fusion_parts: list[tuple[str, int, Any, Any]] = [
+        ("probs", n * c, 0.0, 1.0),
+        ("team_mask", n, 0.0, 1.0),
+        ("rewards", cfg.reward_history, low_reward, high_reward),
+        ("action_mask", c, 0.0, 1.0),
+    ]
+    features = cache.features
+    if "task" in cfg.fusion_extras:
+        fusion_parts.append(("task", cache.n_tasks, 0.0, 1.0))
+    if "features" in cfg.fusion_extras and features is not None:  # presence checked by the engine
+        fusion_parts.append(("features", features.shape[1], -np.inf, np.inf))
+    model_parts: list[tuple[str, int, Any, Any]] = []
+    if cfg.fusion_agents == "per_model":
+        model_parts.append(("task", cache.n_tasks, 0.0, 1.0))
+        if features is not None:
+            model_parts.append(("features", features.shape[1], -np.inf, np.inf))
+        model_parts += [("probs", c, 0.0, 1.0), ("member", 1, 0.0, 1.0), ("action_mask", c, 0.0, 1.0)]
+    decider, d_low, d_high = _layout(decider_parts)
+    fusion, f_low, f_high = _layout(fusion_parts)
+    model, m_low, m_high = (
+        _layout(model_parts) if model_parts else ({}, np.zeros(0, np.float32), np.zeros(0, np.float32))
+    )
+    context = sum(model[name].stop - model[name].start for name in ("task", "features") if name in model)
+    lows = [*([d_low] if cfg.decider else []), f_low, m_low[:context]]
+    highs = [*([d_high] if cfg.decider else []), f_high, m_high[:context]]
+    return ObservationLayout(
+        decider,
+        fusion,
+        d_low,
+        d_high,
+        f_low,
+        f_high,
+        model,
+        m_low,
+        m_high,
+        np.concatenate(lows),
+        np.concatenate(highs),
+    )
