@@ -13,7 +13,7 @@ other names it answers to, and whether it reads the labels of the questions it i
 reference that shows the headroom, never a competitor).
 
 >>> [entry.name for entry in BASELINES.values() if entry.alpha_dependent]
-['static_team', 'static_team(train+val)', 'router', 'router(tasks)', 'oracle_team(test)']
+['static_team', 'static_team(train+val)', 'static_team(pooled)', 'router', 'router(tasks)', 'oracle_team(test)']
 >>> [entry.name for entry in BASELINES.values() if entry.uses_test_labels]
 ['oracle_team(test)', 'oracle']
 >>> lookup("stacking").name
@@ -97,17 +97,19 @@ def _router(name: str, inputs: str) -> Baseline:
     )  # fmt: skip
 
 
-def _static_team(name: str, fitted_on: str) -> Baseline:
+def _static_team(name: str, fitted_on: str, estimator: str = "mean") -> Baseline:
     """static_team fitted on the train and validation questions (``fitted_on="train+val"``; the train ones alone
     when the setting has no validation questions) or on the scored questions themselves (``"test"``: the best
-    fixed team per task in hindsight, an oracle)."""
+    fixed team per task in hindsight, an oracle); ``estimator="pooled"``: each team's reward per task shrunk
+    toward its reward over all tasks, the strength cross-validated on the fitting questions
+    (:mod:`ensemble_env.baselines.pooling`)."""
 
     def run(s: Setting) -> BaselineResult:
         if fitted_on == "test":
             questions = s.test
         else:
             questions = s.train if s.validation is None else np.concatenate([s.train, s.validation])
-        result = routing.static_team(s.cache, questions, s.test, reward=s.reward)
+        result = routing.static_team(s.cache, questions, s.test, reward=s.reward, estimator=estimator)
         return dataclasses.replace(result, name=name, info={**result.info, "fitted_on": fitted_on})
 
     return Baseline(
@@ -159,6 +161,7 @@ for _entry in (
         enumerates_teams=True,
     ),
     _static_team("static_team(train+val)", "train+val"),
+    _static_team("static_team(pooled)", "train+val", "pooled"),
     Baseline(
         "static_team_acc",
         lambda s: routing.static_team(s.cache, s.train, s.test, reward=s.reward, criterion="accuracy"),

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ensemble_env.baselines import pooling
 from ensemble_env.baselines.simple import (
     BaselineResult,
     mean_vote,
@@ -69,6 +70,7 @@ __all__ = [
     "router",
     "static_team",
     "team_correct",
+    "team_shares",
     "team_vote",
 ]
 
@@ -119,7 +121,7 @@ def team_correct(cache: LogitCache, questions: ArrayLike, teams: np.ndarray) -> 
     return correct
 
 
-def _team_shares(cache: LogitCache, questions: np.ndarray, teams: np.ndarray, reward: RewardSettings) -> np.ndarray:
+def team_shares(cache: LogitCache, questions: np.ndarray, teams: np.ndarray, reward: RewardSettings) -> np.ndarray:
     """(K, Q) the share of the pool each of the K ``teams`` takes on each of ``questions``, as the reward sees it."""
     costs = model_costs(cache, questions)
     sizes = teams.sum(axis=1, dtype=np.float64)[:, None]
@@ -154,6 +156,8 @@ def static_team(
     *,
     reward: RewardSettings = DEFAULT_REWARD,
     criterion: str = "reward",
+    estimator: str = "mean",
+    strength: float | None = None,
 ) -> BaselineResult:
     """Per task, the fixed team with the best train score, answering by its mean-probability vote.
 
@@ -161,7 +165,10 @@ def static_team(
     questions: ``criterion="reward"`` by its mean ``reward`` (the environment's, at its alpha), ties to the higher
     train accuracy; ``"accuracy"`` by its train accuracy. Remaining ties go to the smaller mean share of
     the pool, then to the earlier team of :func:`all_teams`. A task without train questions takes the team
-    chosen on all train questions.
+    chosen on all train questions. ``estimator="pooled"`` (with the reward criterion) estimates each team's
+    reward per task shrunk toward its reward over all tasks, the strength chosen by cross-validation on the train
+    questions (:mod:`ensemble_env.baselines.pooling`; ``strength`` fixes it); ``"mean"``, the default, is the
+    task's own mean.
 
     Returns
     -------
@@ -175,7 +182,7 @@ def static_team(
         raise ValueError(f"criterion={criterion!r} is not one of {', '.join(CRITERIA)}")
     teams = all_teams(cache.n_models)
     correct = team_correct(cache, train, teams)
-    share = _team_shares(cache, train, teams, reward)
+    share = team_shares(cache, train, teams, reward)
     rewards = reward.rewards(correct, share)
     order = np.arange(teams.shape[0])
 
@@ -188,12 +195,22 @@ def static_team(
         return int(np.lexsort(keys)[0])
 
     train_tasks, test_tasks = task_ids(cache)[train], task_ids(cache)[test]
-    fallback = choose(np.arange(train.size))
-    chosen = np.full(cache.n_tasks, fallback)
-    for task in np.unique(test_tasks):
-        rows = np.flatnonzero(train_tasks == task)
-        if rows.size:
-            chosen[task] = choose(rows)
+    pooled: dict[str, Any] = {}
+    if estimator == "pooled":
+        if criterion != "reward":
+            raise ValueError("estimator='pooled' estimates rewards: use criterion='reward'")
+        fit = pooling.estimate_teams(cache, rewards, train_tasks, share.mean(axis=1), strength=strength)
+        chosen = fit.chosen
+        pooled = {"estimator": "pooled", "strength": fit.strength, "cv_reward": fit.scores}
+    elif estimator == "mean":
+        fallback = choose(np.arange(train.size))
+        chosen = np.full(cache.n_tasks, fallback)
+        for task in np.unique(test_tasks):
+            rows = np.flatnonzero(train_tasks == task)
+            if rows.size:
+                chosen[task] = choose(rows)
+    else:
+        raise ValueError(f"estimator={estimator!r} is not one of {', '.join(pooling.ESTIMATORS)}")
     names = task_names(cache)
     eval_tasks = np.unique(test_tasks)
 
@@ -207,6 +224,7 @@ def static_team(
         "teams": {names[t]: _team_name(cache, teams[chosen[t]]) for t in eval_tasks},
         "train_reward": {names[t]: train_score(rewards, t) for t in eval_tasks},
         "train_accuracy": {names[t]: train_score(correct, t) for t in eval_tasks},
+        **pooled,
     }
     name = "static_team" if criterion == "reward" else "static_team_acc"
     return team_vote(name, cache, test, teams[chosen[test_tasks]], info)
@@ -431,7 +449,7 @@ def router(
         raise ValueError(f"inputs={inputs!r} differs from the fitted router's {fitted.inputs!r}")
     teams = fitted.teams
     probability = fitted.predict(cache, test).T  # (K, Q)
-    share = _team_shares(cache, test, teams, reward)
+    share = team_shares(cache, test, teams, reward)
     right, wrong = reward.rewards(True, share), reward.rewards(False, share)
     pick = np.argmax(probability * right + (1.0 - probability) * wrong, axis=0)
     counts = np.bincount(pick, minlength=teams.shape[0])
