@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,19 @@ import numpy as np
 import pytest
 
 from ensemble_env.cache import LogitCache
+
+# -- the test folders ------------------------------------------------------------------------------------
+# tests/ mirrors the package: one folder per part (cache/, game/, views/, baselines/, cli/, adapters/, learner/);
+# the top-level modules' tests and the whole-repository checks sit here. No folder has an __init__.py: pytest's
+# default (prepend) import mode puts a test file's own folder on sys.path and imports it by its basename, so
+# basenames are unique across tests/. Tests also import across folders (the helper ``fuzzing`` of this folder,
+# ``from test_convert import write_run`` of cache/), so tests/ and each folder in it go on sys.path here, before
+# any test module is imported, whichever tests are run. The fuzz workers, which copy sys.path, inherit them.
+TESTS = Path(__file__).resolve().parent
+_FOLDERS = sorted(path for path in TESTS.iterdir() if path.is_dir() and not path.name.startswith(("_", ".")))
+for _folder in [TESTS, *_FOLDERS]:
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 # -- the slow marker ---------------------------------------------------------------------------------
 # Heavy checks (real-data training, adapter loops) carry @pytest.mark.slow. A plain `pytest` skips them;

@@ -1,4 +1,4 @@
-"""Seeded fuzzing with a watchdog, for tests/test_fuzz_caches.py and tests/test_fuzz_lm_eval.py.
+"""Seeded fuzzing with a watchdog, for tests/cache/test_fuzz_caches.py and tests/cache/test_fuzz_lm_eval.py.
 
 Cases run in a worker process, one after another; each prints one JSON line with its outcome. The parent
 gives each case ``case_seconds``: a case that takes longer is a *hang* (the worker is killed and a new one
@@ -195,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.slow:
         os.environ[FULL_VARIABLE] = "full"
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    here = Path(__file__).resolve().parent
+    sys.path[:0] = [str(here), str(here / "cache")]  # this helper, and the suites' folder
     suites: dict[str, Callable[[Path, bool], tuple[list[dict[str, Any]], int]]] = {}
     for module in ("test_fuzz_caches", "test_fuzz_lm_eval"):
         found = importlib.import_module(module).SUITES

@@ -10,7 +10,7 @@ here) and a file with its config and learner (docs/mappo.md, "Adding an algorith
 
 >>> [entry.name for entry in ALGORITHMS.values()]
 ['mappo', 'ippo', 'rlae_ppo', 'rlae_mappo']
->>> name_of(get("ippo").config())
+>>> name_of(get("ippo").make_config())
 'ippo'
 """
 
@@ -35,7 +35,9 @@ class Algorithm:
     name: str
     summary: str
     """One line for ``--help`` and the docs."""
-    config_class: type[LearnerConfig]
+    config: type[LearnerConfig] | str
+    """Its config class (a :class:`~ensemble_mappo.config.LearnerConfig`), or ``"module:Class"`` (imported when first
+    needed: an algorithm's own file may hold its config and its learner together)."""
     learner: str
     """``"module:Class"`` of its :class:`~ensemble_mappo.frame.Learner` (imported when a run starts: torch)."""
     fixed: Mapping[str, Any] = field(default_factory=dict)
@@ -46,7 +48,12 @@ class Algorithm:
     """The benchmark's ``--budget`` levels other than ``default`` (the config's own passes): name -> (passes,
     checkpoints kept for the choice on validation)."""
 
-    def config(self, **values: Any) -> LearnerConfig:
+    @property
+    def config_class(self) -> type[LearnerConfig]:
+        """The config class (imported from its module when given as ``"module:Class"``)."""
+        return _imported(self.config) if isinstance(self.config, str) else self.config
+
+    def make_config(self, **values: Any) -> LearnerConfig:
         """The entry's config: its class's defaults, ``values``, then the fixed fields (a clash is refused)."""
         clash = {key: value for key, value in values.items() if key in self.fixed and value != self.fixed[key]}
         if clash:
@@ -66,14 +73,13 @@ class Algorithm:
 
     def learner_class(self) -> Any:
         """The learner class (imports torch)."""
-        module, _, name = self.learner.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return _imported(self.learner)
 
     def budget(self, name: str) -> tuple[float, int]:
         """(passes, kept checkpoints) of the benchmark's budget ``name``: ``default`` is the config's own passes with
         5 checkpoints chosen among on validation."""
         if name == "default":
-            return float(self.config().passes), 5
+            return float(self.make_config().passes), 5
         if name not in self.budgets:
             raise ValueError(f"budget {name!r} is not one of default, {', '.join(self.budgets)}")
         passes, checkpoints = self.budgets[name]
@@ -143,6 +149,12 @@ register(
         RLAE_BUDGETS,
     )
 )
+
+
+def _imported(path: str) -> Any:
+    """The object ``"module:name"`` names."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def get(name: str) -> Algorithm:

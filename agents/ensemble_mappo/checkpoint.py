@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ensemble_env.cache.digest import cache_digest
 from ensemble_env.files import atomic_path
 from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_env.text import show
@@ -391,6 +392,13 @@ def restore_run(
     if not os.path.lexists(path):
         return 0  # stopped before its first checkpoint: the run starts over, with its saved config
     checkpoint = read_checkpoint(path, run)
+    if run.digest is not None and run.digest != cache_digest(venv.cache):
+        raise refuse(
+            run.path,
+            "run.digest",
+            "the run trained on a cache with other contents (its digest differs): resume it with the cache it was "
+            "trained on, or train a new run",
+        )
     pool = tuple(venv.cache.models)
     if checkpoint.models != pool:
         raise refuse(

@@ -88,7 +88,7 @@ def _add_config_options(parser: argparse.ArgumentParser) -> None:
         doc = field_docs(config_class)[name]
         by_default: dict[str, list[str]] = {}
         for entry in entries:
-            value = getattr(entry.config(), name)
+            value = getattr(entry.make_config(), name)
             by_default.setdefault(f"{value:g}" if isinstance(value, float) else str(value), []).append(entry.name)
         if len(by_default) == 1:
             defaults = f"default: {next(iter(by_default))}"
@@ -209,7 +209,7 @@ def _clear_for_new_run(out: Path, overwrite: bool) -> None:
     kept = out / CANDIDATES_DIR
     stale = [out / CHECKPOINT_NAME, *(out / name for name in RUN_FILES if name not in (CHECKPOINT_NAME, CONFIG_NAME))]
     stale += [*out.glob("evaluation_*.json"), *out.glob("events.out.tfevents.*"), *(out / name for name in PLOT_NAMES)]
-    stale = [*(kept.glob("update_*.pt") if kept.is_dir() and not kept.is_symlink() else []), *stale]
+    stale = [*(kept.glob("*.pt") if kept.is_dir() and not kept.is_symlink() else []), *stale]
     stale.append(out / CONFIG_NAME)  # last: until it goes, the folder still says whose files these are
     for path in stale:
         try:
@@ -271,6 +271,15 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     run = _read_run(Path(args.run_dir))
     cache = _run_cache(Path(args.run_dir), args.cache)
+    if run.digest is not None and args.cache is not None:
+        from ensemble_env.cache.digest import cache_digest
+
+        if cache_digest(cache) != run.digest:
+            print(
+                f"ensemble-env evaluate: {args.cache} is not the cache the run trained on (same models, other "
+                "contents): its questions are scored as new ones",
+                file=sys.stderr,
+            )
     protocol = "learning online on" if args.online else "playing"
     with status(f"{protocol} the {args.split} split with the run's policy"):
         evaluation = evaluate_run(

@@ -84,6 +84,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "decider_credit": DECIDER_CREDITS,
     "decider_start": DECIDER_STARTS,
     "selection": SELECTIONS,
+    "offline_estimator": ("pooled", "mean"),
     "algorithm": ("rlae_ppo", "rlae_mappo"),
 }
 
@@ -278,6 +279,11 @@ class TrainConfig(LearnerConfig):
     split (docs/mappo.md)."""
     stage_one_fraction: float = 0.5
     """Two-stage mode: share of the step budget spent in the first (decider) stage."""
+    checkpoints: int = 5
+    """Evenly spaced points of the budget at which the networks are kept (``checkpoints/update_N.pt``, with the start
+    as ``update_0``); at the end of the run each plays the validation split and ``selection`` chooses the policy
+    ``evaluate`` plays (``selection.json``): what ``train`` leaves is what would be deployed. 0: none, the run's
+    policy is its last checkpoint."""
     env: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_ENV_OPTIONS))
     """Options of the environment (``ensemble_env.EnvConfig`` fields such as alpha, window, tasks,
     decider_extras), the same for training and evaluation. The default adds the one-hot task to both
@@ -317,6 +323,11 @@ class TrainConfig(LearnerConfig):
     offline_temperature: float = 0.05
     """Temperature of the offline start's softmax over teams, in reward units (the median gap between a bbh5 task's
     best and second-best team on train is 0.044)."""
+    offline_estimator: str = "pooled"
+    """How the offline start estimates each team's reward per task: "pooled", shrunk toward the team's reward over
+    all tasks with a strength chosen by 5-fold cross-validation on the train questions (choosing the best of 31 teams
+    on ~140 questions per task otherwise picks by noise; ensemble_env.baselines.pooling), or "mean", the task's own
+    mean. When the run deploys its start, the start is refitted on train + validation."""
     decider_kl_coef: float = 0.05
     """Weight of the KL divergence of the decider's policy from its start policy (``decider_start``) in its loss:
     the trust region that keeps PPO's fine-tuning near the start; 0: none (team decider only)."""

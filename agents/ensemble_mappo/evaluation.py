@@ -59,7 +59,6 @@ from ensemble_mappo.runs import (
     refuse,
     whole_number,
 )
-from ensemble_mappo.selection import select
 
 __all__ = [
     "BASELINES",
@@ -67,7 +66,6 @@ __all__ = [
     "Evaluation",
     "baseline_summary",
     "candidates",
-    "choose",
     "evaluate_agents",
     "evaluate_run",
     "evaluation_path",
@@ -115,6 +113,9 @@ class Evaluation:
     """The run's diversity bonus, in ``rewards`` but not in the baselines' reward."""
     algorithm: str = "mappo"
     """The run's algorithm (:data:`ensemble_mappo.algorithms.ALGORITHMS`)."""
+    checkpoint: str = ""
+    """Which of the run's checkpoints played: ``"last"``, a kept ``"update_N"`` or ``"deployed"`` (the start refitted
+    on train + validation); empty for networks given directly."""
 
     @property
     def name(self) -> str:
@@ -156,6 +157,7 @@ class Evaluation:
             "run": self.run,
             "iteration": self.iteration,
             "global_step": self.global_step,
+            "checkpoint": self.checkpoint,
             "n_questions": int(self.questions.size),
             "macro_accuracy": float(np.mean([task["accuracy"] for task in per_task.values()])),
             "macro_reward": float(np.mean([task["reward"] for task in per_task.values()])),
@@ -214,7 +216,7 @@ def evaluate_run(
             f"({run_config.path}): evaluate with the cache the run was trained on"
         )
     chosen = policy_checkpoint(run_dir, run_config, checkpoint)
-    return evaluate_agents(
+    evaluation = evaluate_agents(
         chosen.networks,
         run_config.config,
         cache,
@@ -227,6 +229,9 @@ def evaluate_run(
         iteration=chosen.iteration,
         global_step=chosen.global_step,
         source=str(chosen.path),
+    )
+    return dataclasses.replace(
+        evaluation, checkpoint=chosen.path.stem if chosen.path.parent.name == CANDIDATES_DIR else "last"
     )
 
 
@@ -315,6 +320,8 @@ def evaluate_agents(
 
 # -- the run's policy, chosen on validation ---------------------------------------------------------------------
 _CANDIDATE = re.compile(r"update_(0|[1-9][0-9]{0,11})\.pt")
+#: the name of the deployed start, refitted on train + validation (``checkpoints/deployed.pt``)
+DEPLOYED = "deployed"
 
 
 def candidates(run_dir: str | Path) -> list[tuple[int, Path]]:
@@ -324,37 +331,6 @@ def candidates(run_dir: str | Path) -> list[tuple[int, Path]]:
         return []
     matches = (_CANDIDATE.fullmatch(name) for name in os.listdir(folder))
     return sorted((int(match.group(1)), folder / match.group(0)) for match in matches if match)
-
-
-def choose(run_dir: str | Path, cache: LogitCache) -> dict[str, Any]:
-    """Choose the run's policy among its kept checkpoints (the start and ``checkpoints`` evenly spaced ones): each
-    plays the validation split, frozen, and the config's ``selection`` rule (:func:`ensemble_mappo.selection.select`)
-    reads their per-question rewards; on a cache without a validation split the last one is kept, and said so.
-    Writes ``selection.json`` and returns it. Only the validation split's labels are read."""
-    run = read_config(run_dir)
-    kept = [read_checkpoint(path, run) for _, path in candidates(run_dir)]
-    if not kept:
-        raise ValueError(f"{run_dir}: the run kept no checkpoint to choose from (checkpoints = 0)")
-    config = run.config
-    try:
-        cache.select("validation", tasks=config.env.get("tasks"))
-    except ValueError:  # no validation question: nothing to choose on
-        chosen = {"rule": "last (the cache has no validation split)", "update": kept[-1].iteration, "candidates": []}
-    else:
-        rewards = [
-            evaluate_agents(c.networks, config, cache, split="validation", seed=config.seed, source=str(c.path)).rewards
-            for c in kept
-        ]
-        selection = select(rewards, config.selection)
-        chosen = {
-            "rule": selection.rule,
-            "delta": selection.delta,
-            "z": selection.z,
-            "update": kept[selection.index].iteration,
-            "candidates": [{"update": c.iteration, **selection.row(k)} for k, c in enumerate(kept)],
-        }
-    files.write_text(Path(run_dir) / SELECTION_NAME, json.dumps(chosen, indent=2) + "\n")
-    return chosen
 
 
 def read_selection(run_dir: str | Path) -> dict[str, Any] | None:
@@ -368,18 +344,23 @@ def read_selection(run_dir: str | Path) -> dict[str, Any] | None:
     whole_number(path, "update", data.get("update"), low=0)
     if not isinstance(data.get("rule"), str) or not isinstance(data.get("candidates"), list):
         raise refuse(path, "", "expected the rule, the chosen update and the candidates")
+    checkpoint = data.get("checkpoint")
+    if checkpoint not in (DEPLOYED, f"update_{data['update']}"):
+        raise refuse(path, "checkpoint", f"expected update_{data['update']} or {DEPLOYED}, got {describe(checkpoint)}")
     return data
 
 
 def policy_checkpoint(run_dir: str | Path, run: RunConfig, name: str | None = None) -> Checkpoint:
-    """The checkpoint of the run's policy: ``name`` (``"last"``, or ``"update_N"`` of the kept ones), else the one
-    ``selection.json`` names, else the last."""
+    """The checkpoint of the run's policy: ``name`` (``"last"``, ``"update_N"`` of the kept ones, or ``"deployed"``,
+    the start refitted on train + validation), else the one ``selection.json`` names, else the last."""
     folder = Path(run_dir)
     if name is None:
         selection = read_selection(folder)
-        name = "last" if selection is None else f"update_{selection['update']}"
+        name = "last" if selection is None else selection["checkpoint"]
     if name == "last":
         return read_checkpoint(folder / CHECKPOINT_NAME, run)
+    if name == DEPLOYED and (folder / CANDIDATES_DIR / f"{DEPLOYED}.pt").is_file():
+        return read_checkpoint(folder / CANDIDATES_DIR / f"{DEPLOYED}.pt", run)
     kept = dict(candidates(folder))
     match = _CANDIDATE.fullmatch(f"{name}.pt")
     if match is None or int(match.group(1)) not in kept:
@@ -433,6 +414,16 @@ def run_baselines(
     return comparison.compare(cache, split=split, reward=reward, k=min(3, cache.n_models), seed=seed, names=names)
 
 
+def _which(evaluation: Evaluation) -> str:
+    """The policy an evaluation played, in words: its update, its training steps, and which checkpoint."""
+    if evaluation.checkpoint == DEPLOYED:
+        return "its start, refitted on train + validation: the policy the validation split chose"
+    where = f"update {evaluation.iteration}, {evaluation.global_step:,} training steps"
+    if evaluation.checkpoint == "last":
+        return where + ", its last checkpoint"
+    return where + (f", {evaluation.checkpoint}" if evaluation.checkpoint else "")
+
+
 def format_report(evaluation: Evaluation, cache: LogitCache, baseline_results: list[BaselineResult] | None) -> str:
     """The text ``ensemble-env evaluate`` prints: names in full, each column's numbers with one format
     (accuracies and rewards 4 decimals, team sizes 2, costs :func:`ensemble_env.baselines.cost_format`)."""
@@ -442,7 +433,7 @@ def format_report(evaluation: Evaluation, cache: LogitCache, baseline_results: l
     n_models = len(evaluation.models)
     lines = [
         f"{evaluation.name} evaluation [{evaluation.protocol}] - {evaluation.description}",
-        f"run {evaluation.run} (update {evaluation.iteration}, {evaluation.global_step:,} training steps); "
+        f"run {evaluation.run} ({_which(evaluation)}); "
         f"split {evaluation.split}: {summary['n_questions']} questions in the cache's order",
         f"macro accuracy {summary['macro_accuracy']:.4f}   macro reward {summary['macro_reward']:+.4f}   "
         f"accuracy {summary['accuracy']:.4f}   reward {summary['reward']:+.4f}   "

@@ -165,9 +165,14 @@ class Learner:
         """The environment options of a run of ``config`` on ``cache`` (training and evaluation alike)."""
         return dict(config.env)
 
-    def start(self, venv: EnsembleVectorEnv, *, fit: bool, rollouts: int) -> None:
+    #: whether the start policy is fitted to labelled questions (then the deployed start is refitted on train +
+    #: validation: :func:`ensemble_mappo.training.choose`)
+    fits_start: ClassVar[bool] = False
+
+    def start(self, venv: EnsembleVectorEnv, *, fit: bool, rollouts: int, questions: np.ndarray | None = None) -> None:
         """Give the networks their start policy before the optimizer is built (``fit``: a new run; ``rollouts``:
-        of a round of episodes). Nothing by default."""
+        of a round of episodes; ``questions``: the labelled questions a fitted start reads, None: the training
+        stream's). Nothing by default."""
 
     def modules(self) -> dict[str, nn.Module]:
         """Everything a checkpoint saves, by name."""

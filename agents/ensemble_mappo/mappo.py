@@ -133,8 +133,13 @@ class MAPPOLearner(Learner):
     def env_options(config: TrainConfig, cache: LogitCache) -> dict[str, Any]:  # type: ignore[override]
         return env_options(config, cache)
 
-    def start(self, venv: EnsembleVectorEnv, *, fit: bool, rollouts: int) -> None:
-        start_decider(self.agents, venv, self.config, fit=fit, rollouts=rollouts)  # the size prior, or offline
+    @property
+    def fits_start(self) -> bool:  # type: ignore[override]
+        return self.config.decider_start == "offline"
+
+    def start(self, venv: EnsembleVectorEnv, *, fit: bool, rollouts: int, questions: np.ndarray | None = None) -> None:
+        # the size prior, or the offline start from the logged outcomes of ``questions``
+        start_decider(self.agents, venv, self.config, fit=fit, rollouts=rollouts, questions=questions)
 
     def modules(self) -> dict[str, nn.Module]:
         return self.agents.modules()

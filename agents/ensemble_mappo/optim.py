@@ -19,7 +19,7 @@ keeps its parameters, moments and step count). Their state dicts have the same f
   ``torch.optim.Adam(fused=True)`` and ``foreach=True`` are slower than this form too).
 
 The update is ``torch.optim.Adam``'s (no weight decay, no amsgrad; ``eps`` added outside the square root) with
-one step count per network; the two forms agree to float rounding (tests/test_mappo_credit.py). State is
+one step count per network; the two forms agree to float rounding (tests/learner/test_mappo_credit.py). State is
 plain tensors, so checkpoints load with ``torch.load(weights_only=True)``.
 
 >>> import torch

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -49,6 +50,7 @@ from typing import Any
 
 from ensemble_env import files
 from ensemble_env.cache.datasets import resolve as resolve_cache
+from ensemble_env.cache.digest import cache_digest
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.text import show
 from ensemble_mappo import algorithms
@@ -100,9 +102,10 @@ LEGACY_FIELDS: dict[str, Any] = {
     "decider_ent_coef": -1.0,  # ent_coef's
     "checkpoints": 0,  # the run's policy was its last checkpoint
     "selection": "safe",  # unused without kept checkpoints
+    "offline_estimator": "mean",
 }
 #: the keys of config.json's "run" entry
-RUN_KEYS = ("cache", "models", "tasks", "n_questions")
+RUN_KEYS = ("cache", "models", "tasks", "n_questions", "digest")
 
 
 class RunFileError(ValueError):
@@ -135,6 +138,9 @@ class RunConfig:
     models: tuple[str, ...]
     tasks: tuple[str, ...]
     n_questions: int
+    digest: str | None = None
+    """The content digest of the cache the run trained on (:func:`ensemble_env.cache.digest.cache_digest`; None for
+    a run written before it was recorded)."""
 
     @property
     def description(self) -> dict[str, Any]:
@@ -144,17 +150,19 @@ class RunConfig:
             "models": list(self.models),
             "tasks": list(self.tasks),
             "n_questions": self.n_questions,
+            "digest": self.digest,
         }
 
 
 def write_config(run_dir: str | Path, config: LearnerConfig, cache: LogitCache, cache_path: str | None) -> Path:
     """Write ``run_dir/config.json`` atomically: the algorithm, ``config`` and the cache (``cache_path`` as
-    recorded, its models, tasks and size)."""
+    recorded, its models, tasks, size and content digest)."""
     run = {
         "cache": cache_path,
         "models": list(cache.models),
         "tasks": list(cache.task_names or ()),
         "n_questions": int(cache.n_questions),
+        "digest": cache_digest(cache),
     }
     entry = {"algorithm": algorithms.name_of(config), "config": config.to_dict(), "run": run}
     text = json.dumps(entry, indent=2, allow_nan=False)
@@ -185,14 +193,17 @@ def read_config(run_dir: str | Path) -> RunConfig:
     run = data["run"]
     if not isinstance(run, dict):
         raise refuse(path, "run", f"expected an object of {', '.join(RUN_KEYS)}, got {describe(run)}")
-    exact_keys(path, "run", run, RUN_KEYS)
+    exact_keys(path, "run", run, RUN_KEYS if "digest" in run else RUN_KEYS[:-1])  # no digest: an earlier run
+    digest = run.get("digest")
+    if digest is not None and (not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest)):
+        raise refuse(path, "run.digest", f"expected the cache's sha256 digest (64 hex digits), got {describe(digest)}")
     cache = run["cache"]
     if cache is not None and (not isinstance(cache, str) or not cache):
         raise refuse(path, "run.cache", f"expected a cache name or path (or null: the default), got {describe(cache)}")
     models = names_of(path, "run.models", run["models"], nonempty=True)
     tasks = names_of(path, "run.tasks", run["tasks"], nonempty=False)
     n_questions = whole_number(path, "run.n_questions", run["n_questions"], low=1)
-    return RunConfig(path, algorithms.name_of(config), config, cache, models, tasks, n_questions)
+    return RunConfig(path, algorithms.name_of(config), config, cache, models, tasks, n_questions, digest)
 
 
 def run_cache(run: RunConfig, cache_arg: str | None = None) -> LogitCache:

@@ -11,8 +11,11 @@ held near it by a KL penalty (``TrainConfig.decider_kl_coef``, the trust region)
   ``offline_temperature`` (:meth:`StartPolicy.offline`). Its most probable team per task is the team the
   ``static_team`` baseline picks (ties aside). The cache logs every model's output on every train question, so
   every team's train outcome is known without playing it: this is the logged-bandit start of an
-  offline-to-online learner. The decider's network is fitted to it (:func:`fit_decider`, a few hundred
-  cross-entropy steps on the decider's observations of one rollout) before PPO starts.
+  offline-to-online learner. The decider's network is set to play it exactly (:func:`write_table`: a lookup on
+  the task one-hot) before PPO starts, or, where it cannot be (no task in the observation, hidden layers narrower
+  than the number of tasks), fitted to it (:func:`fit_decider`, a few hundred cross-entropy steps on the decider's
+  observations of one rollout). Each team's reward per task is estimated pooled across tasks by default
+  (``offline_estimator``, :mod:`ensemble_env.baselines.pooling`).
 
 Only the train stream's labels are read (``venv.questions``, the questions the run trains on); the policy
 depends on the task of the question the team will answer (the decider's ``"task"`` extra), and is the pooled
@@ -28,40 +31,48 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ensemble_env.baselines.routing import team_correct
+from ensemble_env.baselines import pooling
+from ensemble_env.baselines.routing import team_correct, team_shares
 from ensemble_env.game.engine import EnsembleVectorEnv
-from ensemble_env.game.reward import RewardSettings, model_costs
+from ensemble_env.game.reward import RewardSettings
 from ensemble_mappo.agents import Agents
 from ensemble_mappo.collection import Behaviour, collect
 from ensemble_mappo.config import DECIDER_STARTS, TrainConfig
 from ensemble_mappo.networks import TeamDeciderActor
 from ensemble_mappo.optim import FlatAdam
 
-__all__ = ["DECIDER_STARTS", "StartPolicy", "fit_decider", "start_decider", "team_train_rewards"]
+__all__ = ["DECIDER_STARTS", "StartPolicy", "fit_decider", "start_decider", "team_train_rewards", "write_table"]
 
 
-def team_train_rewards(venv: EnsembleVectorEnv, teams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each team's mean reward on the training stream's questions when its mean-probability vote answers:
-    ``(per_task (n_tasks, K), pooled (K,))`` for the K ``teams`` ((K, N) 0/1).
+def team_train_rewards(
+    venv: EnsembleVectorEnv,
+    teams: np.ndarray,
+    *,
+    estimator: str = "mean",
+    questions: np.ndarray | None = None,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each team's estimated mean reward when its mean-probability vote answers: ``(per_task (n_tasks, K),
+    pooled (K,))`` for the K ``teams`` ((K, N) 0/1), from the logged outcomes of ``questions`` (None: the training
+    stream's, ``venv.questions``, the train split of the tasks it plays).
 
-    ``venv`` is the run's training environment: its stream (``venv.questions``, the train split of the tasks it
-    plays) and its reward (alpha, size penalty mode, costs; a diversity bonus is left out). A task without
-    questions in the stream gets the pooled row.
+    ``venv`` gives the run's reward (alpha, size penalty mode, costs; a diversity bonus is left out).
+    ``estimator`` (:data:`ensemble_env.baselines.pooling.ESTIMATORS`): "mean", each task's own mean (a task without
+    questions gets the pooled row); "pooled", shrunk toward the team's reward over all tasks with a strength chosen
+    by cross-validation on these questions (seeded by ``seed``).
     """
-    cache, config = venv.cache, venv.config
-    questions = np.asarray(venv.questions, dtype=np.int64)
+    cache = venv.cache
+    questions = np.asarray(venv.questions if questions is None else questions, dtype=np.int64)
     members = np.asarray(teams, dtype=bool)
     correct = team_correct(cache, questions, members)  # (K, Q)
-    settings = RewardSettings(
-        alpha=config.alpha, size_penalty_mode=config.size_penalty_mode, use_costs=config.use_costs
-    )
-    costs = model_costs(cache, questions)  # (Q, N)
-    share = settings.share(
-        cache, members.sum(axis=1)[:, None], members.astype(np.float64) @ costs.T, costs.sum(axis=1)[None, :]
-    )
+    settings = RewardSettings.of(venv.config)
+    share = team_shares(cache, questions, members, settings)  # (K, Q)
     rewards = settings.rewards(correct, share)  # (K, Q)
     pooled = rewards.mean(axis=1)
     tasks = np.asarray(cache.tasks)[questions]
+    if estimator == "pooled":
+        fit = pooling.estimate_teams(cache, rewards, tasks, share.mean(axis=1), seed=seed)
+        return fit.estimates, pooled
     per_task = np.tile(pooled, (cache.n_tasks, 1))
     for task in np.unique(tasks):
         per_task[task] = rewards[:, tasks == task].mean(axis=1)
@@ -90,11 +101,21 @@ class StartPolicy:
         return cls(row.expand(n_tasks + 1, -1).clone(), task_slice)
 
     @classmethod
-    def offline(cls, decider: TeamDeciderActor, venv: EnsembleVectorEnv, temperature: float) -> StartPolicy:
-        """Per task, the softmax of each team's train reward under its vote, at ``temperature``
-        (:func:`team_train_rewards`); teams the decider may not play get probability 0."""
+    def offline(
+        cls,
+        decider: TeamDeciderActor,
+        venv: EnsembleVectorEnv,
+        temperature: float,
+        *,
+        estimator: str = "mean",
+        questions: np.ndarray | None = None,
+        seed: int = 0,
+    ) -> StartPolicy:
+        """Per task, the softmax of each team's estimated reward under its vote, at ``temperature``
+        (:func:`team_train_rewards` of ``questions``, by ``estimator``); teams the decider may not play get
+        probability 0."""
         teams = decider.teams.numpy()
-        per_task, pooled = team_train_rewards(venv, teams)
+        per_task, pooled = team_train_rewards(venv, teams, estimator=estimator, questions=questions, seed=seed)
         table = torch.from_numpy(np.vstack([per_task, pooled[None, :]]) / temperature).to(torch.float32)
         table = table.masked_fill(decider.allowed <= 0, torch.finfo(torch.float32).min)
         return cls(torch.log_softmax(table, -1), venv.layout.decider.get("task"))
@@ -138,13 +159,52 @@ def fit_decider(
     return float(kl)
 
 
+def write_table(decider: TeamDeciderActor, start: StartPolicy) -> bool:
+    """Make ``decider`` play ``start`` exactly: its logits become the start policy's log-probabilities of the task
+    of each observation (a lookup on the task one-hot), with no approximation. True when done; False (nothing
+    changed) when the observation has no task one-hot or the hidden layers are narrower than the number of tasks.
+
+    The first ``n_tasks`` units of each hidden layer carry the one-hot (unit j: task j), and the output layer reads
+    only them, as ``table[j] - table[none]`` plus the bias ``table[none]`` (the row of an observation without a task).
+    The other hidden units keep their random initialisation: they are alive, read every input, and PPO's
+    fine-tuning can route through them (their output weights start at 0).
+    """
+    task_slice = start.task_slice
+    layers = [module for module in decider.net if isinstance(module, torch.nn.Linear)]
+    n_tasks = start.log_probs.shape[0] - 1
+    if task_slice is None or len(layers) != 3 or any(layer.out_features < n_tasks for layer in layers[:2]):
+        return False
+    first, second, out = layers
+    table = start.log_probs.clamp(min=-1e4)  # masked teams stay at -1e4 (probability 0 after the mask)
+    tasks = torch.arange(n_tasks)
+    with torch.no_grad():
+        first.weight[:n_tasks] = 0.0
+        first.bias[:n_tasks] = 0.0
+        first.weight[tasks, task_slice.start + tasks] = 1.0
+        second.weight[:n_tasks] = 0.0
+        second.bias[:n_tasks] = 0.0
+        second.weight[tasks, tasks] = 1.0
+        out.weight.zero_()
+        out.weight[:, :n_tasks] = (table[:n_tasks] - table[n_tasks]).T
+        out.bias.copy_(table[n_tasks])
+    return True
+
+
 def start_decider(
-    agents: Agents, venv: EnsembleVectorEnv, config: TrainConfig, *, fit: bool, rollouts: int = 1
+    agents: Agents,
+    venv: EnsembleVectorEnv,
+    config: TrainConfig,
+    *,
+    fit: bool,
+    rollouts: int = 1,
+    questions: np.ndarray | None = None,
 ) -> StartPolicy | None:
     """Give the team decider of ``agents`` its start policy (``config.decider_start``) and, for the offline start
     with ``fit`` (a new run, not a resumed one), fit its network to it on the decider's observations of
     ``rollouts`` rollouts of ``venv`` (the decider sampling, the plurality vote answering; the trainer resets the
-    environment afterwards). Returns the start policy, or None for the Bernoulli decider (pools of more than 12
+    environment afterwards). ``questions``: the labelled questions the offline start reads (None: the training
+    stream's; the deployed start is refitted on train + validation). Returns the start policy, or None for the
+    Bernoulli decider (pools of more than 12
     models under ``decider_policy="auto"``): it starts from its output bias (``decider_initial_prob``) whatever
     ``decider_start`` says, and has no KL penalty. Call it before the optimizer is built."""
     decider = agents.decider
@@ -154,8 +214,13 @@ def start_decider(
     if config.decider_start == "prior":
         start = StartPolicy.size_prior(decider, venv.cache.n_tasks, task_slice)
     else:
-        start = StartPolicy.offline(decider, venv, config.offline_temperature)
-        if fit:
+        start = StartPolicy.offline(
+            decider, venv, config.offline_temperature, estimator=config.offline_estimator, questions=questions,
+            seed=config.seed,
+        )  # fmt: skip
+        if fit and write_table(decider, start):
+            pass  # the decider plays the start policy exactly
+        elif fit:
             generator = torch.Generator().manual_seed(config.seed)
             seed = int(np.random.SeedSequence([config.seed, 1 << 20]).generate_state(1)[0])
             obs, _ = venv.reset(seed=seed)

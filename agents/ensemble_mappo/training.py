@@ -29,6 +29,7 @@ The run directory and its files: :mod:`ensemble_mappo.runs`.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,20 +39,21 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ensemble_env import files
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.files import holding_run_lock
 from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_mappo import algorithms
-from ensemble_mappo.checkpoint import pack_arrays, restore_run, save_checkpoint
+from ensemble_mappo.checkpoint import pack_arrays, read_checkpoint, restore_run, save_checkpoint
 from ensemble_mappo.config import LearnerConfig
-from ensemble_mappo.evaluation import choose
+from ensemble_mappo.evaluation import DEPLOYED, candidates, evaluate_agents
 from ensemble_mappo.frame import Learner, make_env, make_optimizer, update
 from ensemble_mappo.optim import Optimizer
 from ensemble_mappo.progress import Budget, RunLog, check_rollout_size
-from ensemble_mappo.runs import CANDIDATES_DIR, CHECKPOINT_NAME, write_config
-from ensemble_mappo.selection import stops
+from ensemble_mappo.runs import CANDIDATES_DIR, CHECKPOINT_NAME, SELECTION_NAME, read_config, write_config
+from ensemble_mappo.selection import select, stops
 
-__all__ = ["Setup", "episode_plan", "round_seed", "setup", "start_networks", "train"]
+__all__ = ["Setup", "choose", "episode_plan", "round_seed", "setup", "start_networks", "train"]
 
 
 # -- the loop -----------------------------------------------------------------------------------------------
@@ -168,10 +170,10 @@ class Setup:
     learner: Learner
 
 
-def setup(config: LearnerConfig, cache: LogitCache, *, fit: bool) -> Setup:
+def setup(config: LearnerConfig, cache: LogitCache, *, fit: bool, start_questions: np.ndarray | None = None) -> Setup:
     """A run's budget, episodes, training environment and learner at update 0 (given its start policy, fitted to
-    the cache's train outcomes when ``fit``): the same objects, from the same random draws, for :func:`train` and
-    :func:`start_networks`."""
+    the cache's train outcomes when ``fit``, or to those of ``start_questions``): the same objects, from the same
+    random draws, for :func:`train` and :func:`start_networks`."""
     torch.set_num_threads(config.threads)
     kind = algorithms.get(algorithms.name_of(config)).learner_class()
     budget = Budget.of_cache(config, cache)
@@ -186,7 +188,7 @@ def setup(config: LearnerConfig, cache: LogitCache, *, fit: bool) -> Setup:
     torch.manual_seed(config.seed)
     learner = kind(config, venv)
     check_rollout_size(learner, venv, config.num_steps)  # before any rollout storage is allocated
-    learner.start(venv, fit=fit, rollouts=max(rounds, 1))
+    learner.start(venv, fit=fit, rollouts=max(rounds, 1), questions=start_questions)
     return Setup(config, budget, rounds, venv, learner)
 
 
@@ -221,12 +223,75 @@ def round_seed(seed: int, round_index: int) -> int:
     return int(np.random.SeedSequence([seed, round_index]).generate_state(1)[0])
 
 
+# -- the policy the run deploys ------------------------------------------------------------------------------
+def choose(run_dir: str | Path, cache: LogitCache) -> dict[str, Any]:
+    """Choose the run's policy among its kept checkpoints (the start and ``checkpoints`` evenly spaced ones): each
+    plays the validation split, frozen, and the config's ``selection`` rule (:func:`ensemble_mappo.selection.select`)
+    reads their per-question rewards; on a cache without a validation split the last one is kept, and said so.
+
+    When the start is chosen and the algorithm fits its start to labelled questions (MAPPO's offline start), the
+    deployed policy is the start refitted on train + validation (``checkpoints/deployed.pt``): the settings are
+    chosen, so every labelled question informs the table the start plays. The choice itself read the validation
+    rewards of the start fitted on train alone, so the safe rule's guarantee is about that start; the refitted one
+    is the same estimator on more questions. Writes ``selection.json`` and returns it. Only train and validation
+    labels are read."""
+    run = read_config(run_dir)
+    kept = [read_checkpoint(path, run) for _, path in candidates(run_dir)]
+    if not kept:
+        raise ValueError(f"{run_dir}: the run kept no checkpoint to choose from (checkpoints = 0)")
+    config = run.config
+    tasks = config.env.get("tasks")
+    try:
+        validation = cache.select("validation", tasks=tasks)
+    except ValueError:  # no validation question: nothing to choose on
+        last = kept[-1].iteration
+        chosen = {
+            "rule": "last (no validation split)",
+            "update": last,
+            "checkpoint": f"update_{last}",
+            "candidates": [],
+        }
+    else:
+        rewards = [
+            evaluate_agents(c.networks, config, cache, split="validation", seed=config.seed, source=str(c.path)).rewards
+            for c in kept
+        ]
+        selection = select(rewards, config.selection)
+        update = kept[selection.index].iteration
+        chosen = {
+            "rule": selection.rule,
+            "delta": selection.delta,
+            "z": selection.z,
+            "update": update,
+            "checkpoint": f"update_{update}",
+            "candidates": [{"update": c.iteration, **selection.row(k)} for k, c in enumerate(kept)],
+        }
+        if update == 0:
+            labelled = np.concatenate([cache.select("train", tasks=tasks), validation])
+            refit = setup(config, cache, fit=True, start_questions=labelled)
+            if refit.learner.fits_start:
+                refit.venv.reset(seed=round_seed(config.seed, 0))  # the state a run's update 0 saves
+                start = kept[selection.index]
+                payload = _payload(0, refit, start.optimizer, start.generator)
+                save_checkpoint(Path(run_dir) / CANDIDATES_DIR / f"{DEPLOYED}.pt", payload)
+                chosen["checkpoint"] = DEPLOYED
+                chosen["deployed"] = "the start refitted on train + validation"
+    files.write_text(Path(run_dir) / SELECTION_NAME, json.dumps(chosen, indent=2) + "\n")
+    return chosen
+
+
 # -- the run directory --------------------------------------------------------------------------------------
 def _save(path: Path, iteration: int, run: Setup, optimizer: Optimizer, generator: torch.Generator) -> None:
     """Write the checkpoint of the run after ``iteration`` updates to ``path``: plain data
     (``torch.load(weights_only=True)``), everything a resumed run restores."""
     path.parent.mkdir(exist_ok=True)
-    payload: dict[str, Any] = {
+    save_checkpoint(path, _payload(iteration, run, optimizer.state_dict(), generator.get_state()))
+
+
+def _payload(iteration: int, run: Setup, optimizer: dict[str, Tensor], generator: Tensor) -> dict[str, Any]:
+    """What a checkpoint of ``run`` after ``iteration`` updates holds, with the optimizer's and the sampling
+    generator's states."""
+    return {
         "algorithm": algorithms.name_of(run.config),
         "config": run.config.to_dict(),
         "iteration": iteration,
@@ -235,9 +300,8 @@ def _save(path: Path, iteration: int, run: Setup, optimizer: Optimizer, generato
         "complete": iteration >= run.budget.iterations,
         "models": list(run.venv.cache.models),
         "networks": run.learner.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "generator": generator.get_state(),
+        "optimizer": optimizer,
+        "generator": generator,
         "env": pack_arrays(run.venv.get_state()),
         "random": run.learner.random_state(),
     }
-    save_checkpoint(path, payload)

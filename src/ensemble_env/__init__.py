@@ -12,14 +12,19 @@ two-stage Dec-POMDP of RL-Focal (arXiv 2502.04492).
 ['decider', 'fusion']
 """
 
+import os
 import sys
+from typing import Any
+
+import numpy as np
+from pettingzoo import AECEnv
 
 from ensemble_env import baselines, metrics
 from ensemble_env.cache import datasets, synthetic
 from ensemble_env.cache.datasets import default_cache_path, load_default_cache
 from ensemble_env.cache.io import load_cache, save_cache
 from ensemble_env.cache.logit_cache import CacheError, LogitCache
-from ensemble_env.game.config import EnvConfig
+from ensemble_env.game.config import EnvConfig, unseen_game
 from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_env.views.parallel import EnsembleParallelEnv, env, parallel_env, vector_env
 
@@ -30,6 +35,7 @@ sys.modules.setdefault("ensemble_env.synthetic", synthetic)
 
 __all__ = [
     "ENV_ID",
+    "UNSEEN_ENV_ID",
     "CacheError",
     "EnsembleParallelEnv",
     "EnsembleVectorEnv",
@@ -45,23 +51,71 @@ __all__ = [
     "parallel_env",
     "save_cache",
     "synthetic",
+    "unseen_env",
+    "unseen_parallel_env",
+    "unseen_vector_env",
     "vector_env",
 ]
 __version__ = "0.1.0"
 
 ENV_ID = "ensemble_env/Ensemble-v1"
+#: routing on tasks never seen: every episode one task, the agents see its history, never its identity
+#: (:func:`unseen_parallel_env`; the options: :func:`ensemble_env.game.config.unseen_game`)
+UNSEEN_ENV_ID = "ensemble_env/EnsembleUnseen-v1"
+
+_CacheArg = LogitCache | str | os.PathLike[str] | None
+
+
+def unseen_parallel_env(
+    cache: _CacheArg = None, *, render_mode: str | None = None, **options: Any
+) -> EnsembleParallelEnv:
+    """``ensemble_env/EnsembleUnseen-v1``: :func:`parallel_env` with the options of
+    :func:`~ensemble_env.game.config.unseen_game` for the cache's pool, ``options`` on top (an option that would
+    show the task's identity raises a ValueError).
+
+    >>> env = unseen_parallel_env("toy8", split="test")
+    >>> obs, infos = env.reset(seed=0)
+    >>> [name for name in env.engine.layout.decider if "record" in name], list(env.engine.layout.fusion)[-1]
+    (['task_record', 'team_record'], 'member_record')
+    """
+    loaded = datasets.resolve(cache)
+    return parallel_env(loaded, render_mode=render_mode, **unseen_game(loaded.n_models, options))
+
+
+def unseen_env(
+    cache: _CacheArg = None, *, render_mode: str | None = None, **options: Any
+) -> AECEnv[str, np.ndarray, Any]:
+    """The AEC view of ``ensemble_env/EnsembleUnseen-v1`` (:func:`env` with the options of
+    :func:`unseen_parallel_env`)."""
+    loaded = datasets.resolve(cache)
+    return env(loaded, render_mode=render_mode, **unseen_game(loaded.n_models, options))
+
+
+def unseen_vector_env(num_envs: int = 1, cache: _CacheArg = None, **options: Any) -> EnsembleVectorEnv:
+    """``num_envs`` copies of ``ensemble_env/EnsembleUnseen-v1`` (:func:`vector_env` with the options of
+    :func:`unseen_parallel_env`). After ``reset()`` the copies play distinct tasks of a freshly shuffled deck while
+    it lasts: with ``num_envs`` equal to the stream's task count, each copy's first episode is a different task, all
+    of its questions (``split="test", tasks=held_out`` scores every held-out question once)."""
+    loaded = datasets.resolve(cache)
+    return vector_env(num_envs, loaded, **unseen_game(loaded.n_models, options))
 
 
 def _register() -> None:
-    """Register the env in PettingZoo's registry (PettingZoo >= 1.25 has one) as ``ensemble_env/Ensemble-v1``."""
+    """Register the envs in PettingZoo's registry (PettingZoo >= 1.25 has one): ``ensemble_env/Ensemble-v1`` and
+    ``ensemble_env/EnsembleUnseen-v1``, each for both APIs."""
     try:
         from pettingzoo.env_registry.registration import aec_registry, parallel_registry, register
     except ImportError:  # older PettingZoo: no registry
         return
-    if ENV_ID not in parallel_registry:
-        register("parallel", ENV_ID, entry_point="ensemble_env.views.parallel:parallel_env")
-    if ENV_ID not in aec_registry:
-        register("aec", ENV_ID, entry_point="ensemble_env.views.parallel:env")
+    entry_points = {
+        ENV_ID: ("ensemble_env.views.parallel:parallel_env", "ensemble_env.views.parallel:env"),
+        UNSEEN_ENV_ID: ("ensemble_env:unseen_parallel_env", "ensemble_env:unseen_env"),
+    }
+    for env_id, (parallel_entry, aec_entry) in entry_points.items():
+        if env_id not in parallel_registry:
+            register("parallel", env_id, entry_point=parallel_entry)
+        if env_id not in aec_registry:
+            register("aec", env_id, entry_point=aec_entry)
 
 
 _register()

@@ -16,10 +16,11 @@ from typing import Any
 from ensemble_env.cache import datasets
 from ensemble_env.cli.options import ListOption
 from ensemble_env.text import show
-from ensemble_mappo.benchmark.learners import BUDGETS, budget_help
+from ensemble_mappo.benchmark.learners import BUDGETS, LEARNERS, budget_help
 from ensemble_mappo.benchmark.registry import DEFAULT_ALGORITHMS
 from ensemble_mappo.benchmark.report import PLOT_EXTRA, format_markdown, write_plots
 from ensemble_mappo.benchmark.runner import Interrupted, benchmark, checked_alpha
+from ensemble_mappo.benchmark.stats import REFERENCES
 
 __all__ = ["INTERRUPTED_STATUS", "MAX_SEEDS", "load_plugins", "register_command"]
 
@@ -100,23 +101,25 @@ def register_command(commands: Any) -> None:
         description="Run each algorithm with each seed on each cache: fit on train, choose on validation, "
         "answer test once. Writes OUT/results.json (per run and means over seeds with 95% bootstrap intervals, "
         "per task and macro: accuracy, reward at alpha, team size, cost), OUT/results.md (the tables: scores, each "
-        "algorithm's role, how its teams vary within a task, paired differences to static_team, "
-        "static_team(train+val) and best_single) and OUT/frontier.png. The defaults show the headroom: "
-        "static_team(train+val) (the best fixed team per task on train + validation, a competitor) and "
+        "algorithm's role, how its teams vary within a task, paired differences to the simple opponents: "
+        + ", ".join(REFERENCES)
+        + ") and OUT/frontier.png. The defaults show the headroom: "
+        "static_team(train+val) (the best fixed team per task on train + validation, a competitor), "
+        "static_team(pooled) (the same with each team's reward per task shrunk toward its reward over all tasks) and "
         "oracle_team(test) (the best fixed team per task on test: it reads the test labels, a reference marked as "
         "such, never a competitor). Finished runs (same algorithm, seed, cache contents, alpha, config) are read "
-        "back, not redone. The defaults on bbh5 (5 seeds, MAPPO and IPPO at the default budget, six baselines) take "
-        "about 8 minutes on 2 CPU cores, almost all of it the learners.",
-        epilog="example: ensemble-env benchmark --algorithms mappo,static_team,static_team(train+val),stacking,"
-        "best_single,oracle_team(test) --seeds 5 --cache bbh5 --out bench",
+        "back, not redone. The defaults on bbh5 (5 seeds, MAPPO and IPPO at the default budget, eight baselines) take "
+        "about 9 minutes on 2 CPU cores, almost all of it the learners.",
+        epilog="example: ensemble-env benchmark --algorithms mappo static_team 'static_team(train+val)' stacking "
+        "best_single 'oracle_team(test)' --seeds 5 --cache bbh5 --out bench",
     )
     parser.add_argument(
         "--algorithms",
         action=ListOption,
         metavar="NAME",
-        help="mappo, ippo, rlae_ppo, rlae_mappo, stacking, uniform_weights, per_task_weights, per_question_weights, "
-        "any baseline of `ensemble-env baselines`, or a name registered by a "
-        f"--register file; a,b or a b (default: {','.join(DEFAULT_ALGORITHMS)})",
+        help=f"the learners ({', '.join(LEARNERS)}), any baseline of `ensemble-env baselines` (and stacking, "
+        "uniform_weights, per_task_weights, per_question_weights, static_team(pooled), best_single(per_task)), or a "
+        f"name registered by a --register file; a,b or a b (default: {', '.join(DEFAULT_ALGORITHMS)})",
     )
     parser.add_argument("--seeds", type=int, default=5, metavar="S", help="seeds 0..S-1 (default: %(default)s)")
     parser.add_argument(

@@ -48,8 +48,8 @@ def learner_config(
     the default environment options), the budget, the seed and the reward's ``alpha``."""
     entry = algorithms.get(name)
     changes = dict(overrides or {})
-    env = {**entry.config().env, **changes.pop("env", {}), "alpha": float(alpha)}
-    return entry.config(**{**changes, "seed": seed, "passes": passes, "checkpoints": checkpoints, "env": env})
+    env = {**entry.make_config().env, **changes.pop("env", {}), "alpha": float(alpha)}
+    return entry.make_config(**{**changes, "seed": seed, "passes": passes, "checkpoints": checkpoints, "env": env})
 
 
 def learner_answers(
@@ -81,7 +81,7 @@ def learner_answers(
     entry = algorithms.get(algorithm)
     changes = {**(overrides or {}), **({"selection": selection} if selection is not None else {})}
     config = learner_config(
-        algorithm, seed, alpha, passes=passes if passes is not None else entry.config().passes,
+        algorithm, seed, alpha, passes=passes if passes is not None else entry.make_config().passes,
         checkpoints=checkpoints, overrides=changes,
     )  # fmt: skip
     train(config, cache, out_dir, progress=progress)
@@ -91,6 +91,7 @@ def learner_answers(
     test = evaluate_agents(policy.networks, config, cache, split="test", seed=seed, source=str(policy.path))
     info = {
         "selected_iteration": chosen["update"],
+        "checkpoint": chosen["checkpoint"],
         "of_iterations": policy.num_iterations,
         "selection": {key: chosen[key] for key in ("rule", "delta", "z") if key in chosen},
         "validation": [{"iteration": row["update"], **{k: v for k, v in row.items() if k != "update"}}

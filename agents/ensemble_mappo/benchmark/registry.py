@@ -41,9 +41,11 @@ DEFAULT_ALGORITHMS = (
     "ippo",
     "static_team",
     "static_team(train+val)",
+    "static_team(pooled)",
     "router",
     "stacking",
     "best_single",
+    "best_single(per_task)",
     "oracle_team(test)",
 )
 #: registered algorithms: name -> (function, config recorded in the run key)

@@ -17,7 +17,7 @@ Numpy only (no MARL library). Two things stand between a library's generic PPO a
   looking one question ahead with the fixed fuser.
 
 Neither changes the game: the same seeds and actions give the same rewards, infos and episode ends as the raw
-environment (``tests/test_adapter_wrappers.py``). What each changes is what the learner is shown:
+environment (``tests/adapters/test_adapter_wrappers.py``). What each changes is what the learner is shown:
 
 =========================  =====================================================================================
 wrapper                    what it changes

@@ -24,7 +24,7 @@ scored on an eval split,
 >>> list(scores(cache, results)["static_team"])
 ['accuracy', 'reward', 'team_size', 'cost', 'tasks']
 >>> [baseline_id(result.name) for result in results], baseline_id("mappo")
-(['b1', 'b3', 'b16'], None)
+(['b1', 'b3', 'b17'], None)
 """
 
 from __future__ import annotations

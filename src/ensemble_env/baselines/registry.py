@@ -10,14 +10,19 @@ questions, the reward, ...), whether it depends on the size penalty alpha (it ch
 reward, so the frontier sweeps it), whether it enumerates every team (so it runs only on pools of at most
 :data:`~ensemble_env.baselines.routing.MAX_TEAM_MODELS` models), whether ``evaluate`` shows it, and the
 other names it answers to, and whether it reads the labels of the questions it is scored on (an oracle: a
-reference that shows the headroom, never a competitor).
+reference that shows the headroom, never a competitor). The baselines of the unseen-task protocol
+(:mod:`ensemble_env.baselines.online`: fitted on training tasks, streamed over held-out tasks) are marked
+``unseen_tasks`` and run only by name.
 
->>> [entry.name for entry in BASELINES.values() if entry.alpha_dependent]
+>>> [entry.name for entry in BASELINES.values() if entry.alpha_dependent and not entry.unseen_tasks]
 ['static_team', 'static_team(train+val)', 'static_team(pooled)', 'router', 'router(tasks)', 'oracle_team(test)']
->>> [entry.name for entry in BASELINES.values() if entry.uses_test_labels]
+>>> [entry.name for entry in BASELINES.values() if entry.uses_test_labels and not entry.unseen_tasks]
 ['oracle_team(test)', 'oracle']
 >>> lookup("stacking").name
 'stacking(per_task)'
+>>> [entry.name for entry in BASELINES.values() if entry.unseen_tasks]  # doctest: +NORMALIZE_WHITESPACE
+['mean_probability_vote', 'global_single', 'global_team', 'ftl_single', 'ftl_team', 'ftl_team(window)', 'ucb_team',
+ 'hindsight_team']
 """
 
 from __future__ import annotations
@@ -80,6 +85,10 @@ class Baseline:
     by_default: bool = True
     """Run when no names are given (``ensemble-env baselines``, :func:`~ensemble_env.baselines.comparison.compare`);
     otherwise only by name (``--only``, ``ensemble-env benchmark --algorithms``)."""
+    unseen_tasks: bool = False
+    """A baseline of the unseen-task protocol (:mod:`ensemble_env.baselines.online`): fitted on training tasks,
+    scored on held-out tasks streamed from an empty history (``setting.test`` holds only tasks that are neither in
+    ``setting.train`` nor in ``setting.validation``)."""
 
 
 def _router(name: str, inputs: str) -> Baseline:
@@ -197,3 +206,35 @@ for _entry in (
     Baseline("oracle", lambda s: simple.oracle(s.cache, s.train, s.test), uses_test_labels=True),
 ):
     register(_entry)
+
+
+def _online(name: str, uses_test_labels: bool = False) -> Baseline:
+    """The baseline ``name`` of the unseen-task protocol (:data:`ensemble_env.baselines.online.UNSEEN_BASELINES`),
+    run by name only. The module is imported when the baseline runs, so that ``python -m
+    ensemble_env.baselines.online`` does not find it imported already."""
+
+    def run(s: Setting) -> BaselineResult:
+        from ensemble_env.baselines import online
+
+        return online.UNSEEN_BASELINES[name](s.cache, s.train, s.test, reward=s.reward, validation=s.validation)
+
+    return Baseline(
+        name, run, alpha_dependent=True, enumerates_teams=True, in_evaluate=False, uses_test_labels=uses_test_labels,
+        by_default=False, unseen_tasks=True,
+    )  # fmt: skip
+
+
+# the unseen-task protocol (issue 32, ensemble_env.baselines.online): fitted on training tasks, streamed over
+# held-out ones; every one chooses among teams (or single models) by the reward at alpha
+for _entry in (
+    _online("global_single"),
+    _online("global_team"),
+    _online("ftl_single"),
+    _online("ftl_team"),
+    _online("ftl_team(window)"),
+    _online("ucb_team"),
+    _online("hindsight_team", uses_test_labels=True),
+):
+    register(_entry)
+# the mean vote fits nothing, so it is a baseline of the protocol too
+BASELINES["mean_probability_vote"] = dataclasses.replace(BASELINES["mean_probability_vote"], unseen_tasks=True)

@@ -12,6 +12,8 @@ module            what it holds
 ``reward``        the reward: formula, bounds, validation of its settings, the batch form baselines use
 ``window``        the sliding window of the last T questions and its diversity statistics
 ``dynamics``      the step and observation kernels
+``task_record``   the record of the episode's task (``episodes="task"``): the record extras' counts and kernels,
+                  which the step kernel never sees
 ``config``        :class:`~ensemble_env.game.config.EnvConfig`, every option validated
 ``layout``        :class:`~ensemble_env.game.layout.ObservationLayout`: where each part of the observations lies,
                   and its bounds

@@ -1,7 +1,8 @@
 """The builders of the kernels' records (:mod:`ensemble_env.game.records`), from the options and the cache.
 
 The engine (:class:`~ensemble_env.game.engine.EnsembleVectorEnv`) calls them once when it is built
-(:func:`build_settings`, :func:`kernel_layout`, :func:`build_tables`, :func:`build_state`) and at every step
+(:func:`build_settings`, :func:`kernel_layout`, :func:`build_tables`, :func:`build_state`, and with a record extra
+:func:`build_record_tables`, :func:`build_task_record`) and at every step
 (:func:`new_outputs`, fresh arrays for the step's results); :func:`initial_cost` is the info ``cost`` a reset
 writes (the snapshot's checks expect it too). Every array has the one dtype and layout the kernels were compiled
 for: a new type would compile them anew.
@@ -12,12 +13,33 @@ from __future__ import annotations
 import numpy as np
 
 from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.actions import subset_masks
 from ensemble_env.game.config import EnvConfig
 from ensemble_env.game.layout import ObservationLayout
-from ensemble_env.game.records import CopyState, Counter, Info, Layout, Outputs, Settings, Tables
+from ensemble_env.game.records import (
+    CopyState,
+    Counter,
+    Info,
+    Layout,
+    Outputs,
+    RecordTables,
+    Settings,
+    Tables,
+    TaskRecord,
+)
+from ensemble_env.game.task_record import team_vote_table
 from ensemble_env.game.window import STATISTIC_CODES, count_planes, n_triples, plurality_table, table_words
 
-__all__ = ["build_settings", "build_state", "build_tables", "initial_cost", "kernel_layout", "new_outputs"]
+__all__ = [
+    "build_record_tables",
+    "build_settings",
+    "build_state",
+    "build_tables",
+    "build_task_record",
+    "initial_cost",
+    "kernel_layout",
+    "new_outputs",
+]
 
 
 def build_settings(
@@ -61,6 +83,9 @@ def kernel_layout(layout: ObservationLayout) -> Layout:
         fusion_mask=start(fusion, "action_mask"),
         fusion_task=start(fusion, "task"),
         fusion_features=start(fusion, "features"),
+        decider_task_record=start(decider, "task_record"),
+        decider_team_record=start(decider, "team_record"),
+        fusion_member_record=start(fusion, "member_record"),
     )
 
 
@@ -152,3 +177,24 @@ def initial_cost(
     if not settings.has_costs:
         return initial_team.sum()
     return (tables.costs[questions] * initial_team).sum(axis=1)
+
+
+def build_record_tables(tables: Tables, cache: LogitCache, questions: np.ndarray, team_record: bool) -> RecordTables:
+    """What the record kernels add up (:mod:`ensemble_env.game.task_record`): each model's correctness
+    (``tables.correct``) and, with ``team_record``, each team's mean-vote correctness on the stream's ``questions``
+    ((Q, 0) without)."""
+    n = cache.n_models
+    if team_record:
+        team_correct = team_vote_table(tables.probs, cache.n_choices, cache.labels, questions, subset_masks(n))
+    else:
+        team_correct = np.zeros((cache.n_questions, 0), dtype=np.uint8)
+    return RecordTables(correct=tables.correct, team_correct=team_correct)
+
+
+def build_task_record(num_envs: int, n_models: int, team_record: bool) -> TaskRecord:
+    """Zeroed per-copy counts of the record extras (:class:`~ensemble_env.game.records.TaskRecord`)."""
+    n_teams = 2**n_models - 1 if team_record else 0
+    return TaskRecord(
+        model_right=np.zeros((num_envs, n_models), dtype=np.int64),
+        team_right=np.zeros((num_envs, n_teams), dtype=np.int64),
+    )

@@ -21,21 +21,33 @@ from ensemble_env.metrics import METRICS
 __all__ = [
     "DECIDER_ACTIONS",
     "DECIDER_EXTRAS",
+    "EPISODES",
     "FUSION_ACTIONS",
     "FUSION_AGENTS",
     "FUSION_EXTRAS",
+    "LATER_DEFAULTS",
+    "MAX_TEAM_RECORD_MODELS",
     "ORDERS",
+    "RECORD_EXTRAS",
     "RLAE_DEFAULTS",
     "RLAE_GAME",
     "SIZE_PENALTY_MODES",
     "SPLIT_CHOICES",
+    "UNSEEN_GAME",
     "EnvConfig",
     "rlae_game",
+    "unseen_game",
 ]
 
 DECIDER_ACTIONS = tuple(DECIDER_ENCODINGS)
-DECIDER_EXTRAS = ("model_accuracy", "task", "features")
-FUSION_EXTRAS = ("task", "features")
+DECIDER_EXTRAS = ("model_accuracy", "task", "features", "task_record", "team_record")
+FUSION_EXTRAS = ("task", "features", "member_record")
+#: the extras that describe the history of the episode's task (they need ``episodes="task"``)
+RECORD_EXTRAS = ("task_record", "team_record", "member_record")
+#: ``team_record`` has a value per team, 2**N - 1 of them: pools of at most this many models (255 teams)
+MAX_TEAM_RECORD_MODELS = 8
+#: ``episodes``: one stream of questions (crossing tasks), or one task per episode
+EPISODES = ("stream", "task")
 #: ``fusion_action``: the answer index (RL-Focal) or a weight per model (RLAE)
 FUSION_ACTIONS = ("answer", "weights")
 #: ``fusion_agents``: one fusion agent, or one weighting agent per model (RLAE_MAPPO; needs weights)
@@ -43,6 +55,9 @@ FUSION_AGENTS = ("one", "per_model")
 #: the RLAE options and their defaults (today's game); a snapshot's signature names them only when changed
 RLAE_DEFAULTS: dict[str, object] = {"decider": True, "fusion_action": "answer", "fusion_agents": "one"}
 ORDERS = ("sequential", "shuffled")
+#: options added after snapshots existed, and their defaults (today's game): a snapshot's signature names them only
+#: when changed, so that snapshots of today's game keep the signature they had
+LATER_DEFAULTS: dict[str, object] = {**RLAE_DEFAULTS, "episodes": "stream"}
 #: what makes a game RLAE's (arXiv 2506.00439): no decider (every model answers), a weight per model as the action
 RLAE_GAME: dict[str, object] = {"decider": False, "fusion_action": "weights"}
 
@@ -62,6 +77,59 @@ def rlae_game(fusion_agents: str = "one", *, has_features: bool = False) -> dict
         raise ValueError(f"fusion_agents={fusion_agents!r} is not one of {', '.join(FUSION_AGENTS)}")
     extras = ("task", "features") if has_features else ("task",)
     return {**RLAE_GAME, "fusion_agents": fusion_agents, "fusion_extras": extras, "reward_history": 0}
+
+
+#: what makes a game ``ensemble_env/EnsembleUnseen-v1`` (routing on tasks never seen), but ``team_record``, which
+#: :func:`unseen_game` adds for pools of at most :data:`MAX_TEAM_RECORD_MODELS` models: one task per episode, and
+#: the task's history instead of its identity
+UNSEEN_GAME: dict[str, Any] = {
+    "episodes": "task",
+    "decider_extras": ("model_accuracy", "task_record"),
+    "fusion_extras": ("member_record",),
+}
+
+
+def unseen_game(n_models: int, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The options of ``ensemble_env/EnsembleUnseen-v1`` for a pool of ``n_models`` models, ``options`` on top.
+
+    :data:`UNSEEN_GAME` (every episode one task, played in cache order from an empty history; the decider sees
+    each model's window accuracy and the task's record so far, the fusion agent its team's), with ``team_record``
+    added to the decider's extras when the pool has at most :data:`MAX_TEAM_RECORD_MODELS` models. ``options`` may
+    change any other option (``split``, ``tasks``, ``alpha``, ``episode_length``, the extras, ...), but nothing may
+    tell the agents which task they play: ``"task"`` extras, ``fusion_agents="per_model"`` (whose observation
+    starts with the task one-hot) and ``episodes="stream"`` raise a ValueError.
+
+    >>> game = unseen_game(5)
+    >>> game["episodes"], game["decider_extras"], game["fusion_extras"]
+    ('task', ('model_accuracy', 'task_record', 'team_record'), ('member_record',))
+    >>> unseen_game(12)["decider_extras"]
+    ('model_accuracy', 'task_record')
+    >>> unseen_game(5, {"fusion_extras": ("task",)})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: EnsembleUnseen-v1 hides the task's identity: fusion_extras=('task',) shows it ...
+    """
+    if isinstance(n_models, bool) or not isinstance(n_models, int | np.integer) or n_models < 1:
+        raise ValueError(f"unseen_game: n_models must be a positive integer, got {n_models!r}")
+    game = dict(UNSEEN_GAME)
+    if n_models <= MAX_TEAM_RECORD_MODELS:
+        game["decider_extras"] = (*game["decider_extras"], "team_record")
+    game.update(options or {})
+    for option in ("decider_extras", "fusion_extras"):
+        extras = game.get(option) or ()
+        if "task" in (() if isinstance(extras, str) else tuple(extras)):
+            raise ValueError(
+                f"EnsembleUnseen-v1 hides the task's identity: {option}={extras!r} shows it (leave out 'task'; the "
+                f"records {', '.join(map(repr, RECORD_EXTRAS))} describe the task's history instead)"
+            )
+    if game["episodes"] != "task":
+        raise ValueError(f"EnsembleUnseen-v1 plays one task per episode: episodes={game['episodes']!r} must be 'task'")
+    if game.get("fusion_agents", "one") == "per_model":
+        raise ValueError(
+            "EnsembleUnseen-v1 hides the task's identity: fusion_agents='per_model' observe the task one-hot "
+            "(use fusion_agents='one')"
+        )
+    return game
 
 
 def _names(value: Any, option: str) -> tuple[str, ...] | None:
@@ -97,7 +165,12 @@ class EnvConfig:
     order: str = "sequential"
     """"sequential": the cache's order (the paper's online stream); "shuffled": a new permutation per reset."""
     episode_length: int | None = None
-    """Questions per episode; default the whole stream. Shorter episodes start at a random position."""
+    """Questions per episode; default the whole stream (with ``episodes="task"``: the whole task). Shorter episodes
+    start at a random position (of the stream, or of the task)."""
+    episodes: str = "stream"
+    """"stream": an episode plays the stream (``split``, ``tasks``, ``order``) across tasks; "task": each episode
+    plays one task's questions of the stream, in cache order, from an empty history (its window and records): the
+    task dealt from a deck the engine shuffles at each ``reset()`` (every task of the stream once per deck)."""
     decider_action: str = "multibinary"
     """Encoding of the decider's action: "multibinary" (N bits, the paper), "multidiscrete" ([2]*N, for
     RLlib), "subset" (Discrete(2**N - 1) team index, bit i of index+1 = model i, N <= 12)."""
@@ -118,10 +191,14 @@ class EnvConfig:
     """T', how many of the most recent rewards the fusion agent observes."""
     decider_extras: tuple[str, ...] = ()
     """Optional extra decider features: "model_accuracy" (each model's window accuracy, N),
-    "task" (one-hot task of the next question), "features" (the cache's features of the next question)."""
+    "task" (one-hot task of the next question), "features" (the cache's features of the next question),
+    "task_record" (the count feature of the task's answered questions and each model's correct rate over them,
+    1 + N) and "team_record" (each team's mean-vote correct rate over them, 2**N - 1, N <= 8); the records need
+    ``episodes="task"``."""
     fusion_extras: tuple[str, ...] = ()
     """Optional extra fusion features (beyond the paper): "task" (one-hot task of the question it answers),
-    "features" (the cache's features of that question)."""
+    "features" (the cache's features of that question), "member_record" (the count feature and its team members'
+    correct rates over the task's answered questions, 1 + N; needs ``episodes="task"``)."""
     decider: bool = True
     """False: no decider agent; the team is every model on every question (RLAE as published)."""
     fusion_action: str = "answer"
@@ -157,12 +234,21 @@ class EnvConfig:
         for option in ("use_costs", "decider"):
             if isinstance(getattr(self, option), np.bool_):
                 put(self, option, bool(getattr(self, option)))
-        for option in ("split", "order", "decider_action", "size_penalty_mode", "fusion_action", "fusion_agents"):
+        for option in (
+            "split",
+            "order",
+            "episodes",
+            "decider_action",
+            "size_penalty_mode",
+            "fusion_action",
+            "fusion_agents",
+        ):
             if isinstance(getattr(self, option), np.str_):
                 put(self, option, str(getattr(self, option)))
         choice_options: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             ("split", self.split, SPLIT_CHOICES),
             ("order", self.order, ORDERS),
+            ("episodes", self.episodes, EPISODES),
             ("decider_action", self.decider_action, DECIDER_ACTIONS),
             ("size_penalty_mode", self.size_penalty_mode, SIZE_PENALTY_MODES),
             ("fusion_action", self.fusion_action, FUSION_ACTIONS),
@@ -192,6 +278,18 @@ class EnvConfig:
                 f"fusion_agents='per_model' needs fusion_action='weights' (each agent sets its model's weight), "
                 f"got fusion_action={self.fusion_action!r}"
             )
+        for option in ("decider_extras", "fusion_extras"):
+            records = [name for name in getattr(self, option) or () if name in RECORD_EXTRAS]
+            if records and self.episodes != "task":
+                raise ValueError(
+                    f"{option} {', '.join(map(repr, records))}: the task's record needs episodes='task' (one task per "
+                    f"episode), got episodes={self.episodes!r}"
+                )
+        if self.episodes == "task" and self.order != "sequential":
+            raise ValueError(
+                f"episodes='task' plays each task in cache order: order={self.order!r} must be 'sequential' "
+                "(with episode_length, an episode is a window of the task at a random position)"
+            )
         if not self.decider:
             for option, value, default in (
                 ("initial_team", self.initial_team, None),
@@ -204,12 +302,13 @@ class EnvConfig:
                     )
 
     def signature_text(self) -> str:
-        """The options as ``repr`` gives them, but the RLAE options at their defaults left out (so that a snapshot
-        of today's game keeps the signature it had before those options existed)."""
+        """The options as ``repr`` gives them, but the later options (:data:`LATER_DEFAULTS`: RLAE's, ``episodes``)
+        at their defaults left out (so that a snapshot of today's game keeps the signature it had before those
+        options existed)."""
         parts = [
             f"{item.name}={getattr(self, item.name)!r}"
             for item in fields(self)
-            if item.name not in RLAE_DEFAULTS or getattr(self, item.name) != RLAE_DEFAULTS[item.name]
+            if item.name not in LATER_DEFAULTS or getattr(self, item.name) != LATER_DEFAULTS[item.name]
         ]
         return f"{type(self).__qualname__}({', '.join(parts)})"
 

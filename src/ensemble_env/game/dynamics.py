@@ -55,8 +55,8 @@ def _question(env: int, ahead: int, order: np.ndarray, counters: np.ndarray, per
 @kernel(inline="always")
 def _answering(env: int, order: np.ndarray, counters: np.ndarray, episode_length: int, per_copy_order: bool) -> int:
     """The question copy ``env`` answers at its next step (a copy stepped past its episode's end without a reset
-    answers the episode's last question again)."""
-    pos = min(counters[env, Counter.POS], episode_length - 1)
+    answers the episode's last question again: that of an ``episode_length`` cut, or its stream's (task's) last)."""
+    pos = min(counters[env, Counter.POS], episode_length - 1, counters[env, Counter.STREAM] - 1)
     return order[env if per_copy_order else 0, counters[env, Counter.START] + pos]
 
 
@@ -246,8 +246,10 @@ def step(
         last[Info.EPISODE_RETURN, env] += reward
         last[Info.STEP, env] = counters[env, Counter.POS]
         out.reward[env] = reward
-        out.done[env] = counters[env, Counter.POS] >= settings.episode_length
-        out.terminated[env] = counters[env, Counter.POS] >= counters[env, Counter.STREAM]
+        # the stream (with episodes="task": the task) exhausted terminates; an episode_length cut truncates
+        terminated = counters[env, Counter.POS] >= counters[env, Counter.STREAM]
+        out.terminated[env] = terminated
+        out.done[env] = terminated or counters[env, Counter.POS] >= settings.episode_length
     observe(np.arange(n_envs), tables, state, settings, out)
 
 

@@ -25,6 +25,14 @@ probabilities (C), its team membership (1), valid-choice mask (C)]`` and set the
 then ``concat(decider (if any), fusion, context)``, context = the task one-hot and features of the question
 (the per-model agents' shared first n_tasks + F entries). The decider's observation is computed in every case
 (one set of kernels); without a decider no agent observes it and the state leaves it out.
+
+Task episodes (``episodes="task"``, ``docs/environment-spec.md``, "Tasks never seen"): the stream is grouped by task
+(``questions``, ``stream_tasks``, ``task_bounds``) and every episode plays one task from its first question (or a
+window of ``episode_length`` of it) from an empty window; ``reset()`` shuffles a deck of the stream's tasks with the
+engine's generator and deals the copies theirs in copy order, auto-resets deal on (a used deck is shuffled anew).
+With a record extra (``task_record``, ``team_record``, ``member_record``) the kernels of
+:mod:`ensemble_env.game.task_record` add each answered question to the task's record after the step kernel and
+write those blocks; without one they never run.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.game import dynamics
+from ensemble_env.game import dynamics, task_record
 from ensemble_env.game.actions import (
     MAX_SUBSET_MODELS,
     decider_space,
@@ -48,14 +56,16 @@ from ensemble_env.game.actions import (
     weights_space,
 )
 from ensemble_env.game.build import (
+    build_record_tables,
     build_settings,
     build_state,
     build_tables,
+    build_task_record,
     initial_cost,
     kernel_layout,
     new_outputs,
 )
-from ensemble_env.game.config import EnvConfig
+from ensemble_env.game.config import MAX_TEAM_RECORD_MODELS, RECORD_EXTRAS, EnvConfig
 from ensemble_env.game.layout import observation_layout
 from ensemble_env.game.records import INFO_KEYS, Counter, FastKernel, Info, Outputs
 from ensemble_env.game.reward import reward_bounds
@@ -146,13 +156,28 @@ class EnsembleVectorEnv:
         n_models, max_choices = cache.n_models, cache.max_choices
         self.n_models, self.max_choices = n_models, max_choices
 
+        #: the stream: the questions of the split and tasks, in cache order (with ``episodes="task"``, grouped by
+        #: task in task index order, each task in cache order)
         self.questions = cache.select(config.split, config.tasks)
         n_stream = self.questions.size
-        self.episode_length = n_stream if config.episode_length is None else config.episode_length
-        if self.episode_length > n_stream:
+        #: every episode is one task (``episodes="task"``)
+        self.by_task = config.episodes == "task"
+        if self.by_task:
+            self.questions = self.questions[np.argsort(cache.tasks[self.questions], kind="stable")]
+        #: the tasks of the stream (task indices, increasing) and, with ``episodes="task"``, where each lies in it:
+        #: task ``stream_tasks[k]`` is ``questions[task_bounds[k]:task_bounds[k + 1]]`` (else [0, stream size])
+        self.stream_tasks, firsts = np.unique(cache.tasks[self.questions], return_index=True)
+        self.task_bounds = np.append(firsts if self.by_task else 0, n_stream).astype(np.int64)
+        longest = int(np.diff(self.task_bounds).max()) if self.by_task else n_stream
+        #: questions per episode (with ``episodes="task"``, at most: a task shorter than it ends its episode first)
+        self.episode_length = longest if config.episode_length is None else config.episode_length
+        if self.episode_length > longest:
+            where = f"split {config.split!r} and tasks {config.tasks!r} in {cache.path}"
             raise ValueError(
-                f"episode_length={config.episode_length} exceeds the {n_stream} questions of split "
-                f"{config.split!r} and tasks {config.tasks!r} in {cache.path}"
+                f"episode_length={config.episode_length} exceeds the {n_stream} questions of {where}"
+                if not self.by_task
+                else f"episode_length={config.episode_length} exceeds the {longest} questions of the largest task "
+                f"of {where} (with episodes='task' an episode is at most one task)"
             )
         if config.decider_action == "subset" and n_models > MAX_SUBSET_MODELS:
             raise ValueError(
@@ -172,6 +197,14 @@ class EnsembleVectorEnv:
         self._plain = self.agents == AGENTS and not self.uses_weights
         if config.min_team_size > n_models:
             raise ValueError(f"min_team_size={config.min_team_size} exceeds the pool size N={n_models}")
+        self.uses_team_record = "team_record" in config.decider_extras
+        if self.uses_team_record and n_models > MAX_TEAM_RECORD_MODELS:
+            raise ValueError(
+                f"decider_extras 'team_record' has a value per team, 2**N - 1, for pools of N <= "
+                f"{MAX_TEAM_RECORD_MODELS} models; the cache {cache.path} has N={n_models}: leave it out"
+            )
+        #: a record extra is on (``task_record``, ``team_record``, ``member_record``): the record kernels run
+        self.uses_records = any(name in RECORD_EXTRAS for name in (*config.decider_extras, *config.fusion_extras))
 
         self.initial_team = np.ones(n_models, dtype=bool)
         if config.initial_team is not None:
@@ -194,6 +227,16 @@ class EnsembleVectorEnv:
         self.tables = build_tables(cache, self.questions, self.statistic_names, self.uses_plurality_table)
         self._check_memory()
         self._state = build_state(config, self.settings, cache, self.questions, self.num_envs, self._shuffled_width())
+        #: the record extras' tables and per-copy counts (:mod:`ensemble_env.game.task_record`; None without them)
+        self.record_tables = (
+            build_record_tables(self.tables, cache, self.questions, self.uses_team_record)
+            if self.uses_records
+            else None
+        )
+        self._record = build_task_record(self.num_envs, n_models, self.uses_team_record) if self.uses_records else None
+        #: with ``episodes="task"``: the deck the episodes' tasks are dealt from (a permutation of the indices of
+        #: ``stream_tasks``) and, last, how many of them are dealt; ``reset()`` shuffles a fresh one
+        self.task_deck = np.zeros(self.stream_tasks.size + 1, dtype=np.int64)
         self.np_random = np.random.default_rng()
         self._out = new_outputs(self.num_envs, self.layout)
         self._started = False
@@ -202,6 +245,8 @@ class EnsembleVectorEnv:
         self._statistics_kernel = FastKernel(dynamics.team_statistics)
         self._weights_kernel = FastKernel(dynamics.weighted_answers)
         self._models_kernel = FastKernel(dynamics.observe_models)
+        self._record_step_kernel = FastKernel(task_record.record_step)
+        self._record_observe_kernel = FastKernel(task_record.observe_record)
         #: the team every step commits without a decider (the whole pool)
         self._pool = np.ones((self.num_envs, n_models), dtype=np.uint8)
         self._models_out = np.zeros((self.num_envs, n_models, self.layout.model_size), dtype=np.float32)
@@ -279,6 +324,7 @@ class EnsembleVectorEnv:
             + n
             + 8 * (self.layout.decider_size + self.layout.fusion_size)  # observations, and a step's copy
             + 8 * n * self.layout.model_size
+            + (8 * (n + (2**n - 1 if self.uses_team_record else 0)) if self.uses_records else 0)  # record counts
         )
         total = per_copy * self.num_envs
         if total > MAX_STATE_BYTES:
@@ -360,13 +406,21 @@ class EnsembleVectorEnv:
         or a non-negative integer (:func:`check_seed`)."""
         self.np_random = np.random.default_rng(check_seed(seed, "seed"))
 
-    def _start_episodes(self, env_ids: np.ndarray) -> None:
-        """Begin a new episode in the given copies: draw their streams, empty their windows."""
+    def _start_episodes(self, env_ids: np.ndarray, fresh_deck: bool = False) -> None:
+        """Begin a new episode in the given copies: draw their streams (with ``episodes="task"``: deal their tasks,
+        from a freshly shuffled deck when ``fresh_deck``), empty their windows and records."""
         n_stream, length, s = self.questions.size, self.episode_length, self._state
         counters = s.counters
         width = s.order.shape[1]
-        for env in env_ids:
-            if self.config.order == "shuffled":
+        ends = np.full(len(env_ids), width, dtype=np.int64)  # where each copy's stream ends in its order row
+        for k, env in enumerate(env_ids):
+            if self.by_task:
+                task = self._deal_task(fresh_deck and k == 0)
+                first, ends[k] = self.task_bounds[task], self.task_bounds[task + 1]
+                size = int(ends[k] - first)
+                offset = int(self.np_random.integers(0, size - length + 1)) if length < size else 0
+                counters[env, Counter.START] = first + offset
+            elif self.config.order == "shuffled":
                 s.order[env] = self.questions[self.np_random.permutation(n_stream)[:width]]
                 counters[env, Counter.START] = 0
             elif length < n_stream:
@@ -376,10 +430,13 @@ class EnsembleVectorEnv:
         keep_start = counters[env_ids, Counter.START]
         counters[env_ids] = 0
         counters[env_ids, Counter.START] = keep_start
-        # the stream ends after the order row's last question (an episode reaching it terminates)
-        counters[env_ids, Counter.STREAM] = width - keep_start
+        # the stream (the task) ends after its last question in the order row (an episode reaching it terminates)
+        counters[env_ids, Counter.STREAM] = ends - keep_start
         for counts in (s.fail, s.fail2, s.fail3, s.plural, s.agree, s.votes, s.rewards):
             counts[env_ids] = 0
+        if self._record is not None:
+            for counts in self._record:
+                counts[env_ids] = 0
         s.team[env_ids] = self.initial_team
         last = s.last
         last[:, env_ids] = 0.0
@@ -388,6 +445,17 @@ class EnsembleVectorEnv:
         last[Info.TEAM_SIZE, env_ids] = self.initial_team.sum()
         first = self._questions_of(env_ids)
         last[Info.COST, env_ids] = initial_cost(self.tables, self.settings, self.initial_team, first)
+
+    def _deal_task(self, shuffle: bool) -> int:
+        """The next task of the deck (an index into ``stream_tasks``); a new deck is shuffled when ``shuffle`` or
+        when every task of this one was dealt."""
+        deck, n_tasks = self.task_deck, self.stream_tasks.size
+        if shuffle or deck[n_tasks] >= n_tasks:
+            deck[:n_tasks] = self.np_random.permutation(n_tasks)
+            deck[n_tasks] = 0
+        task = int(deck[deck[n_tasks]])
+        deck[n_tasks] += 1
+        return task
 
     def next_questions(self) -> np.ndarray:
         """(B,) cache index of the question each copy answers at its next step."""
@@ -411,6 +479,8 @@ class EnsembleVectorEnv:
 
     def _observe(self, env_ids: np.ndarray) -> None:
         self._observe_kernel(env_ids, self.tables, self._state, self.settings, self._out)
+        if self._record is not None:
+            self._record_observe_kernel(env_ids, self._record, self._state, self.settings, self._out)
         if self.weight_agents:
             self._observe_models()
 
@@ -421,7 +491,7 @@ class EnsembleVectorEnv:
         if seed is not None:
             self.np_random = np.random.default_rng(seed)
         all_envs = np.arange(self.num_envs)
-        self._start_episodes(all_envs)
+        self._start_episodes(all_envs, fresh_deck=True)
         self._started = True
         self._out = new_outputs(self.num_envs, self.layout)
         self._observe(all_envs)
@@ -496,6 +566,8 @@ class EnsembleVectorEnv:
             )
         out = new_outputs(self.num_envs, self.layout)
         self._step_kernel(next_team, answers, self.tables, self._state, self.settings, out)
+        if self._record is not None:  # q_t's outcome joins the task's record
+            self._record_step_kernel(self.record_tables, self._record, self._state, self.settings, out)
         self._out = out
         if self.weight_agents:
             self._observe_models()
@@ -518,7 +590,7 @@ class EnsembleVectorEnv:
         """
         if not self._started:
             raise RuntimeError("get_state() called before reset(): there is no episode to snapshot")
-        return take_snapshot(self, self._state, self._out, self.np_random)
+        return take_snapshot(self, self._state, self._out, self.np_random, self._optional_arrays())
 
     def set_state(self, snapshot: Mapping[str, np.ndarray]) -> None:
         """Restore a snapshot of :meth:`get_state` taken from an engine of the same cache, options and B.
@@ -532,11 +604,21 @@ class EnsembleVectorEnv:
         observation, reward and info inside its bounds (the generator's words, the window's slots not yet
         written in the episode and a return longer than the reward history cannot be checked further).
         """
-        self._out, self.np_random = restore_snapshot(self, self._state, self._out, self.np_random, snapshot)
+        self._out, self.np_random = restore_snapshot(
+            self, self._state, self._out, self.np_random, snapshot, self._optional_arrays()
+        )
         self._started = True
         self.last_weights = None
         if self.weight_agents:
             self._observe_models()
+
+    def _optional_arrays(self) -> dict[str, np.ndarray]:
+        """The arrays of the copies' state that some configurations have (``snapshot.OPTIONAL_KEYS``), by name: the
+        deck of tasks (``episodes="task"``), the task's record (a record extra)."""
+        arrays = {"task_deck": self.task_deck} if self.by_task else {}
+        if self._record is not None:
+            arrays.update(self._record._asdict())
+        return arrays
 
     # -- observations and infos -------------------------------------------------------------------------
     @property
@@ -603,7 +685,8 @@ class EnsembleVectorEnv:
         """Cache indices of the questions of copy ``env``'s current episode, in the order it answers them."""
         s, start = self._state, int(self._state.counters[env, Counter.START])
         row = env if self.config.order == "shuffled" else 0
-        return s.order[row, start : start + self.episode_length].astype(np.int64)
+        length = min(self.episode_length, int(s.counters[env, Counter.STREAM]))  # a task may be shorter
+        return s.order[row, start : start + length].astype(np.int64)
 
     def window_contents(self, env: int = 0) -> np.ndarray:
         """Cache indices of the questions in copy ``env``'s window, oldest first."""

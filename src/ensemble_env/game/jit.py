@@ -15,7 +15,7 @@ disk cache and kernel sources: printing it leaves a marker file, :data:`MARKER`,
 later process that finds the marker compiles what it still lacks (a kernel a later command adds, such as the
 baselines' reward: a second or so) without repeating it. Runs that load every kernel from the disk cache print
 nothing. The callers cast arrays to one dtype and layout per kernel argument, so that an action of another
-dtype (float64 teams, say) never compiles a new signature (``tests/test_jit.py`` counts them).
+dtype (float64 teams, say) never compiles a new signature (``tests/game/test_jit.py`` counts them).
 """
 
 from __future__ import annotations

@@ -9,10 +9,13 @@ Observation layouts (float32, fixed length, inside their Box):
 
 - decider: ``[team mask (N), team size / N (1), statistics of the team over the window (K), extras]``;
   extras, in this order when enabled: each model's window accuracy (N), one-hot task of the next question
-  (n_tasks), the cache's features of the next question (F).
+  (n_tasks), the cache's features of the next question (F), the task's record (1 + N: the count feature and each
+  model's correct rate so far), each team's mean-vote correct rate so far (2**N - 1).
 - fusion: ``[team-masked probabilities of the question (N x C, model-major), team mask (N),
   last T' rewards (oldest first), valid-choice mask (C), extras]``;
-  extras, in this order when enabled: one-hot task of the question (n_tasks), its features (F).
+  extras, in this order when enabled: one-hot task of the question (n_tasks), its features (F), its team members'
+  record (1 + N: the count feature and the members' correct rates so far, zeros outside the team).
+  The records are :mod:`ensemble_env.game.task_record`'s.
 - a per-model agent ``weight_i`` (``fusion_agents="per_model"``): ``[task one-hot of the question (n_tasks),
   its features (F, when the cache has them), the model's team-masked probabilities (C), its team membership (1),
   valid-choice mask (C)]``.
@@ -106,6 +109,10 @@ def observation_layout(
         decider_parts.append(("task", cache.n_tasks, 0.0, 1.0))
     if "features" in cfg.decider_extras and cache.features is not None:  # presence checked by the engine
         decider_parts.append(("features", cache.features.shape[1], -np.inf, np.inf))
+    if "task_record" in cfg.decider_extras:
+        decider_parts.append(("task_record", 1 + n, 0.0, 1.0))
+    if "team_record" in cfg.decider_extras:  # N <= MAX_TEAM_RECORD_MODELS: checked by the engine
+        decider_parts.append(("team_record", 2**n - 1, 0.0, 1.0))
     low_reward, high_reward = reward_range
     fusion_parts: list[tuple[str, int, Any, Any]] = [
         ("probs", n * c, 0.0, 1.0),
@@ -118,6 +125,8 @@ def observation_layout(
         fusion_parts.append(("task", cache.n_tasks, 0.0, 1.0))
     if "features" in cfg.fusion_extras and features is not None:  # presence checked by the engine
         fusion_parts.append(("features", features.shape[1], -np.inf, np.inf))
+    if "member_record" in cfg.fusion_extras:
+        fusion_parts.append(("member_record", 1 + n, 0.0, 1.0))
     model_parts: list[tuple[str, int, Any, Any]] = []
     if cfg.fusion_agents == "per_model":
         model_parts.append(("task", cache.n_tasks, 0.0, 1.0))

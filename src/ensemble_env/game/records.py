@@ -5,18 +5,28 @@ The engine (:class:`ensemble_env.game.engine.EnsembleVectorEnv`) builds these re
 :mod:`ensemble_env.game.reward` take them whole, so that a kernel's parameter list is a handful of records rather
 than dozens of arrays, and a new array is added in one place (its record) rather than in every signature.
 
-=============  ==========================================================  ===================================
-record         what it holds                                               who writes it
-=============  ==========================================================  ===================================
-``Tables``     per-question arrays of the cache (probabilities, labels,    the engine, once (read-only)
-               failing models, the plurality table, ...)
-``CopyState``  per-copy arrays: where each copy is in its stream, its      the kernels, every step
-               team, its window and window counts, reward history, info
-``Settings``   the configuration as named scalars, the statistic codes     the engine, once
-               of the decider's observation and where each part of the
-               observations starts (``Layout``)
-``Outputs``    a step's observations, rewards and episode ends             the kernels, every step
-=============  ==========================================================  ===================================
+================  ======================================================  ======================================
+record            what it holds                                           who writes it
+================  ======================================================  ======================================
+``Tables``        per-question arrays of the cache (probabilities,        the engine, once (read-only)
+                  labels, failing models, the plurality table, ...)
+``CopyState``     per-copy arrays: where each copy is in its stream, its  the kernels, every step
+                  team, its window and window counts, reward history,
+                  info
+``Settings``      the configuration as named scalars, the statistic       the engine, once
+                  codes of the decider's observation and where each part
+                  of the observations starts (``Layout``)
+``Outputs``       a step's observations, rewards and episode ends         the kernels, every step
+``TaskRecord``    per-copy counts of the task's answered questions each   the record kernels, every step (only
+                  model and each team got right (``episodes="task"``      with a record extra)
+                  with a record extra)
+``RecordTables``  per-question correctness of each model and of each      the engine, once (read-only)
+                  team's mean vote, which the record kernels add up
+================  ======================================================  ======================================
+
+The record extras' arrays (``TaskRecord``, ``RecordTables``) are records of their own, which only the record
+kernels of :mod:`ensemble_env.game.task_record` take: the step kernel never receives them, so a game without those
+extras pays nothing for them.
 
 Two index vocabularies remain, for arrays whose rows are indexed: :class:`Counter` (columns of
 ``CopyState.counters``) and :class:`Info` (rows of ``CopyState.last``, the info values; :data:`INFO_KEYS`
@@ -38,8 +48,10 @@ __all__ = [
     "Info",
     "Layout",
     "Outputs",
+    "RecordTables",
     "Settings",
     "Tables",
+    "TaskRecord",
 ]
 
 
@@ -132,6 +144,9 @@ class Layout(NamedTuple):
     fusion_mask: int
     fusion_task: int
     fusion_features: int
+    decider_task_record: int  # the record extras (written by the record kernels of ``task_record``)
+    decider_team_record: int
+    fusion_member_record: int
 
 
 class Settings(NamedTuple):
@@ -162,6 +177,22 @@ class Outputs(NamedTuple):
     reward: np.ndarray  # (B,) float64
     done: np.ndarray  # (B,) bool: the copy's episode ended at this step (terminated or truncated)
     terminated: np.ndarray  # (B,) bool: ... because the stream is exhausted (else ``episode_length`` cut it)
+
+
+class TaskRecord(NamedTuple):
+    """Per-copy counts over the questions answered in the episode's task (``episodes="task"`` with a record extra);
+    the number answered is ``counters[:, Counter.ANSWERED]``. Snapshots hold them; a reset zeroes them."""
+
+    model_right: np.ndarray  # (B, N) int64 answered questions model i got right
+    team_right: np.ndarray  # (B, K) int64 ... team k's mean vote got right (K = 2**N - 1; (B, 0) without team_record)
+
+
+class RecordTables(NamedTuple):
+    """Per-question correctness the record kernels add up (built once, shared by every copy)."""
+
+    correct: np.ndarray  # (Q, N) uint8 1 where model i is right (``Tables.correct``)
+    team_correct: np.ndarray  # (Q, K) uint8 1 where team k's mean vote is right (``task_record.team_vote_table``;
+    #                          (Q, 0) without team_record); team k is row k of ``actions.subset_masks``
 
 
 class FastKernel:

@@ -3,7 +3,7 @@
 :func:`step_reward` is what the step kernel calls; :func:`reward_bounds` states the smallest and largest
 value it can return under a configuration, and is where ``reward_range``, the bounds of the fusion agent's
 reward history in its observation space, and the tests' bound checks come from. Keep the two side by side:
-a change to one is a change to the other (``tests/test_reward.py`` plays random teams and answers under many
+a change to one is a change to the other (``tests/game/test_reward.py`` plays random teams and answers under many
 configurations and fails if a reward leaves the bounds).
 
 The reward (RL-Focal): r_t = +1 if the answer is right, else -1 - alpha * share, where share is the team's

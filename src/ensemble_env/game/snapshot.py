@@ -3,13 +3,16 @@
 
 A snapshot is a dict of plain numpy arrays: the copies' state (the fields of
 :class:`~ensemble_env.game.records.CopyState`), the current observations (``obs_decider``, ``obs_fusion``), the
-generator's words (``rng``, PCG64) and the engine's ``signature`` (its copies, cache and options).
+generator's words (``rng``, PCG64) and the engine's ``signature`` (its copies, cache and options); with
+``episodes="task"`` also the deck of tasks (``task_deck``), and with a record extra the counts of the task's record
+(``model_right``, ``team_right``: :class:`~ensemble_env.game.records.TaskRecord`), so that a snapshot of a game
+without them holds the arrays it always held (:data:`OPTIONAL_KEYS`).
 ``numpy.savez(path, **snapshot)`` stores it and ``dict(numpy.load(path))`` reads it back, without pickle.
 
 :func:`restore_snapshot` checks every array before anything changes: its shape and dtype, then its values against
 the configuration and the cache (:class:`_SnapshotCheck`), so that the kernels never see a state they could not
-step safely. The engine's methods are thin: they pass the engine (read through :class:`Game`) and its private
-records.
+step safely. The engine's methods are thin: they pass the engine (read through :class:`Game`), its private
+records and its optional arrays by snapshot name.
 """
 
 from __future__ import annotations
@@ -20,24 +23,34 @@ from typing import Any, Protocol
 import numpy as np
 
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.game import dynamics
+from ensemble_env.game import dynamics, task_record
 from ensemble_env.game.build import initial_cost, new_outputs
 from ensemble_env.game.config import EnvConfig
 from ensemble_env.game.jit import kernel
 from ensemble_env.game.layout import ObservationLayout
-from ensemble_env.game.records import CopyState, Counter, Info, Outputs, Settings, Tables
+from ensemble_env.game.records import CopyState, Counter, Info, Outputs, RecordTables, Settings, Tables, TaskRecord
 from ensemble_env.game.reward import RewardSettings
 from ensemble_env.game.window import add_agreement, add_failures, update_plurality
 from ensemble_env.text import show
 
-__all__ = ["MAX_STEPS", "SNAPSHOT_KEYS", "Game", "restore_snapshot", "snapshot_signature", "take_snapshot"]
+__all__ = [
+    "MAX_STEPS",
+    "OPTIONAL_KEYS",
+    "SNAPSHOT_KEYS",
+    "Game",
+    "restore_snapshot",
+    "snapshot_signature",
+    "take_snapshot",
+]
 
 #: the most steps a copy's counters may hold in a snapshot (stepping on past an episode's end with ``advance``
 #: keeps counting); 2**53, so that the info ``step`` (a float64) holds it exactly
 MAX_STEPS = 2**53
 
-#: the arrays of a snapshot, by name
+#: the arrays of every snapshot, by name
 SNAPSHOT_KEYS = (*CopyState._fields, "obs_decider", "obs_fusion", "rng", "signature")
+#: the arrays of some snapshots: the deck of tasks (``episodes="task"``), the task's record (a record extra)
+OPTIONAL_KEYS = ("task_deck", *TaskRecord._fields)
 
 
 class Game(Protocol):
@@ -50,8 +63,12 @@ class Game(Protocol):
     n_models: int
     episode_length: int
     questions: np.ndarray
+    by_task: bool
+    stream_tasks: np.ndarray
+    task_bounds: np.ndarray
     initial_team: np.ndarray
     tables: Tables
+    record_tables: RecordTables | None
     settings: Settings
     layout: ObservationLayout
 
@@ -69,10 +86,14 @@ def snapshot_signature(game: Game) -> str:
     )
 
 
-def take_snapshot(game: Game, state: CopyState, out: Outputs, generator: np.random.Generator) -> dict[str, np.ndarray]:
-    """A snapshot of every copy of ``game``: copies of its ``state`` and observations (``out``), the words of its
-    ``generator`` and its signature."""
+def take_snapshot(
+    game: Game, state: CopyState, out: Outputs, generator: np.random.Generator, optional: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """A snapshot of every copy of ``game``: copies of its ``state``, its ``optional`` arrays (by name, those of
+    :data:`OPTIONAL_KEYS` the game has) and observations (``out``), the words of its ``generator`` and its
+    signature."""
     snapshot = {name: array.copy() for name, array in state._asdict().items()}
+    snapshot.update((name, array.copy()) for name, array in optional.items())
     snapshot["obs_decider"] = out.decider.copy()
     snapshot["obs_fusion"] = out.fusion.copy()
     snapshot["rng"] = _rng_to_array(generator)
@@ -81,15 +102,22 @@ def take_snapshot(game: Game, state: CopyState, out: Outputs, generator: np.rand
 
 
 def restore_snapshot(
-    game: Game, state: CopyState, out: Outputs, generator: np.random.Generator, snapshot: Mapping[str, np.ndarray]
+    game: Game,
+    state: CopyState,
+    out: Outputs,
+    generator: np.random.Generator,
+    snapshot: Mapping[str, np.ndarray],
+    optional: Mapping[str, np.ndarray],
 ) -> tuple[Outputs, np.random.Generator]:
-    """Check ``snapshot`` against ``game`` (its current ``state``, observations ``out`` and ``generator`` give the
-    shapes and dtypes), then write it into ``state``'s arrays; return the restored observations and generator.
+    """Check ``snapshot`` against ``game`` (its current ``state``, ``optional`` arrays, observations ``out`` and
+    ``generator`` give the shapes and dtypes), then write it into ``state``'s and the ``optional`` arrays; return the
+    restored observations and generator.
 
     A snapshot that fails a check raises a ValueError naming the field, the copy and the value, before anything
     changes."""
-    values = _checked_snapshot(game, state, out, generator, snapshot)
-    for name, array in state._asdict().items():
+    live = {**state._asdict(), **optional}
+    values = _checked_snapshot(game, live, out, generator, snapshot)
+    for name, array in live.items():
         array[...] = values[name]
     restored = new_outputs(game.num_envs, game.layout)
     restored.decider[...] = values["obs_decider"]
@@ -98,12 +126,18 @@ def restore_snapshot(
 
 
 def _checked_snapshot(
-    game: Game, state: CopyState, out: Outputs, generator: np.random.Generator, snapshot: Mapping[str, np.ndarray]
+    game: Game,
+    live: dict[str, np.ndarray],
+    out: Outputs,
+    generator: np.random.Generator,
+    snapshot: Mapping[str, np.ndarray],
 ) -> dict[str, np.ndarray]:
-    """Copies of the snapshot's arrays (C order, the engine's dtypes), checked by shape, dtype and value."""
+    """Copies of the snapshot's arrays (C order, the engine's dtypes: those of its ``live`` arrays by name),
+    checked by shape, dtype and value."""
     if not isinstance(snapshot, Mapping):
         raise ValueError(f"set_state: the snapshot must be the dict get_state() returns, got {show(snapshot)}")
-    missing = [name for name in SNAPSHOT_KEYS if name not in snapshot]
+    expected = (*SNAPSHOT_KEYS, *(name for name in OPTIONAL_KEYS if name in live))
+    missing = [name for name in expected if name not in snapshot]
     if missing:
         raise ValueError(f"set_state: the snapshot lacks {', '.join(missing)}; give the dict get_state() returns")
     signature = str(np.asarray(snapshot["signature"]))
@@ -112,7 +146,7 @@ def _checked_snapshot(
             f"set_state: the snapshot was taken from another configuration or cache ({show(signature, 2000)}); "
             f"this engine is {snapshot_signature(game)}"
         )
-    references = {name: array for name, array in state._asdict().items()}
+    references = dict(live)
     references["obs_decider"], references["obs_fusion"] = out.decider, out.fusion
     references["rng"] = _rng_to_array(generator)
     values: dict[str, np.ndarray] = {}
@@ -179,14 +213,16 @@ class _SnapshotCheck:
 
     What a snapshot of this engine holds, per copy b, with L = episode_length, T = window, S = the stream's size:
 
-    - ``order``: sequential order, exactly the stream (the split's questions in cache order); shuffled order, per
-      copy the first questions of a permutation of the stream (questions of the stream, none twice);
-    - ``counters``: START in 0..S - L (0 when shuffled or when an episode is the whole stream), POS (steps
-      answered) in 0..MAX_STEPS, and the others follow from them: ANSWERED = POS, COUNT = min(POS, T),
-      HEAD = POS mod T, STREAM = (order's width) - START, N_CORRECT in 0..ANSWERED;
+    - ``order``: sequential order, exactly the stream (the split's questions in cache order; grouped by task with
+      ``episodes="task"``); shuffled order, per copy the first questions of a permutation of the stream (questions
+      of the stream, none twice);
+    - ``counters``: START in 0..S - L (0 when shuffled or when an episode is the whole stream; with
+      ``episodes="task"``, within a task, at most min(L, its size) before its end), POS (steps answered) in
+      0..MAX_STEPS, and the others follow from them: ANSWERED = POS, COUNT = min(POS, T), HEAD = POS mod T,
+      STREAM = (order's width, or the end of START's task) - START, N_CORRECT in 0..ANSWERED;
     - ``team``: 0/1, at least ``min_team_size`` models (every model with ``decider=False``);
     - ``window``: question indices of the cache; the last COUNT slots written hold the questions answered at those
-      steps (step t answered ``order[START + min(t, L - 1)]``);
+      steps (step t answered ``order[START + min(t, L - 1, STREAM - 1)]``);
     - ``fail`` ... ``votes``: exactly the counts of the window's questions (rebuilt and compared);
     - ``rewards``: finite, inside ``reward_range``, zero where the episode has not yet written one;
     - ``last`` (the infos): finite; at POS = 0 the values of a reset; after it, the last question, its label and
@@ -194,6 +230,9 @@ class _SnapshotCheck:
       and cost possible, the reward inside the bounds (and the history's last entry), the return within POS
       times the bounds, the focal diversity that of the team over the window;
     - ``rng``: a PCG64 state (odd increment, has_uint32 0 or 1, a 32-bit cached value);
+    - ``task_deck`` (``episodes="task"``): a permutation of the stream's tasks, then how many are dealt (0..tasks);
+    - ``model_right``, ``team_right`` (a record extra): exactly the counts of the questions the episode answered
+      (rebuilt from the order, START and POS, and compared);
     - ``obs_decider``, ``obs_fusion``: finite (but features), inside their spaces, and equal to the observations
       the restored state gives (rebuilt by ``dynamics.observe``).
     """
@@ -203,6 +242,8 @@ class _SnapshotCheck:
         self.values = values
         self.state = CopyState(**{name: values[name] for name in CopyState._fields})
         self.sequential = engine.config.order != "shuffled"
+        has_record = engine.record_tables is not None
+        self.record = TaskRecord(**{name: values[name] for name in TaskRecord._fields}) if has_record else None
 
     def run(self) -> None:
         self.order()
@@ -210,16 +251,19 @@ class _SnapshotCheck:
         self.team()
         self.window()
         self.counts()
+        self.records()
         self.rewards()
         self.infos()
         self.rng()
+        self.deck()
         self.observations()
 
     # -- where each copy is ---------------------------------------------------------------------------
     def _stream_text(self) -> str:
         cfg, n_stream = self.engine.config, self.engine.questions.size
         tasks = "" if cfg.tasks is None else f" and tasks {list(cfg.tasks)}"
-        return f"the {n_stream} questions of split {cfg.split!r}{tasks}"
+        grouped = ", grouped by task (episodes='task')" if self.engine.by_task else ""
+        return f"the {n_stream} questions of split {cfg.split!r}{tasks}, in cache order{grouped}"
 
     def order(self) -> None:
         order, questions = self.state.order, self.engine.questions
@@ -231,7 +275,7 @@ class _SnapshotCheck:
                     index,
                     order[index],
                     f"is not question {questions[index[1]]}: with order='sequential' the stream is "
-                    f"{self._stream_text()}, in cache order",
+                    f"{self._stream_text()}",
                 )
             return
         index = _first(~np.isin(order, questions))
@@ -249,20 +293,28 @@ class _SnapshotCheck:
         engine, counters = self.engine, self.state.counters
         window, length, n_stream = engine.config.window, engine.episode_length, engine.questions.size
         start, pos = counters[:, Counter.START], counters[:, Counter.POS]
-        if self.sequential and length < n_stream:
+        first: Any = 0
+        end: Any = self.state.order.shape[1]  # where each copy's stream ends in its order row
+        if engine.by_task:  # START lies in a task, at most min(L, its size) questions before its end
+            bounds = engine.task_bounds
+            task = np.clip(np.searchsorted(bounds, start, side="right") - 1, 0, bounds.size - 2)
+            first, end = bounds[task], bounds[task + 1]
+            latest = end - np.minimum(length, end - first)
+            why = f"with episodes='task' an episode of at most {length} questions lies within a task"
+        elif self.sequential and length < n_stream:
             latest, why = n_stream - length, f"an episode of {length} questions starts within a stream of {n_stream}"
         else:
             latest = 0
             why = "a shuffled episode starts its own stream" if not self.sequential else "an episode is the stream"
-        self._in_range(Counter.START, 0, latest, why)
+        self._in_range(Counter.START, first, latest, why)
         self._in_range(Counter.POS, 0, MAX_STEPS, "the steps answered in the episode")
         derived = {
             Counter.ANSWERED: (pos, "ANSWERED counts the steps answered, as POS"),
             Counter.COUNT: (np.minimum(pos, window), f"the window holds min(POS, window={window}) questions"),
             Counter.HEAD: (pos % window, f"the window's next slot is POS mod window={window}"),
             Counter.STREAM: (
-                self.state.order.shape[1] - start,
-                "STREAM is the questions of the copy's stream from START on",
+                end - start,
+                "STREAM is the questions of the copy's stream (its task, with episodes='task') from START on",
             ),
         }
         for column, (expected, why) in derived.items():
@@ -277,15 +329,25 @@ class _SnapshotCheck:
                 )
         self._in_range(Counter.N_CORRECT, 0, counters[:, Counter.ANSWERED], "the right answers among ANSWERED")
 
-    def _in_range(self, column: Counter, low: int, high: Any, why: str) -> None:
+    def _in_range(self, column: Counter, low: Any, high: Any, why: str) -> None:
         values = self.state.counters[:, column]
-        highs = np.broadcast_to(high, values.shape)
-        index = _first((values < low) | (values > highs))
+        lows, highs = np.broadcast_to(low, values.shape), np.broadcast_to(high, values.shape)
+        index = _first((values < lows) | (values > highs))
         if index is not None:
             env = index[0]
             raise _refusal(
-                "counters", (env, column.name), values[env], f"is outside [{low}, {_item(highs[env])}] ({why})"
+                "counters",
+                (env, column.name),
+                values[env],
+                f"is outside [{_item(lows[env])}, {_item(highs[env])}] ({why})",
             )
+
+    def _answered(self, env: int, steps: np.ndarray) -> np.ndarray:
+        """The questions copy ``env`` answered at the given steps of its episode (a copy stepped past the end of its
+        episode answers its last question again)."""
+        counters, length = self.state.counters, self.engine.episode_length
+        start, last = int(counters[env, Counter.START]), min(length, int(counters[env, Counter.STREAM])) - 1
+        return self.state.order[0 if self.sequential else env, start + np.minimum(steps, last)]
 
     # -- teams and windows ----------------------------------------------------------------------------
     def team(self) -> None:
@@ -306,15 +368,16 @@ class _SnapshotCheck:
 
     def window(self) -> None:
         engine, state = self.engine, self.state
-        window, counters, order = state.window, state.counters, state.order
-        n_questions, length, size = engine.cache.n_questions, engine.episode_length, engine.config.window
+        window, counters = state.window, state.counters
+        n_questions, size = engine.cache.n_questions, engine.config.window
         index = _first((window < 0) | (window >= n_questions))
         if index is not None:
             raise _refusal("window", index, window[index], f"is not a question of the cache (0..{n_questions - 1})")
         for env in range(engine.num_envs):
             pos, start = int(counters[env, Counter.POS]), int(counters[env, Counter.START])
+            last = min(engine.episode_length, int(counters[env, Counter.STREAM])) - 1
             steps = np.arange(pos - min(pos, size), pos, dtype=np.int64)
-            expected = order[0 if self.sequential else env, start + np.minimum(steps, length - 1)]
+            expected = self._answered(env, steps)
             got = window[env, steps % size]
             wrong = _first(got != expected)
             if wrong is not None:
@@ -324,7 +387,7 @@ class _SnapshotCheck:
                     (env, int(steps[k] % size)),
                     got[k],
                     f"is not question {expected[k]}, the one copy {env} answered at step {steps[k]} of its episode "
-                    f"(order[{0 if self.sequential else env}, {start + min(int(steps[k]), length - 1)}], with counters "
+                    f"(order[{0 if self.sequential else env}, {start + min(int(steps[k]), last)}], with counters "
                     f"POS = {pos} and START = {start})",
                 )
 
@@ -346,6 +409,32 @@ class _SnapshotCheck:
                     f"is not {_item(expected[index])}, the count the questions of copy {env}'s window give (its "
                     f"window's first {count} slots, counters COUNT = {count})",
                 )
+
+    def records(self) -> None:
+        """The task's record (a record extra): each count is that of the questions the episode answered."""
+        record, tables = self.record, self.engine.record_tables
+        if record is None or tables is None:
+            return
+        counters = self.state.counters
+        for env in range(self.engine.num_envs):
+            pos = int(counters[env, Counter.POS])
+            played = min(pos, min(self.engine.episode_length, int(counters[env, Counter.STREAM])))
+            answered = self._answered(env, np.arange(played, dtype=np.int64))
+            again = pos - played  # steps past the episode's end answer its last question again
+            for name, table in (("model_right", tables.correct), ("team_right", tables.team_correct)):
+                expected = table[answered].sum(axis=0, dtype=np.int64)
+                if again and played:
+                    expected = expected + again * table[answered[-1]].astype(np.int64)
+                got = getattr(record, name)[env]
+                index = _first(got != expected)
+                if index is not None:
+                    raise _refusal(
+                        name,
+                        (env, *index),
+                        got[index],
+                        f"is not {_item(expected[index])}, the count the {pos} questions copy {env} answered in its "
+                        f"episode give (counters START = {counters[env, Counter.START]}, POS = {pos})",
+                    )
 
     # -- rewards and infos ----------------------------------------------------------------------------
     def rewards(self) -> None:
@@ -403,7 +492,8 @@ class _SnapshotCheck:
         # after a step: what the last step wrote
         steps = pos[played]
         rows = 0 if self.sequential else played
-        question = order[rows, counters[played, Counter.START] + np.minimum(steps - 1, engine.episode_length - 1)]
+        last_step = np.minimum(engine.episode_length, counters[played, Counter.STREAM]) - 1
+        question = order[rows, counters[played, Counter.START] + np.minimum(steps - 1, last_step)]
         tables = engine.tables
         self._expect(Info.QUESTION, played, question, "the question the copy answered last")
         self._expect(Info.LABEL, played, tables.labels[question], "the label of the question answered last")
@@ -521,6 +611,20 @@ class _SnapshotCheck:
         if words[5] >= 2**32:
             raise _refusal("rng", (5,), words[5], "does not fit in 32 bits (PCG64's cached uinteger)")
 
+    def deck(self) -> None:
+        """The deck of tasks (``episodes="task"``): a permutation of the stream's tasks, then how many are dealt."""
+        if not self.engine.by_task:
+            return
+        deck, n_tasks = self.values["task_deck"], self.engine.stream_tasks.size
+        index = _first(np.sort(deck[:n_tasks]) != np.arange(n_tasks))
+        if index is not None:
+            raise ValueError(
+                f"set_state: task_deck[:{n_tasks}] = {show(deck[:n_tasks].tolist())} is not a permutation of "
+                f"0..{n_tasks - 1} (the deck of the stream's {n_tasks} tasks)"
+            )
+        if not 0 <= deck[n_tasks] <= n_tasks:
+            raise _refusal("task_deck", (n_tasks,), deck[n_tasks], f"is outside [0, {n_tasks}] (the tasks dealt)")
+
     def observations(self) -> None:
         engine, state, layout = self.engine, self.state, self.engine.layout
         scratch = state._replace(last=state.last.copy())  # observing notes the focal diversity there
@@ -533,6 +637,8 @@ class _SnapshotCheck:
             terminated=np.zeros(b, dtype=np.bool_),
         )
         dynamics.observe(np.arange(b), engine.tables, scratch, engine.settings, out)
+        if self.record is not None:
+            task_record.observe_record(np.arange(b), self.record, scratch, engine.settings, out)
         blocks = (
             ("obs_decider", out.decider, layout.decider, layout.decider_low, layout.decider_high),
             ("obs_fusion", out.fusion, layout.fusion, layout.fusion_low, layout.fusion_high),
@@ -593,6 +699,9 @@ _SOURCES = {
     ("obs_fusion", "action_mask"): _STREAM,
     ("obs_fusion", "task"): _STREAM,
     ("obs_fusion", "features"): _STREAM,
+    ("obs_decider", "task_record"): "model_right and counters",
+    ("obs_decider", "team_record"): "team_right and counters",
+    ("obs_fusion", "member_record"): "model_right, team and counters",
 }
 
 

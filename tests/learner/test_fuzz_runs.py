@@ -26,7 +26,7 @@ more than 512 MB over a case.
 the other's pid, and the folder must hold one whole run; ``train`` killed at a random update (or twice) must
 leave a folder that ``--resume`` completes with every log row once. No process the test starts may outlive it.
 
-``python tests/test_fuzz_runs.py [--slow]`` prints the table of the report.
+``python tests/learner/test_fuzz_runs.py [--slow]`` prints the table of the report.
 """
 
 from __future__ import annotations
@@ -55,6 +55,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+if __name__ == "__main__":  # run as a script: the helper is in tests/ (under pytest, tests/conftest.py adds it)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fuzzing  # noqa: E402
 
 #: the base run's training options (3 updates of 4 copies x 8 steps)

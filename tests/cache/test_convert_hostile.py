@@ -4,7 +4,7 @@ symbolic links leading out of the folder given, files beyond the size limits, nu
 scripts' digits. Each is refused with a ConversionError naming the file (and the line), never a traceback
 nor a hang.
 
-The seeded fuzz suite over many mutations is in tests/test_fuzz_lm_eval.py; these are the named cases.
+The seeded fuzz suite over many mutations is in tests/cache/test_fuzz_lm_eval.py; these are the named cases.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def test_autoreset_returns_first_observation_and_keeps_the_final_one(cache: Logi
     # the finished episode's last observation and statistics are kept
     final = infos["final_obs"]["fusion"]
     assert final.shape == obs["fusion"].shape
-    # the stream's real next question (tests/test_episode_ends.py checks which): a valid mask, probabilities
+    # the stream's real next question (tests/game/test_episode_ends.py checks which): a valid mask, probabilities
     assert (final[:, layout.fusion["action_mask"]].sum(1) >= 2).all()
     assert infos["final_state"].shape == venv.state().shape
     np.testing.assert_array_equal(infos["final_info"]["fusion"]["step"], 5)

@@ -104,7 +104,7 @@ def test_a_run_with_the_team_decider_resumes_and_evaluates(tmp_path: Path) -> No
 @pytest.mark.slow
 def test_the_team_decider_learns_the_planted_team_of_one(tmp_path: Path) -> None:
     """On ``planted_cache("dominant")`` (one strong model, five weak correlated ones; a cost per question) the
-    team decider keeps the strong model alone, as the Bernoulli decider does (tests/test_mappo_planted.py)."""
+    team decider keeps the strong model alone, as the Bernoulli decider does (tests/learner/test_mappo_planted.py)."""
     cache = planted_cache("dominant")
     config = TrainConfig(decider_policy="teams", passes=60, env={"size_penalty_mode": "always"})
     train(config, cache, tmp_path, progress=False)

@@ -1,6 +1,6 @@
 """Fuzzing the lm-eval converter (issue 13): mutated samples files, in both layouts, through the API and the CLI.
 
-Every mutation of the hand-written run of tests/test_convert.py must either convert or be refused with a
+Every mutation of the hand-written run of tests/cache/test_convert.py must either convert or be refused with a
 ConversionError naming the mutated file (and, for a problem inside a record, its line) in one short line;
 through ``ensemble-env cache from-lm-eval`` it must exit with status 2, print no traceback and leave no file.
 Hostile values (numbers beyond the float range or written with thousands of digits, deep nesting, NaN,

@@ -11,7 +11,7 @@ values or an exception) or ``bad_error`` (another exception, or a message withou
 
 The cases run in watchdog worker processes (tests/fuzzing.py), so a kernel reading or writing out of bounds
 shows up as a ``crash`` (the worker killed by a signal) instead of taking pytest down. The default run tries a
-few hundred corruptions; ``--run-slow`` thousands. ``python tests/test_fuzz_snapshots.py [--slow]`` prints the
+few hundred corruptions; ``--run-slow`` thousands. ``python tests/game/test_fuzz_snapshots.py [--slow]`` prints the
 table.
 """
 
@@ -26,16 +26,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fuzzing import BAD, FULL_VARIABLE, bad, count, run_cases, slow_size, table
 
 import ensemble_env
 from ensemble_env.cache import datasets
 from ensemble_env.game.actions import decider_space
-from ensemble_env.game.config import EnvConfig
+from ensemble_env.game.config import EnvConfig, unseen_game
 from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_env.game.records import Counter
 from ensemble_env.metrics import METRICS
 from ensemble_env.synthetic import make_cache
+
+if __name__ == "__main__":  # run as a script: the helper is in tests/ (under pytest, tests/conftest.py adds it)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fuzzing import BAD, FULL_VARIABLE, bad, count, run_cases, slow_size, table
 
 #: a case may take this long (the first one of a worker may compile the validation kernel)
 CASE_SECONDS = 120.0
@@ -79,6 +82,10 @@ CONFIGS: dict[str, tuple[str, dict[str, Any], int, bool]] = {
         False,
     ),
     "parallel": ("tiny3", dict(window=30, episode_length=12, split="all", decider_action="multidiscrete"), 1, False),
+    # EnsembleUnseen-v1: one task per episode (cut by episode_length; whole, stepped past its end without a reset),
+    # the task's records (with team_record), the deck of tasks
+    "unseen": ("costs4", dict(unseen_game(4), episode_length=7, window=4, split="all", reward_history=3), 3, True),
+    "unseen_past": ("uneven4", dict(unseen_game(4), window=9, split="all"), 2, False),
 }
 #: steps played before each snapshot (across episode ends: the episodes are shorter)
 VARIANTS = (0, 3, 27)
@@ -89,6 +96,9 @@ def _cache(name: str) -> Any:
         return datasets.resolve("bbh5")
     if name == "costs4":
         return make_cache(n_models=4, n_questions=40, n_tasks=2, n_choices=(2, 4), costs=[1.0, 2.0, 0.5, 3.0], seed=1)
+    if name == "uneven4":  # tasks of 5 and 20 questions: a copy past the end of the short one keeps answering
+        pool = make_cache(n_models=4, n_questions=40, n_tasks=2, n_choices=(2, 4), seed=4)
+        return pool.subset(np.flatnonzero((pool.tasks == 1) | (np.cumsum(pool.tasks == 0) <= 5)))
     if name == "pool13":
         return make_cache(n_models=13, n_questions=30, n_tasks=3, n_choices=3, seed=2)
     return make_cache(n_models=3, n_questions=20, n_tasks=1, n_choices=5, seed=3)

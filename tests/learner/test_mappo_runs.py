@@ -2,11 +2,12 @@
 
 Every bad file is refused with a RunFileError (a ValueError) naming the file, the field and the value; the
 command line prints it as ``ensemble-env COMMAND: error: ...`` with exit status 2. The random corruptions are
-in tests/test_fuzz_runs.py; here each rule has a named case.
+in tests/learner/test_fuzz_runs.py; here each rule has a named case.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -34,6 +35,7 @@ from ensemble_mappo.training import train  # noqa: E402
 
 TINY = {
     "num_envs": 4,
+    "checkpoints": 0,  # the run's policy is its last checkpoint
     "num_steps": 8,
     "episode_length": 16,
     "total_steps": 4 * 8 * 3,
@@ -516,3 +518,22 @@ def test_a_second_train_in_a_running_runs_folder_is_refused_naming_the_first(
     assert (folder / "run.lock").exists()  # left behind, but no longer held
     with files.RunLock(folder, create=False) as lock:
         assert lock.taken_over is not None and lock.taken_over["pid"] == first.pid
+
+
+def test_a_run_is_tied_to_its_cache_by_content(run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """config.json records the cache's content digest: a resume on a cache of the same models but other contents is
+    refused; evaluating on one is allowed (its questions are new) and said so."""
+    from ensemble_env.cache import save_cache
+    from ensemble_env.cache.digest import cache_digest
+
+    toy = datasets.load("toy8")
+    assert runs.read_config(run).digest == cache_digest(toy)
+    labels = np.asarray(toy.labels).copy()
+    labels[:5] = (labels[:5] + 1) % np.asarray(toy.n_choices)[:5]
+    other = tmp_path / "other.h5"
+    save_cache(other, dataclasses.replace(toy, labels=labels))
+    _refused(["train", "--resume", str(run), "--cache", str(other)], capsys, "run.digest: the run trained on a cache")
+    assert main(["evaluate", str(run), "--cache", str(other), "--no-baselines", "--json"]) == 0
+    assert "is not the cache the run trained on" in capsys.readouterr().err
+    _edit_json(run / "config.json", lambda data: {**data, "run": {**data["run"], "digest": "beef"}})
+    _refused(["evaluate", str(run), "--no-baselines"], capsys, "run.digest: expected the cache's sha256 digest")

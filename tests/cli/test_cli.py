@@ -174,7 +174,7 @@ def test_demo_text_names_the_default_cache(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_a_baseline_has_one_id_in_every_command(capsys: pytest.CaptureFixture[str]) -> None:
-    """``b3`` is static_team in ``demo`` and ``baselines`` (and ``evaluate``: tests/test_mappo_cli.py): the
+    """``b3`` is static_team in ``demo`` and ``baselines`` (and ``evaluate``: tests/learner/test_mappo_cli.py): the
     registry's order numbers them, whichever baselines a command shows."""
     from ensemble_env.baselines import comparison, registry
 
@@ -362,7 +362,7 @@ def test_the_first_compile_says_so_once_and_a_cached_kernel_is_silent(
     assert len(list(fresh_numba_cache.rglob("ensemble-env-compiled-*.txt"))) == 1
 
 
-# test_demo_with_an_empty_numba_cache_says_it_compiles_once: in tests/test_jit.py, sharing its compile
+# test_demo_with_an_empty_numba_cache_says_it_compiles_once: in tests/game/test_jit.py, sharing its compile
 
 
 # -- converted caches a newcomer makes (issue 14) -------------------------------------------------------------

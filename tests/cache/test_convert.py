@@ -837,7 +837,7 @@ def test_bad_label_file(tmp_path: Path) -> None:
 
 BBH_DATA = Path(
     os.environ.get(
-        "ENSEMBLE_ENV_BBH_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "bbh-leaderboard"
+        "ENSEMBLE_ENV_BBH_DATA", Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "bbh-leaderboard"
     )
 )
 # the order of the accuracies in reference_accuracy.json: the folder order of the data's README

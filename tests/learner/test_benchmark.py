@@ -15,7 +15,7 @@ from ensemble_env.baselines import comparison
 from ensemble_env.synthetic import make_cache
 from ensemble_mappo import benchmark
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "register_algorithm.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "register_algorithm.py"
 
 
 def small_cache(n_questions: int = 600):
@@ -100,6 +100,7 @@ def results_runs(out: Path) -> list[dict]:
 #: prior, the offline start's temperature, the decider's own entropy bonus, the window)
 LEARNER_OPTIONS = {
     "defaults": {},
+    "per-task mean start": {"offline_estimator": "mean"},
     "greedy credit, size prior": {
         "decider_credit": "greedy",
         "decider_start": "prior",
@@ -135,7 +136,8 @@ def test_test_labels_do_not_influence_the_selected_checkpoint(tmp_path: Path, op
         answers = benchmark.learner_answers(
             which, 0, 1.0, tmp_path / str(index), passes=30.0, checkpoints=3, overrides=options, selection=selection
         )
-        chosen.append((answers.info["selected_iteration"], answers.info["validation"]))
+        chosen.append((answers.info["selected_iteration"], answers.info["validation"], answers.predictions.tolist()))
+        chosen[-1] += (answers.teams.tolist(), answers.info["checkpoint"])
     # the candidates: the start (update 0) and the 3 checkpoints, each with its paired gain over the start
     assert chosen[0][1][0]["iteration"] == 0 and len(chosen[0][1]) == 4
     assert chosen[0][1][0]["gain_over_start"] == 0.0

@@ -1,7 +1,7 @@
 """Tests of safe cache loading and atomic writes (issue 13): checksums, refusals before reading, the time guard of
 files without checksums (ensemble_env.cache.guard), and atomic_path's temporary files.
 
-The seeded fuzz suites over many inputs are in tests/test_fuzz_caches.py; these are the named cases.
+The seeded fuzz suites over many inputs are in tests/cache/test_fuzz_caches.py; these are the named cases.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Tests of the ``ensemble-env cache`` command group (ensemble_env.cli.cache), run through ``cli.main``.
 
-The lm-eval samples files come from the hand-written pool of tests/test_convert.py (written into tmp_path);
+The lm-eval samples files come from the hand-written pool of tests/cache/test_convert.py (written into tmp_path);
 accuracies there: org__alpha 3/5 on colors and 3/4 on numbers, org__beta 2/5 and 1/4.
 """
 
@@ -281,7 +281,7 @@ def test_from_lm_eval_validation_fraction_and_text_features(
     assert code == 0, err
     assert "split 3 train, 2 test, 4 validation; question text, 2 features (text-tfidf-svd)" in text
     cache = load_cache(out)
-    assert cache.split.tolist() == [0, 0, 2, 2, 1, 0, 2, 2, 1]  # per task by doc_id (tests/test_convert.py)
+    assert cache.split.tolist() == [0, 0, 2, 2, 1, 0, 2, 2, 1]  # per task by doc_id (tests/cache/test_convert.py)
     assert cache.question_text is not None and cache.question_text[0] == "suite_colors question 0"
     assert cache.features is not None and cache.features.shape == (9, 2) and cache.features.dtype == np.float32
     assert cache.feature_kind == "text-tfidf-svd" and cache.feature_names == ("text_svd_0", "text_svd_1")

@@ -107,7 +107,7 @@ def test_mappo_commands_register_without_torch_and_name_the_extra(
 def test_the_install_hint_is_the_readme_cpu_install() -> None:
     from ensemble_mappo.cli import INSTALL_HINT
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     torch_step = HINT.split(" && ")[0]
     assert HINT in INSTALL_HINT and "torch==" not in INSTALL_HINT  # works on any machine, not only CI's wheel
     assert f".venv/bin/{torch_step}" in readme  # the README's CPU-only line

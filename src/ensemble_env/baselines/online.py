@@ -1,0 +1,808 @@
+"""Routing on tasks never seen (issue 32): the baselines of the unseen-task protocol.
+
+**The protocol.** An algorithm is fitted on some tasks, the *training tasks* (``train`` holds their questions,
+``validation`` possibly more of them), and scored on *held-out tasks* it has never seen (``test`` holds their
+questions). Each held-out task is streamed from an empty history, in the order of ``test`` (cache order,
+normally; the questions of a task are its subsequence of ``test``, so tasks may be interleaved): after a
+question is answered its label is revealed, and with it (full information: the cache logs every model's output)
+every model's and every team's correctness on it, the outcomes the environment's statistics window sees. The
+choice for the t-th question of a held-out task reads the training questions (labels included) and the t - 1
+questions of the same task answered before it, nothing else: not the task's later questions, not the other
+held-out tasks. ValueError when a held-out task is also a training task.
+
+Teams are the 2**N - 1 non-empty subsets of the N models, in :func:`~ensemble_env.baselines.routing.all_teams`
+order (N <= :data:`~ensemble_env.baselines.routing.MAX_TEAM_MODELS`), each answering by its mean-probability vote
+(:func:`~ensemble_env.baselines.routing.team_correct`); a question's reward is the environment's
+(:class:`~ensemble_env.game.reward.RewardSettings`: +1 when right, else -1 - alpha * share).
+
+=========================  =========  ==========================================================================
+baseline                   feedback   the team of the t-th question of a held-out task
+=========================  =========  ==========================================================================
+:func:`global_single`      none       the single model with the best mean reward on the training questions
+:func:`global_team`        none       the team with the best mean reward on the training questions (pooled)
+``mean_probability_vote``  none       all N models (:func:`ensemble_env.baselines.mean_probability_vote`)
+:func:`ftl_single`         full       follow the leader: the model with the best mean reward on the task's
+                                      questions answered so far
+:func:`ftl_team`           full       the same over teams
+:func:`ftl_team_window`    full       the same over the last W answered questions of the task, W chosen on the
+                                      training tasks (``ftl_team(window)``)
+:func:`ucb_team`           bandit     UCB1 over teams seeing only the played team's reward, started from the
+                                      training rewards (pseudo-count and exploration chosen on training tasks)
+:func:`hindsight_team`     test       the best fixed team of each held-out task on all its questions: reads the
+                                      labels it is scored on, a reference for the headroom, never a competitor
+=========================  =========  ==========================================================================
+
+**Ties and the empty history.** Every choice among teams (or single models) breaks ties by the *prior rank*:
+the teams' scores on the pooled training questions, the keys of
+:func:`~ensemble_env.baselines.routing.static_team` (mean reward, higher first; then accuracy, higher first;
+then mean share of the pool, smaller first; then the earlier team of ``all_teams``). With an empty history
+every team ties, so the first question of a held-out task goes to the first of the rank: the global team
+(the global single model for :func:`ftl_single`). Sums of rewards are compared rounded to
+:data:`SCORE_DIGITS` decimals, so equal scores tie whatever the order of summation.
+
+**Constants chosen on the training tasks.** :func:`ftl_team_window`'s W and :func:`ucb_team`'s exploration and
+pseudo-count are chosen by simulating the protocol on the training tasks: each training task is streamed (its
+training questions in cache order, from an empty history, with the same prior rank), and the value of the grid
+with the best mean over training tasks of the mean reward per question wins (the held-out labels are never
+read; the training task streamed is not left out of the prior). Everything is deterministic (nothing is drawn
+at random).
+
+**Cost.** Every team's correctness and reward on every question involved is computed once
+(:func:`team_outcomes`, (K, Q)); follow-the-leader is a cumulative sum per task, the bandit a loop over the
+questions of the task vectorised over the teams, the grid values and the training streams.
+:func:`leave_one_task_out` shares one :class:`TeamOutcomes` across the folds: on ``bbh5`` (5 models, 31 teams,
+16 tasks) every baseline of every fold runs in a few seconds. ``python -m ensemble_env.baselines.online
+[CACHE] [--alpha A]`` prints the leave-one-task-out table (docs/baselines.md).
+
+>>> from ensemble_env.cache import synthetic
+>>> cache = synthetic.make_cache(n_models=3, n_questions=120, n_tasks=3, seed=0)
+>>> held = cache.select(tasks=["task_0"])
+>>> train = np.setdiff1d(np.arange(cache.n_questions), held)
+>>> result = ftl_team(cache, train, held)
+>>> result.name, result.n_questions, result.info["held_out_tasks"]
+('ftl_team', 40, ('task_0',))
+>>> ftl_team(cache, train, cache.select(tasks=["task_0", "task_1"]))  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+ValueError: task 'task_1' is both a held-out task (test) and a training task (train): ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ensemble_env.baselines import routing, simple
+from ensemble_env.baselines.simple import BaselineResult, question_indices, task_ids, task_names
+from ensemble_env.cache import datasets
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings, model_costs
+from ensemble_env.text import align_table
+
+__all__ = [
+    "PROTOCOL",
+    "SCORE_DIGITS",
+    "UCB_EXPLORATION_GRID",
+    "UCB_PSEUDO_COUNT_GRID",
+    "UNSEEN_BASELINES",
+    "WINDOW_GRID",
+    "TeamOutcomes",
+    "format_summary",
+    "ftl_choices",
+    "ftl_single",
+    "ftl_team",
+    "ftl_team_window",
+    "global_single",
+    "global_team",
+    "hindsight_team",
+    "leave_one_task_out",
+    "main",
+    "prior_rank",
+    "reward_range",
+    "summarize",
+    "team_outcomes",
+    "ucb_choices",
+    "ucb_team",
+]
+
+#: the protocol's name, in every result's ``info["protocol"]``
+PROTOCOL = "unseen-tasks"
+#: the windows (answered questions of the task) :func:`ftl_team_window` tries on the training tasks
+WINDOW_GRID = (8, 16, 32, 64, 128)
+#: the exploration constants c :func:`ucb_team` tries on the training tasks (0: greedy on the smoothed means)
+UCB_EXPLORATION_GRID = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+#: the pseudo-counts n0 of the training prior :func:`ucb_team` tries on the training tasks
+UCB_PSEUDO_COUNT_GRID = (1.0, 4.0, 16.0, 64.0)
+#: sums and means of rewards equal to this many decimals tie
+SCORE_DIGITS = 9
+
+
+# -- what every team would earn -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class TeamOutcomes:
+    """Every team's outcome on some questions: what the revealed label of a question tells (full information).
+
+    ``teams`` (K, N) bool, :func:`~ensemble_env.baselines.routing.all_teams` order; ``questions`` (Q,) int64, the
+    question indices covered, ascending and unique; ``correct`` (K, Q) bool, whether each team's mean vote is
+    right (:func:`~ensemble_env.baselines.routing.team_correct`); ``share`` (K, Q) float64, each team's share of
+    the pool as ``reward`` sees it; ``rewards`` (K, Q) float64, ``reward.rewards(correct, share)``; ``labels``
+    (Q,) the labels they were computed with (to check a table against a cache); ``reward`` the settings.
+    """
+
+    teams: np.ndarray
+    questions: np.ndarray
+    correct: np.ndarray
+    share: np.ndarray
+    rewards: np.ndarray
+    labels: np.ndarray
+    reward: RewardSettings
+
+    @property
+    def singles(self) -> np.ndarray:
+        """(N,) int64: the rows of the one-model teams, model 0 first."""
+        rows = np.flatnonzero(self.teams.sum(axis=1) == 1)
+        return rows[np.argsort(np.argmax(self.teams[rows], axis=1))]
+
+    def columns(self, questions: np.ndarray) -> np.ndarray:
+        """(len(questions),) int64: the column of each of ``questions`` (ValueError when one is not covered)."""
+        position = np.searchsorted(self.questions, questions)
+        inside = position < self.questions.size
+        found = inside & (self.questions[np.minimum(position, self.questions.size - 1)] == questions)
+        if not found.all():
+            missing = np.asarray(questions)[~found][0]
+            raise ValueError(f"outcomes: question {missing} is not among the questions the outcomes were computed on")
+        return position
+
+    def check(self, cache: LogitCache, reward: RewardSettings) -> None:
+        """ValueError unless these outcomes were computed on ``cache`` (same models and labels) under ``reward``."""
+        if self.reward != reward:
+            raise ValueError(f"outcomes were computed under {self.reward}, the baseline scores with {reward}")
+        if self.teams.shape[1] != cache.n_models or not np.array_equal(cache.labels[self.questions], self.labels):
+            raise ValueError("outcomes were computed on another cache (models or labels differ)")
+
+
+def team_outcomes(
+    cache: LogitCache, questions: ArrayLike | None = None, reward: RewardSettings = DEFAULT_REWARD
+) -> TeamOutcomes:
+    """Every team's correctness, share and reward on ``questions`` (default: every question of the cache).
+
+    The correctness is :func:`~ensemble_env.baselines.routing.team_correct` (mean-probability vote), the share and
+    reward :class:`~ensemble_env.game.reward.RewardSettings`' (size over N, or with ``use_costs`` the team's share
+    of the question's costs). Questions are stored ascending and unique.
+    """
+    rows = np.arange(cache.n_questions) if questions is None else question_indices(cache, questions, "questions")
+    rows = np.unique(rows)
+    teams = routing.all_teams(cache.n_models)
+    correct = routing.team_correct(cache, rows, teams)
+    costs = model_costs(cache, rows)  # (Q, N)
+    sizes = teams.sum(axis=1, dtype=np.float64)[:, None]
+    share = reward.share(cache, sizes, teams.astype(np.float64) @ costs.T, costs.sum(axis=1)[None, :])
+    share = np.broadcast_to(share, correct.shape).astype(np.float64)
+    rewards = reward.rewards(correct, share)
+    return TeamOutcomes(teams, rows, correct, share, rewards, cache.labels[rows].copy(), reward)
+
+
+def reward_range(reward: RewardSettings = DEFAULT_REWARD) -> tuple[float, float]:
+    """(low, high): the smallest and largest reward of a question under ``reward`` (a wrong answer by the whole
+    pool, a right one by a team taking none of it), the bounds :func:`ucb_team` normalises rewards by.
+
+    >>> reward_range(RewardSettings(alpha=1.0))
+    (-2.0, 1.0)
+    """
+    low, high = reward.rewards(np.array([False, True]), np.array([1.0, 0.0]))
+    return float(low), float(high)
+
+
+def prior_rank(rewards: np.ndarray, correct: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """(A,) int64: the rank (0 best) of A arms (teams or models) by their scores on some questions.
+
+    ``rewards``, ``correct``, ``share``: (A, Q) each, Q >= 1. The keys of
+    :func:`~ensemble_env.baselines.routing.static_team`: mean reward (higher first), then accuracy (higher first),
+    then mean share (smaller first), all rounded to :data:`SCORE_DIGITS` decimals, then the arm's index.
+
+    >>> prior_rank(np.array([[1.0, -1.0], [1.0, 1.0], [1.0, 1.0]]), np.array([[1, 0], [1, 1], [1, 1]], bool),
+    ...            np.array([[0.5, 0.5], [1.0, 1.0], [0.5, 0.5]])).tolist()
+    [2, 1, 0]
+    """
+    keys = (
+        np.arange(rewards.shape[0]),
+        np.round(share.mean(axis=1), SCORE_DIGITS),
+        -np.round(correct.mean(axis=1), SCORE_DIGITS),
+        -np.round(rewards.mean(axis=1), SCORE_DIGITS),
+    )
+    order = np.lexsort(keys)  # last key first
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return rank
+
+
+# -- the two online rules, on one stream ------------------------------------------------------------
+
+
+def _first_of_rank(scores: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Per column of ``scores`` (A, T), the arm with the highest rounded score, ties to the lowest ``rank`` (A,)."""
+    rounded = np.round(scores, SCORE_DIGITS)
+    tied = rounded == rounded.max(axis=0, keepdims=True)
+    return np.where(tied, rank[:, None], rank.size).argmin(axis=0)
+
+
+def ftl_choices(rewards: np.ndarray, rank: np.ndarray, window: int | None = None) -> np.ndarray:
+    """(T,) int64: follow the leader on one stream of T questions over A arms (teams or models).
+
+    ``rewards`` (A, T): each arm's reward on each question of the stream, in stream order (full information: all
+    of a question's rewards are known once it is answered); ``rank`` (A,): the tie-break (:func:`prior_rank`, 0
+    first). The arm of question t maximises the summed reward over questions ``max(0, t - window) .. t - 1``
+    (every earlier one when ``window`` is None); every arm sums the same number of questions, so this is the
+    best mean reward. Ties, the empty history (t = 0) included, go to the lowest rank. Column t never reads
+    column t or later.
+
+    >>> ftl_choices(np.array([[1.0, -1.0, -1.0, 1.0], [-1.0, 1.0, 1.0, 1.0]]), np.array([0, 1])).tolist()
+    [0, 0, 0, 1]
+    >>> ftl_choices(np.array([[1.0, -1.0, -1.0, 1.0], [-1.0, 1.0, 1.0, 1.0]]), np.array([0, 1]), window=1).tolist()
+    [0, 0, 1, 1]
+    """
+    rewards = np.asarray(rewards, dtype=np.float64)
+    n_arms, length = rewards.shape
+    if window is not None:
+        window = _window(window, "window")
+    cumulative = np.zeros((n_arms, length + 1))
+    np.cumsum(rewards, axis=1, out=cumulative[:, 1:])
+    steps = np.arange(length)
+    start = np.zeros(length, dtype=np.int64) if window is None else np.maximum(0, steps - window)
+    return _first_of_rank(cumulative[:, steps] - cumulative[:, start], np.asarray(rank))
+
+
+def _check_ucb_constants(exploration: np.ndarray, pseudo_count: np.ndarray) -> None:
+    if not np.all(np.isfinite(exploration) & (exploration >= 0)):
+        raise ValueError(f"exploration constants must be finite and >= 0, got {exploration.tolist()}")
+    if not np.all(np.isfinite(pseudo_count) & (pseudo_count > 0)):
+        raise ValueError(f"pseudo-counts must be finite and > 0, got {pseudo_count.tolist()}")
+
+
+def _ucb(
+    rewards: np.ndarray, lengths: np.ndarray, prior: np.ndarray, rank: np.ndarray, c: np.ndarray, n0: np.ndarray
+) -> np.ndarray:
+    """(G, S, T) int64: UCB's arms on S streams at once, for G (c, n0) pairs at once.
+
+    ``rewards`` (S, A, T) normalised to [0, 1], stream s valid up to ``lengths[s]`` (the rest is padding, never
+    read); ``prior`` (A,) the arms' normalised training means; ``rank`` (A,); ``c``, ``n0`` (G,). Only the played
+    arm's reward of a question is read (bandit feedback). Padding steps get arm -1.
+    """
+    n_streams, n_arms, length = rewards.shape
+    grid = c.size
+    plays = np.zeros((grid, n_streams, n_arms))
+    sums = np.zeros((grid, n_streams, n_arms))
+    chosen = np.full((grid, n_streams, length), -1, dtype=np.int64)
+    pseudo = n0[:, None, None]
+    weighted_prior = pseudo * prior[None, None, :]
+    streams = np.arange(n_streams)[None, :]
+    for t in range(length):
+        active = t < lengths  # (S,)
+        counts = pseudo + plays
+        index = (weighted_prior + sums) / counts + c[:, None, None] * np.sqrt(2.0 * np.log1p(t) / counts)
+        rounded = np.round(index, SCORE_DIGITS)
+        tied = rounded == rounded.max(axis=2, keepdims=True)
+        arm = np.where(tied, rank, n_arms).argmin(axis=2)  # (G, S)
+        observed = rewards[streams, arm, t]  # (G, S): the played arm's reward only
+        g, s = np.nonzero(np.broadcast_to(active, arm.shape))
+        plays[g, s, arm[g, s]] += 1.0
+        sums[g, s, arm[g, s]] += observed[g, s]
+        chosen[:, active, t] = arm[:, active]
+    return chosen
+
+
+def ucb_choices(
+    rewards: np.ndarray,
+    prior: np.ndarray,
+    rank: np.ndarray,
+    exploration: float,
+    pseudo_count: float,
+    bounds: tuple[float, float] | None = None,
+) -> np.ndarray:
+    """(T,) int64: UCB1 with a prior, on one stream of T questions over A arms, with bandit feedback.
+
+    ``rewards`` (A, T): each arm's reward on each question (only the played arm's is read, after it is played);
+    ``prior`` (A,): each arm's mean reward on the training questions; ``rank`` (A,): the tie-break
+    (:func:`prior_rank`). Rewards and prior are normalised to [0, 1] by ``bounds``, (low, high) (default: the
+    default reward's, :func:`reward_range`: (-2, 1)). Each
+    arm starts with ``pseudo_count`` pseudo-plays worth its prior mean; before question t (t answered so far)
+    arm k has been played m_k times for a summed normalised reward s_k, and its index is
+
+        (n0 * prior_k + s_k) / (n0 + m_k) + c * sqrt(2 ln(1 + t) / (n0 + m_k))
+
+    (UCB1's bonus scaled by ``exploration`` c). The highest index plays (indices rounded to
+    :data:`SCORE_DIGITS` decimals, ties to the lowest rank): the first question goes to the best prior.
+
+    Greedy (c = 0) on a team whose training mean was +1 (normalised 1) and is now always wrong (-2, normalised 0),
+    against one at 0 (normalised 2/3) now always right: the prior's 4 pseudo-plays hold for three questions (4/6
+    ties 2/3, to the better rank), then the other team plays.
+
+    >>> ucb_choices(np.array([[-2.0] * 4, [1.0] * 4]), np.array([1.0, 0.0]), np.array([0, 1]),
+    ...             exploration=0.0, pseudo_count=4.0).tolist()
+    [0, 0, 0, 1]
+    """
+    low, high = reward_range() if bounds is None else bounds
+    rewards = np.asarray(rewards, dtype=np.float64)
+    c, n0 = np.array([float(exploration)]), np.array([float(pseudo_count)])
+    _check_ucb_constants(c, n0)
+    scale = (rewards - low) / (high - low)
+    prior_scaled = (np.asarray(prior, dtype=np.float64) - low) / (high - low)
+    lengths = np.array([rewards.shape[1]])
+    return _ucb(scale[None], lengths, prior_scaled, np.asarray(rank), c, n0)[0, 0]
+
+
+# -- the protocol: checks, streams, prior ------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class _Protocol:
+    """A validated unseen-task setting: the pooled training questions, the held-out stream and the prior."""
+
+    cache: LogitCache
+    reward: RewardSettings
+    training: np.ndarray  # (P,) ascending unique: train and validation
+    test: np.ndarray  # (Q,) in stream order
+    outcomes: TeamOutcomes
+    train_columns: np.ndarray  # (P,)
+    test_columns: np.ndarray  # (Q,)
+    rank: np.ndarray  # (K,) prior rank of the teams on the pooled training questions
+
+    @property
+    def teams(self) -> np.ndarray:
+        return self.outcomes.teams
+
+    def info(self, **more: Any) -> dict[str, Any]:
+        names = task_names(self.cache)
+        return {
+            "protocol": PROTOCOL,
+            "alpha": self.reward.alpha,
+            "training_tasks": tuple(names[t] for t in np.unique(task_ids(self.cache)[self.training])),
+            "held_out_tasks": tuple(names[t] for t, _ in _streams(task_ids(self.cache)[self.test])),
+            **more,
+        }
+
+    def arm_rank(self, arms: np.ndarray) -> np.ndarray:
+        """(A,) the prior rank among ``arms`` (team rows) only."""
+        return np.argsort(np.argsort(self.rank[arms]))
+
+    def training_streams(self) -> list[np.ndarray]:
+        """The training tasks' questions as columns of the outcomes, one array per task, in cache order."""
+        tasks = task_ids(self.cache)[self.training]
+        return [self.train_columns[positions] for _, positions in _streams(tasks)]
+
+    def held_out_streams(self) -> list[tuple[int, np.ndarray]]:
+        """(task, positions in ``test``) per held-out task, in order of first appearance."""
+        return _streams(task_ids(self.cache)[self.test])
+
+
+def _streams(tasks: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(task, positions) for each task of ``tasks`` (Q,), in order of first appearance, positions ascending."""
+    first = np.unique(tasks, return_index=True)
+    order = np.argsort(first[1])
+    return [(int(first[0][i]), np.flatnonzero(tasks == first[0][i])) for i in order]
+
+
+def _protocol(
+    cache: LogitCache,
+    train: ArrayLike,
+    test: ArrayLike,
+    reward: RewardSettings,
+    validation: ArrayLike | None,
+    outcomes: TeamOutcomes | None,
+) -> _Protocol:
+    train_rows = question_indices(cache, train, "train")
+    test_rows = question_indices(cache, test, "test")
+    parts = {"train": train_rows}
+    if validation is not None:
+        parts["validation"] = question_indices(cache, validation, "validation")
+    if np.unique(test_rows).size != test_rows.size:
+        raise ValueError("test holds a question twice: each question of a held-out task is answered once")
+    tasks, names = task_ids(cache), task_names(cache)
+    held = set(np.unique(tasks[test_rows]).tolist())
+    for part, rows in parts.items():
+        both = sorted(held & set(np.unique(tasks[rows]).tolist()))
+        if both:
+            raise ValueError(
+                f"task {names[both[0]]!r} is both a held-out task (test) and a training task ({part}): the "
+                "unseen-task protocol scores tasks whose questions were never seen in fitting"
+            )
+    training = np.unique(np.concatenate(list(parts.values())))
+    if outcomes is None:
+        outcomes = team_outcomes(cache, np.concatenate([training, test_rows]), reward)
+    else:
+        outcomes.check(cache, reward)
+    train_columns, test_columns = outcomes.columns(training), outcomes.columns(test_rows)
+    rank = prior_rank(
+        outcomes.rewards[:, train_columns], outcomes.correct[:, train_columns], outcomes.share[:, train_columns]
+    )
+    return _Protocol(cache, reward, training, test_rows, outcomes, train_columns, test_columns, rank)
+
+
+def _team_label(cache: LogitCache, team: np.ndarray) -> str:
+    return "+".join(cache.models[m] for m in np.flatnonzero(team))
+
+
+def _result(name: str, p: _Protocol, rows: np.ndarray, info: dict[str, Any]) -> BaselineResult:
+    """The mean votes of the team rows ``rows`` (Q,) on the held-out questions, with ``info`` and the teams used."""
+    counts = np.bincount(rows, minlength=p.teams.shape[0])
+    used = {_team_label(p.cache, p.teams[k]): int(counts[k]) for k in np.argsort(-counts, kind="stable") if counts[k]}
+    return routing.team_vote(name, p.cache, p.test, p.teams[rows], {**info, "teams_used": used})
+
+
+def _held_out_rewards(p: _Protocol, arms: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """(A, T) the rewards of ``arms`` on the held-out questions at ``positions`` of ``test``."""
+    return p.outcomes.rewards[np.ix_(arms, p.test_columns[positions])]
+
+
+def _stream_means(rewards: Sequence[np.ndarray], chosen: Sequence[np.ndarray]) -> float:
+    """Mean over streams of the mean reward per question of the arms ``chosen`` (T,) on ``rewards`` (A, T)."""
+    return float(np.mean([r[c, np.arange(c.size)].mean() for r, c in zip(rewards, chosen, strict=True)]))
+
+
+# -- the baselines ------------------------------------------------------------------------------------
+
+
+def _fixed(name: str, p: _Protocol, arms: np.ndarray) -> BaselineResult:
+    best = arms[np.argmin(p.rank[arms])]
+    train = p.train_columns
+    info = p.info(
+        team=_team_label(p.cache, p.teams[best]),
+        fitted_on="training tasks (train + validation, pooled)",
+        train_reward=float(p.outcomes.rewards[best, train].mean()),
+        train_accuracy=float(p.outcomes.correct[best, train].mean()),
+    )
+    return _result(name, p, np.full(p.test.size, best), info)
+
+
+def global_single(
+    cache: LogitCache,
+    train: ArrayLike,
+    test: ArrayLike,
+    *,
+    reward: RewardSettings = DEFAULT_REWARD,
+    validation: ArrayLike | None = None,
+    outcomes: TeamOutcomes | None = None,
+) -> BaselineResult:
+    """The single model with the best mean ``reward`` on the training questions (``train`` and ``validation``),
+    answering every held-out question (ties by :func:`prior_rank`'s keys).
+
+    ``outcomes`` (:func:`team_outcomes`, covering the training and test questions, computed under ``reward``) saves
+    recomputing every team's outcomes (:func:`leave_one_task_out` shares one). Returns a result named
+    ``"global_single"``, ``info["team"]`` the model, ``info["train_reward"]`` and ``info["train_accuracy"]`` its
+    training scores.
+    """
+    p = _protocol(cache, train, test, reward, validation, outcomes)
+    return _fixed("global_single", p, p.outcomes.singles)
+
+
+def global_team(
+    cache: LogitCache,
+    train: ArrayLike,
+    test: ArrayLike,
+    *,
+    reward: RewardSettings = DEFAULT_REWARD,
+    validation: ArrayLike | None = None,
+    outcomes: TeamOutcomes | None = None,
+) -> BaselineResult:
+    """The team with the best mean ``reward`` on the training questions (pooled), answering every held-out question.
+
+    The team :func:`~ensemble_env.baselines.routing.static_team` gives a task without train questions (same keys).
+    Named ``"global_team"``; ``info`` as :func:`global_single`'s.
+    """
+    p = _protocol(cache, train, test, reward, validation, outcomes)
+    return _fixed("global_team", p, np.arange(p.teams.shape[0]))
+
+
+def _ftl(name: str, p: _Protocol, arms: np.ndarray, window: int | None, info: dict[str, Any]) -> BaselineResult:
+    rank = p.arm_rank(arms)
+    rows = np.empty(p.test.size, dtype=np.int64)
+    switches: dict[str, int] = {}
+    for task, positions in p.held_out_streams():
+        chosen = arms[ftl_choices(_held_out_rewards(p, arms, positions), rank, window)]
+        rows[positions] = chosen
+        switches[task_names(p.cache)[task]] = int(np.count_nonzero(np.diff(chosen)))
+    first = _team_label(p.cache, p.teams[arms[np.argmin(rank)]])
+    return _result(name, p, rows, p.info(**info, window=window, first_team=first, switches=switches))
+
+
+def ftl_team(
+    cache: LogitCache,
+    train: ArrayLike,
+    test: ArrayLike,
+    *,
+    reward: RewardSettings = DEFAULT_REWARD,
+    validation: ArrayLike | None = None,
+    window: int | None = None,
+    outcomes: TeamOutcomes | None = None,
+) -> BaselineResult:
+    """Follow the leader over teams: the t-th question of a held-out task goes to the team with the best mean
+    ``reward`` on the task's questions answered before it (the last ``window`` of them when given), ties to the
+    prior rank (the teams' pooled training reward, :func:`prior_rank`); the first to the global team.
+
+    Full information: once a question is answered every team's reward on it is known (:func:`ftl_choices`).
+    Named ``"ftl_team"`` (``"ftl_team(window=W)"`` with a window); ``info["first_team"]`` is the global team,
+    ``info["switches"]`` the number of team changes per held-out task, ``info["teams_used"]`` the questions each
+    team answered.
+    """
+    p = _protocol(cache, train, test, reward, validation, outcomes)
+    name = "ftl_team" if window is None else f"ftl_team(window={window})"
+    return _ftl(name, p, np.arange(p.teams.shape[0]), window, {})
+
+
+def ftl_single(
+    cache: LogitCache,
+    train: ArrayLike,
+    test: ArrayLike,
+    *,
+    reward: RewardSettings = DEFAULT_REWARD,
+    validation: ArrayLike | None = None,
+    outcomes: TeamOutcomes | None = None,
+) -> BaselineResult:
+    """:func:`ftl_team` over the single models: the model with the best mean reward on the task's answered
+    questions, ties to the models' pooled training rank; the first question to :func:`global_single`'s model.
+    Named ``"ftl_single"``."""
+    p = _protocol(cache, train, test, reward, validation, outcomes)
+    return _ftl("ftl_single", p, p.outcomes.singles, None, {})
+
+
+def _check_grid(values: Iterable[Any], name: str, kind: Callable[[Any], Any]) -> list[Any]:
+    try:
+        grid = [kind(value) for value in values]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must hold numbers, got {values!r}") from None
+    if not grid:
+        raise ValueError(f"{name} is empty: give at least one value to try on the training tasks")
+    return grid
+
+
+def _window(value: Any, name: str = "windows") -> int:
+    try:
+        window = operator.index(value)
+    except TypeError:
+        window = 0
+    if window < 1:
+        raise ValueError(f"{name}: {value!r} is not an integer >= 1")
+    return window
+
+
+def ftl_team_window(
+    cache: LogitCache,
+    train: ArrayLike,
+    test: ArrayLike,
+    *,
+    reward: RewardSettings = DEFAULT_REWARD,
+    validation: ArrayLike | None = None,
+    windows: Sequence[int] = WINDOW_GRID,
+    outcomes: TeamOutcomes | None = None,
+) -> BaselineResult:
+    """:func:`ftl_team` over a sliding window of the last W answered questions of the task, W chosen on the
+    training tasks.
+
+    Each W of ``windows`` is scored by streaming every training task from an empty history (its training questions
+    in cache order; ties to the same prior rank) and taking the mean over training tasks of the mean reward per
+    question; the best W wins, ties to the larger W (closer to plain follow-the-leader). The held-out labels are
+    never read to choose it. Named ``"ftl_team(window)"``; ``info["window"]`` is W, ``info["window_scores"]`` the
+    training score of every W tried.
+    """
+    grid = _check_grid(windows, "windows", _window)
+    p = _protocol(cache, train, test, reward, validation, outcomes)
+    arms = np.arange(p.teams.shape[0])
+    rank = p.arm_rank(arms)
+    streams = [p.outcomes.rewards[:, columns] for columns in p.training_streams()]
+    scores = {w: _stream_means(streams, [ftl_choices(r, rank, w) for r in streams]) for w in grid}
+    best = max(grid, key=lambda w: (round(scores[w], SCORE_DIGITS), w))
+    info = {"fitted_on": "training tasks' streams", "window_scores": scores}
+    return _ftl("ftl_team(window)", p, arms, best, info)
+
+
+def ucb_team(
+    cache: LogitCache,
+    train: ArrayLike,
+    test: ArrayLike,
+    *,
+    reward: RewardSettings = DEFAULT_REWARD,
+    validation: ArrayLike | None = None,
+    explorations: Sequence[float] = UCB_EXPLORATION_GRID,
+    pseudo_counts: Sequence[float] = UCB_PSEUDO_COUNT_GRID,
+    outcomes: TeamOutcomes | None = None,
+) -> BaselineResult:
+    """A bandit over teams with bandit feedback: UCB1 seeing only the reward of the team it played.
+
+    Rewards are normalised to [0, 1] by the reward's bounds (:func:`reward_range`); each team starts with n0
+    pseudo-plays worth its mean training reward, and the index of :func:`ucb_choices` (exploration c) picks the
+    team of each question (ties to the prior rank; the first question to the global team). (c, n0) is chosen
+    from ``explorations`` x ``pseudo_counts`` by streaming every training task (as :func:`ftl_team_window`; ties
+    to the smaller c, then the smaller n0). Deterministic. Named ``"ucb_team"``; ``info["exploration"]``,
+    ``info["pseudo_count"]`` the chosen constants, ``info["grid_scores"]`` the training score of every pair.
+    """
+    c_grid = _check_grid(explorations, "explorations", float)
+    n0_grid = _check_grid(pseudo_counts, "pseudo_counts", float)
+    _check_ucb_constants(np.array(c_grid), np.array(n0_grid))
+    p = _protocol(cache, train, test, reward, validation, outcomes)
+    low, high = reward_range(reward)
+    normalised = (p.outcomes.rewards - low) / (high - low)  # (K, Q_outcomes)
+    prior = normalised[:, p.train_columns].mean(axis=1)
+    pairs = [(c, n0) for c in c_grid for n0 in n0_grid]  # grid order: ties to the first
+    c, n0 = (np.array(values) for values in zip(*pairs, strict=True))
+
+    def play(streams: list[np.ndarray], grid_c: np.ndarray, grid_n0: np.ndarray) -> np.ndarray:
+        lengths = np.array([columns.size for columns in streams])
+        padded = np.zeros((len(streams), prior.size, int(lengths.max())))
+        for s, columns in enumerate(streams):
+            padded[s, :, : columns.size] = normalised[:, columns]
+        return _ucb(padded, lengths, prior, p.rank, grid_c, grid_n0)
+
+    training = p.training_streams()
+    chosen = play(training, c, n0)  # (G, S, T)
+    rewards = [p.outcomes.rewards[:, columns] for columns in training]
+    scores = [
+        _stream_means(rewards, [chosen[g, s, : r.shape[1]] for s, r in enumerate(rewards)]) for g in range(c.size)
+    ]
+    best = max(range(c.size), key=lambda g: (round(scores[g], SCORE_DIGITS), -g))
+    held = p.held_out_streams()
+    picked = play([p.test_columns[positions] for _, positions in held], c[best : best + 1], n0[best : best + 1])
+    rows = np.empty(p.test.size, dtype=np.int64)
+    for s, (_, positions) in enumerate(held):
+        rows[positions] = picked[0, s, : positions.size]
+    info = p.info(
+        feedback="bandit",
+        fitted_on="training tasks' streams",
+        exploration=float(c[best]),
+        pseudo_count=float(n0[best]),
+        grid_scores={f"c={cg:g},n0={ng:g}": score for (cg, ng), score in zip(pairs, scores, strict=True)},
+        first_team=_team_label(cache, p.teams[np.argmin(p.rank)]),
+    )
+    return _result("ucb_team", p, rows, info)
+
+
+def hindsight_team(
+    cache: LogitCache,
+    train: ArrayLike,
+    test: ArrayLike,
+    *,
+    reward: RewardSettings = DEFAULT_REWARD,
+    validation: ArrayLike | None = None,
+    outcomes: TeamOutcomes | None = None,
+) -> BaselineResult:
+    """The best fixed team of each held-out task in hindsight: chosen on all the task's questions, labels included.
+
+    A reference for the headroom of an online rule (it reads the labels it is scored on), never a competitor. The
+    keys of :func:`prior_rank` on the task's questions (those of
+    :func:`~ensemble_env.baselines.routing.static_team` fitted on the test questions themselves). Named
+    ``"hindsight_team"``; ``info["teams"]`` maps each held-out task to its team.
+    """
+    p = _protocol(cache, train, test, reward, validation, outcomes)
+    rows = np.empty(p.test.size, dtype=np.int64)
+    teams: dict[str, str] = {}
+    out = p.outcomes
+    for task, positions in p.held_out_streams():
+        columns = p.test_columns[positions]
+        best = int(np.argmin(prior_rank(out.rewards[:, columns], out.correct[:, columns], out.share[:, columns])))
+        rows[positions] = best
+        teams[task_names(cache)[task]] = _team_label(cache, p.teams[best])
+    return _result("hindsight_team", p, rows, p.info(uses_test_labels=True, teams=teams))
+
+
+def _mean_vote(
+    cache: LogitCache, train: ArrayLike, test: ArrayLike, *, outcomes: TeamOutcomes | None = None, **_: Any
+) -> BaselineResult:
+    """:func:`ensemble_env.baselines.mean_probability_vote` (nothing to fit) under the protocol's signature."""
+    return simple.mean_probability_vote(cache, train, test)
+
+
+#: the protocol's baselines, by their registry name, in the order of the tables; each is called as
+#: ``function(cache, train, test, reward=..., validation=..., outcomes=...)``
+UNSEEN_BASELINES: dict[str, Callable[..., BaselineResult]] = {
+    "global_single": global_single,
+    "global_team": global_team,
+    "mean_probability_vote": _mean_vote,
+    "ftl_single": ftl_single,
+    "ftl_team": ftl_team,
+    "ftl_team(window)": ftl_team_window,
+    "ucb_team": ucb_team,
+    "hindsight_team": hindsight_team,
+}
+
+
+# -- leave one task out ---------------------------------------------------------------------------------
+
+
+def leave_one_task_out(
+    cache: LogitCache,
+    *,
+    reward: RewardSettings = DEFAULT_REWARD,
+    names: Iterable[str] | None = None,
+    questions: ArrayLike | None = None,
+) -> dict[str, list[BaselineResult]]:
+    """Each task held out in turn: the baselines ``names`` (default every one of :data:`UNSEEN_BASELINES`) fitted
+    on the other tasks' questions (training tasks: every question of them, whatever its split), scored on every
+    question of the held-out task.
+
+    ``questions`` restricts both sides to some questions (default: all). Returns ``{name: [one result per task, in
+    task order]}``. One :class:`TeamOutcomes` serves every fold.
+    """
+    chosen = list(UNSEEN_BASELINES if names is None else names)
+    unknown = [name for name in chosen if name not in UNSEEN_BASELINES]
+    if unknown:
+        raise ValueError(f"unknown unseen-task baseline {unknown[0]!r}; they are {', '.join(UNSEEN_BASELINES)}")
+    rows = np.arange(cache.n_questions) if questions is None else question_indices(cache, questions, "questions")
+    rows = np.unique(rows)
+    tasks = task_ids(cache)[rows]
+    held_out = np.unique(tasks)
+    if held_out.size < 2:
+        raise ValueError("leave_one_task_out needs questions of at least two tasks")
+    outcomes = team_outcomes(cache, rows, reward)
+    results: dict[str, list[BaselineResult]] = {name: [] for name in chosen}
+    for task in held_out:
+        train, test = rows[tasks != task], rows[tasks == task]
+        for name in chosen:
+            results[name].append(UNSEEN_BASELINES[name](cache, train, test, reward=reward, outcomes=outcomes))
+    return results
+
+
+def summarize(
+    cache: LogitCache, results: Mapping[str, Sequence[BaselineResult]], reward: RewardSettings = DEFAULT_REWARD
+) -> dict[str, dict[str, float]]:
+    """``{name: {"reward", "accuracy", "team_size"}}``: means over the folds of each fold's mean reward per question,
+    accuracy and team size (with one held-out task per fold, ``accuracy`` is the macro accuracy)."""
+    summary = {}
+    for name, folds in results.items():
+        summary[name] = {
+            "reward": float(np.mean([result.rewards(cache, reward).mean() for result in folds])),
+            "accuracy": float(np.mean([result.macro_accuracy(cache) for result in folds])),
+            "team_size": float(np.mean([result.mean_team_size for result in folds])),
+        }
+    return summary
+
+
+def format_summary(summary: Mapping[str, Mapping[str, float]], reward: RewardSettings = DEFAULT_REWARD) -> str:
+    """:func:`summarize`'s numbers as an aligned plain-text table (the test-label reference marked)."""
+    rows = [
+        [
+            f"{name} (test labels)" if name == "hindsight_team" else name,
+            f"{values['reward']:+.4f}",
+            f"{values['accuracy']:.4f}",
+            f"{values['team_size']:.2f}",
+        ]
+        for name, values in summary.items()
+    ]
+    return "\n".join(align_table(["baseline", f"reward(alpha={reward.alpha:g})", "accuracy", "team"], rows))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m ensemble_env.baselines.online [CACHE] [--alpha A] [--size-penalty-mode M] [--use-costs]``:
+    print the leave-one-task-out table of every unseen-task baseline on a cache (a built-in name or a file)."""
+    parser = argparse.ArgumentParser(prog="python -m ensemble_env.baselines.online", description=main.__doc__)
+    parser.add_argument("cache", nargs="?", default="bbh5", help="a built-in cache name or a cache file (bbh5)")
+    parser.add_argument("--alpha", type=float, default=1.0)
+    parser.add_argument("--size-penalty-mode", default="on_error")
+    parser.add_argument("--use-costs", action="store_true")
+    options = parser.parse_args(argv)
+    cache = datasets.resolve(options.cache)
+    reward = RewardSettings(options.alpha, options.size_penalty_mode, options.use_costs)
+    results = leave_one_task_out(cache, reward=reward)
+    print(
+        f"{options.cache}: {cache.n_questions} questions, {cache.n_models} models, {cache.n_tasks} tasks; "
+        "each task held out in turn (trained on every question of the others, streamed over every question of it)"
+    )
+    print("means over the held-out tasks of the mean reward per question, the accuracy and the team size")
+    print(format_summary(summarize(cache, results, reward), reward))
+    windows = [result.info["window"] for result in results.get("ftl_team(window)", [])]
+    if windows:
+        print(f"ftl_team(window): W per fold {windows}")
+    ucb = [(r.info["exploration"], r.info["pseudo_count"]) for r in results.get("ucb_team", [])]
+    if ucb:
+        print(f"ucb_team: (c, n0) per fold {[f'({c:g}, {n:g})' for c, n in ucb]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
