@@ -25,6 +25,7 @@ RANKS = {
     "ensemble_env.text": 0,
     "ensemble_env.files": 0,
     "ensemble_env.metrics": 0,
+    "ensemble_env.extras": 0,
     "ensemble_env.cache": 1,
     "ensemble_env.game": 2,
     "ensemble_env.views": 3,

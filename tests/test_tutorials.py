@@ -50,8 +50,8 @@ def load_course() -> ModuleType:
     return module
 
 
-def test_the_course_has_its_five_lessons_listed_in_its_readme() -> None:
-    assert [path.name[:3] for path in LESSONS] == ["01_", "02_", "03_", "04_", "05_"]
+def test_the_course_has_its_six_lessons_listed_in_its_readme() -> None:
+    assert [path.name[:3] for path in LESSONS] == ["01_", "02_", "03_", "04_", "05_", "06_"]
     readme = (COURSE / "README.md").read_text(encoding="utf-8")
     for path in LESSONS:
         assert f"({path.name})" in readme, f"docs/tutorials/README.md does not link {path.name}"

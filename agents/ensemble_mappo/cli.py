@@ -26,6 +26,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from ensemble_env import extras
 from ensemble_env.cache import datasets
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.logit_cache import SPLIT_CHOICES
@@ -34,20 +35,17 @@ from ensemble_env.cli.options import ListOption, status
 __all__ = ["register"]
 
 #: how to get torch, as the README says: a CPU build from PyTorch's own index (a plain ``pip install torch`` on
-#: Linux pulls the CUDA build, several GB), then the extra
+#: Linux pulls the CUDA build, several GB), then the extra (:func:`ensemble_env.extras.install_line`)
 INSTALL_HINT = (
     "install a CPU torch (any >= 2.1; for a GPU build see the README), then the `mappo` extra: "
-    'pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install -e ".[mappo]"'
+    + extras.install_line("mappo", with_torch=True)
 )
 
 
 def _torch_available(command: str) -> bool:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print(f"ensemble-env {command}: error: torch is not installed; {INSTALL_HINT}", file=sys.stderr)
-        return False
-    return True
+    """Whether torch is installed; if not, ``ensemble-env COMMAND: error: COMMAND needs torch, ...`` (the one
+    message of :func:`ensemble_env.extras.require`) is printed, and the command returns 2 before any work."""
+    return extras.require(command, "mappo", ["torch"])
 
 
 def _parse_env_option(text: str) -> tuple[str, Any]:
@@ -324,6 +322,8 @@ def _report(evaluation: Any, cache: Any, args: argparse.Namespace, extra_baselin
 
 
 def _plot(args: argparse.Namespace) -> int:
+    if not extras.require("plot", "mappo", ["torch", "matplotlib"]):  # torch: a run's missing evaluation is played
+        return extras.EXIT_STATUS
     from ensemble_mappo.plots import plot_runs
 
     for path in plot_runs([Path(run) for run in args.runs], Path(args.out) if args.out else None, args.cache):

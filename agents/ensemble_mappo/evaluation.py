@@ -262,7 +262,12 @@ def evaluate_agents(
     torch.set_num_threads(config.threads)
     name = algorithms.name_of(config)
     kind = algorithms.get(name).learner_class()
-    venv = make_env(cache, kind.env_options(config, cache), num_envs=1, split=split)
+    options = kind.env_options(config, cache)
+    if options.get("episodes") == "task":  # tasks never seen: each task played once, from an empty history
+        if online:
+            raise ValueError("online: the online protocol plays one stream; a run of task episodes is evaluated frozen")
+        return _task_episodes(networks, config, cache, options, split, seed, source, (run, iteration, global_step))
+    venv = make_env(cache, options, num_envs=1, split=split)
     learner = kind(config, venv)
     load_networks(learner, networks, source)
     learner.reseed(seed)
@@ -308,14 +313,74 @@ def evaluate_agents(
         diversity_bonus=float(venv.config.diversity_bonus),
         algorithm=name,
     )
+    return _exact_rewards(evaluation, cache)
+
+
+def _exact_rewards(evaluation: Evaluation, cache: LogitCache) -> Evaluation:
+    """The evaluation with its rewards recomputed in float64 (the environment's travel as float32) by the same
+    reward function (:func:`ensemble_env.game.reward.reward_value`), so that the summary and the baselines table
+    print the same numbers; a mismatch beyond float32 rounding is an error."""
     if evaluation.diversity_bonus:
         return evaluation
-    # the environment's rewards travel as float32: recomputed in float64 by the same reward function
-    # (ensemble_env.game.reward.reward_value), so that the summary and the baselines table print the same numbers
     exact = evaluation.result(cache).rewards(cache, evaluation.reward)
     if not np.allclose(exact, evaluation.rewards, rtol=0, atol=1e-5):
         raise RuntimeError("the evaluation's rewards differ from the environment's reward of its answers")
     return dataclasses.replace(evaluation, rewards=exact)
+
+
+def _task_episodes(
+    networks: Mapping[str, Mapping[str, torch.Tensor]],
+    config: LearnerConfig,
+    cache: LogitCache,
+    options: Mapping[str, Any],
+    split: str,
+    seed: int,
+    source: str,
+    where: tuple[str, int, int],
+) -> Evaluation:
+    """A frozen evaluation of task episodes (``episodes="task"``): one copy per task of the split, each dealt its
+    own task and playing all of its questions in cache order from an empty history; the answers are gathered in
+    the cache's order. Every question of the split is answered once."""
+    name = algorithms.name_of(config)
+    kind = algorithms.get(name).learner_class()
+    questions = cache.select(split, tasks=options.get("tasks"))
+    tasks = np.asarray(cache.tasks)[questions]
+    counts = np.bincount(tasks, minlength=cache.n_tasks)
+    present = np.flatnonzero(counts)
+    venv = make_env(cache, options, num_envs=present.size, split=split)
+    learner = kind(config, venv)
+    load_networks(learner, networks, source)
+    learner.reseed(seed)
+    obs, _ = venv.reset(seed=seed)
+    steps = int(counts.max())
+    storage = learner.storage(venv, steps)
+    _, record = learner.collect(venv, storage, obs, torch.Generator().manual_seed(seed), FROZEN)
+    first = np.asarray(cache.tasks)[record.question[0].astype(np.int64)]
+    if sorted(first.tolist()) != present.tolist():
+        raise RuntimeError("the task episodes were not dealt one task per copy")
+    keep = np.arange(steps)[:, None] < counts[first][None, :]  # each copy's first episode: its task, once
+    order = np.argsort(record.question[keep], kind="stable")
+    evaluation = Evaluation(
+        protocol="frozen",
+        split=split,
+        update_every=None,
+        run=where[0],
+        iteration=where[1],
+        global_step=where[2],
+        models=tuple(cache.models),
+        questions=record.question[keep].astype(np.int64)[order],
+        answers=record.answer[keep].astype(np.int64)[order],
+        correct=(record.correct[keep] > 0)[order],
+        teams=record.team[keep][order],
+        cost=record.cost[keep][order],
+        rewards=np.asarray(storage.rewards[keep], dtype=np.float64)[order],
+        reward=RewardSettings.of(venv.config),
+        diversity_bonus=float(venv.config.diversity_bonus),
+        algorithm=name,
+    )
+    if not np.array_equal(evaluation.questions, questions):
+        raise RuntimeError("the task episodes did not answer every question of the split once")
+    return _exact_rewards(evaluation, cache)
 
 
 # -- the run's policy, chosen on validation ---------------------------------------------------------------------

@@ -19,8 +19,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ensemble_env.baselines.routing import all_teams, team_correct, team_shares
 from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.config import EnvConfig
 from ensemble_env.game.engine import EnsembleVectorEnv
+from ensemble_env.game.reward import RewardSettings
 from ensemble_mappo.agents import Agents
 from ensemble_mappo.collection import collect
 from ensemble_mappo.config import TrainConfig
@@ -39,7 +42,15 @@ from ensemble_mappo.ppo import (
 )
 from ensemble_mappo.start import start_decider
 
-__all__ = ["AGENT_LOSS_KEYS", "MAPPOLearner", "advantages_and_returns", "env_options", "losses_row", "schedule"]
+__all__ = [
+    "AGENT_LOSS_KEYS",
+    "MAPPOLearner",
+    "advantages_and_returns",
+    "env_options",
+    "first_team",
+    "losses_row",
+    "schedule",
+]
 
 #: the per-agent statistics of the log, ``losses/<agent>_<key>`` (grad_norm per network, explained_variance per
 #: agent; the other four from :class:`~ensemble_mappo.ppo.UpdateStats` per learning actor)
@@ -58,7 +69,23 @@ def env_options(config: TrainConfig, cache: LogitCache) -> dict[str, Any]:
     extras = list(options.get("decider_extras", ()))
     if config.question_features and cache.features is not None and "features" not in extras:
         options["decider_extras"] = [*extras, "features"]
+    if options.get("episodes") == "task" and "initial_team" not in options:
+        options["initial_team"] = first_team(cache, options)
     return options
+
+
+def first_team(cache: LogitCache, options: dict[str, Any]) -> list[int]:
+    """The team that answers a task's first question when every episode is one task never seen (``initial_team``,
+    E_0, which no decider action chooses): the team with the best mean reward over the train questions of the
+    training tasks (ties to the smaller share of the pool), as follow-the-leader starts."""
+    questions = cache.select("train", tasks=options.get("tasks"))
+    teams = all_teams(cache.n_models)
+    config = EnvConfig.from_options({key: tuple(v) if isinstance(v, list) else v for key, v in options.items()})
+    settings = RewardSettings.of(config)
+    share = team_shares(cache, questions, teams, settings)
+    rewards = settings.rewards(team_correct(cache, questions, teams), share).mean(axis=1)
+    best = int(np.lexsort((np.arange(teams.shape[0]), np.round(share.mean(axis=1), 10), -np.round(rewards, 10)))[0])
+    return np.flatnonzero(teams[best]).tolist()
 
 
 def schedule(mode: str, stage_two: bool) -> tuple[Behaviour, tuple[str, ...]]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ensemble_env import extras
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.files import save_figure
 from ensemble_mappo.progress import read_progress
@@ -40,7 +41,7 @@ def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise ValueError('plotting needs matplotlib: pip install -e ".[plot]"') from None
+        raise ValueError(extras.message("plotting runs", "plot", ["matplotlib"])) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -177,11 +177,15 @@ def setup(config: LearnerConfig, cache: LogitCache, *, fit: bool, start_question
     torch.set_num_threads(config.threads)
     kind = algorithms.get(algorithms.name_of(config)).learner_class()
     budget = Budget.of_cache(config, cache)
-    if kind.seeded_rounds:
+    options = kind.env_options(config, cache)
+    if options.get("episodes") == "task":  # an episode is one task (or a window of it); copies deal themselves tasks
+        questions = cache.select("train", tasks=options.get("tasks"))
+        largest = int(np.bincount(np.asarray(cache.tasks)[questions]).max())
+        episode_length, rounds = min(config.episode_length, largest), 0
+    elif kind.seeded_rounds:
         episode_length, rounds = episode_plan(budget.questions, config.episode_length, config.num_steps)
     else:
         episode_length, rounds = min(config.episode_length, budget.questions), 0
-    options = kind.env_options(config, cache)
     venv = make_env(
         cache, options, num_envs=config.num_envs, split="train", order=config.order, episode_length=episode_length
     )

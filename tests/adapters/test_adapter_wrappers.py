@@ -17,10 +17,13 @@ from ensemble_env.adapters.wrappers import (
     PerChoiceFusion,
     PerChoiceLayout,
     aligned_decider_rewards,
+    answer_reward,
+    fusion_answer,
     per_choice_observation,
     per_choice_rows,
 )
 from ensemble_env.cache import LogitCache
+from ensemble_env.game.engine import check_seed
 
 
 def _random_actions(env, rng: np.random.Generator) -> dict:
@@ -206,3 +209,140 @@ def test_options_are_checked() -> None:
     obs, _ = env.reset(seed=0)
     assert env.observation_space.shape == (113,) and env.observation_space.contains(obs)
     assert env.action_masks().shape == (10,)
+
+
+# -- reliability round 3 (issue 34, item 5): the wrappers take exactly what the game takes -------------------------
+
+
+class _Script:
+    """A fixed fuser playing the given actions in turn (the last one from then on)."""
+
+    def __init__(self, *actions: object) -> None:
+        self.actions, self.calls = list(actions), 0
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        action = self.actions[min(self.calls, len(self.actions) - 1)]
+        self.calls += 1
+        return np.array([action], dtype=object if isinstance(action, str) else None)
+
+
+def test_aligned_credit_refuses_a_fused_answer_the_game_refuses() -> None:
+    """The look-ahead played 2.6 as answer 2 (int()); the game refuses it: so does the look-ahead now, with the
+    game's own message."""
+    env = SingleRoleEnv("decider", cache="toy8", credit="aligned", other=_Script(1, 2.6))
+    env.reset(seed=0)
+    with pytest.raises(ValueError) as excinfo:
+        env.step(np.ones(8, np.int8))  # plays answer 1, then looks ahead with 2.6
+    game = ensemble_env.parallel_env("toy8")
+    game.reset(seed=0)
+    with pytest.raises(ValueError) as refused:
+        game.step({"decider": np.ones(8, np.int8), "fusion": 2.6})
+    assert str(excinfo.value) == str(refused.value)
+    assert "an answer must be an integer" in str(excinfo.value) and "2.6" in str(excinfo.value)
+
+
+@pytest.mark.parametrize(
+    "answer", [2, 2.0, np.int8(2), np.uint64(2), np.float32(2.0), np.array([2]), True, -3, 10**6], ids=repr
+)
+def test_aligned_credit_accepts_what_the_game_accepts_and_pays_its_reward(answer: object) -> None:
+    aligned = SingleRoleEnv("decider", cache="toy8", credit="aligned", other=_Script(answer))
+    game = SingleRoleEnv("decider", cache="toy8", other=_Script(answer))
+    aligned.reset(seed=4)
+    game.reset(seed=4)
+    team = np.ones(8, np.int8)
+    credits = [aligned.step(team)[1] for _ in range(6)]
+    rewards = [game.step(team)[1] for _ in range(7)]
+    assert credits == rewards[1:]  # the game's next reward, for an answer the game takes as it is
+
+
+def test_answer_reward_validates_as_the_game_does() -> None:
+    env = ensemble_env.parallel_env("toy8")
+    env.reset(seed=1)
+    engine = env.unwrapped.engine
+    assert answer_reward(engine, 3) == answer_reward(engine, 3.0) == answer_reward(engine, np.int16(3))
+    for action in (2.6, float("nan"), float("inf"), "2", None, [1, 2], np.array([[1, 2]]), 2**64):
+        with pytest.raises(ValueError) as wrapper:
+            answer_reward(engine, action)
+        with pytest.raises(ValueError) as game:
+            env.check_action("fusion", action)
+        assert str(wrapper.value) == str(game.value)
+    assert fusion_answer(engine, np.array([7.0])) == 7
+
+
+def test_fusion_answer_of_a_weights_game_is_the_games_answer() -> None:
+    """A weighting fuser's action is its N weights; the aligned credit scores the answer the game derives."""
+    env = ensemble_env.parallel_env("toy8", fusion_action="weights")
+    env.reset(seed=2)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        weights = rng.random(8).astype(np.float32)
+        expected, reward = fusion_answer(env.engine, weights), answer_reward(env.engine, weights)
+        _, rewards, _, _, infos = env.step({"decider": np.ones(8, np.int8), "fusion": weights})
+        assert infos["fusion"]["answer"] == expected and rewards["fusion"] == reward
+    with pytest.raises(ValueError, match=r"weights must be in \[0, 1\]"):
+        answer_reward(env.engine, np.full(8, 1.5))
+
+
+def test_per_choice_view_refuses_a_weights_game_naming_the_option() -> None:
+    with pytest.raises(ValueError, match=r"needs fusion_action='answer'.*fusion_action='weights'"):
+        PerChoiceFusion(ensemble_env.parallel_env("toy8", fusion_action="weights"))
+    with pytest.raises(ValueError, match=r"needs fusion_action='answer'.*fusion_action='weights'"):
+        SingleRoleEnv("fusion", cache="toy8", fusion_view="per_choice", decider=False, fusion_action="weights")
+
+
+def test_aligned_decider_rewards_of_an_empty_rollout_is_empty() -> None:
+    """A batch with no step: nothing to credit (callers index and average it as any other batch)."""
+    for shape in [(0,), (0, 3)]:
+        aligned, known = aligned_decider_rewards(np.zeros(shape), np.zeros(shape, bool))
+        assert aligned.shape == known.shape == shape and aligned.dtype == np.float64 and known.dtype == bool
+        assert not known.any() and aligned[known].size == 0
+    aligned, known = aligned_decider_rewards([], [])
+    assert aligned.shape == known.shape == (0,)
+
+
+def test_aligned_decider_rewards_takes_numbers_and_truth_values_only() -> None:
+    np.testing.assert_array_equal(aligned_decider_rewards([1, 2, 3], [0, 1, 0])[0], [2.0, 0.0, 0.0])
+    for rewards, done, message in (
+        (["1.5", "2"], [False, False], "rewards must hold real numbers"),
+        ([1.0, 2.0], ["no", "no"], "done must hold booleans"),
+        ([1.0, 2.0], [0.5, 0.0], r"done must hold booleans \(or 0 and 1\), found 0.5"),
+        ([1.0, 2.0], [2, 0], "found 2"),
+        ([1.0, None], [0, 0], "rewards must hold real numbers"),
+        ([[1.0], [2.0, 3.0]], [0, 0], "rewards cannot be read as an array"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            aligned_decider_rewards(rewards, done)
+
+
+@pytest.mark.parametrize("seed", [np.int64(7), np.uint8(7), np.int32(7), 7], ids=repr)
+def test_wrappers_take_the_seeds_the_game_takes(seed: object) -> None:
+    raw = ensemble_env.parallel_env("toy8")
+    expected, _ = raw.reset(seed=7)
+    for role in ("decider", "fusion"):
+        obs, _ = SingleRoleEnv(role, cache="toy8").reset(seed=seed)
+        assert np.array_equal(obs, expected[role])
+    obs, _ = PerChoiceFusion(ensemble_env.parallel_env("toy8")).reset(seed=seed)
+    assert np.array_equal(obs["decider"], expected["decider"])
+
+
+@pytest.mark.parametrize("seed", [True, np.bool_(False), -1, np.int64(-1), 7.0, "7", [7]], ids=repr)
+def test_wrappers_refuse_the_seeds_the_game_refuses(seed: object) -> None:
+    with pytest.raises(ValueError, match="seed must be None or a non-negative integer"):
+        check_seed(seed)
+    with pytest.raises(ValueError, match=r"SingleRoleEnv\.reset: seed must be None or a non-negative integer"):
+        SingleRoleEnv("decider", cache="toy8").reset(seed=seed)
+    with pytest.raises(ValueError, match="seed must be None or a non-negative integer"):
+        PerChoiceFusion(ensemble_env.parallel_env("toy8")).reset(seed=seed)
+
+
+def test_rllib_aligned_turn_refuses_what_the_game_refuses() -> None:
+    """RLlib's aligned credit scores the fuser's turn at once: 2.6 is refused there, and the turn is not taken."""
+    pytest.importorskip("ray")
+    from ensemble_env.adapters.rllib import EnsembleMultiAgentEnv
+
+    env = EnsembleMultiAgentEnv({"cache": "toy8", "credit": "aligned"})
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="an answer must be an integer"):
+        env.step({"fusion": 2.6})
+    _, rewards, _, _, _ = env.step({"fusion": 2.0})  # still the fuser's turn; 2.0 is answer 2, as in the game
+    assert set(rewards) == {"fusion"}

@@ -159,6 +159,6 @@ def test_plot_without_matplotlib_says_how_to_install(
     tiny_cache: LogitCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    with pytest.raises(ModuleNotFoundError, match=r"pip install 'ensemble-env\[plot\]'"):
+    with pytest.raises(ModuleNotFoundError, match=r'needs matplotlib, .*: pip install -e "\.\[plot\]"'):
         plot_cache(tiny_cache, tmp_path / "plots")
     assert not (tmp_path / "plots").exists()

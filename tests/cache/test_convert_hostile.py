@@ -28,6 +28,7 @@ from ensemble_env.cache.convert import (
     MAX_FILE_BYTES,
     ConversionError,
     from_array_files,
+    from_arrays,
     from_lm_eval,
     parse_float,
     read_input,
@@ -402,3 +403,164 @@ def test_a_header_row_is_still_skipped(tmp_path: Path) -> None:
         True,
         False,
     ]
+
+
+# -- reliability round 3 (issue 34, item 6): nothing taken silently ------------------------------------------------
+
+
+def _duplicated(record: dict[str, Any], path: tuple[str, ...], value: Any, first: bool = False) -> str:
+    """The record as JSON text, with the key at ``path`` written a second time holding ``value`` (after the
+    original pair, or before it with ``first``)."""
+    marker = "@@DUPLICATE@@"
+    holder = record
+    for key in path[:-1]:
+        holder = holder[key]
+    pairs = list(holder.items())
+    at = next(index for index, (key, _) in enumerate(pairs) if key == path[-1])
+    pairs.insert(at if first else at + 1, (marker, value))
+    holder.clear()
+    holder.update(pairs)
+    return json.dumps(record, ensure_ascii=False).replace(json.dumps(marker), json.dumps(path[-1]))
+
+
+@pytest.mark.parametrize("first", [False, True], ids=["second-wins", "first-wins"])
+def test_a_key_written_twice_with_two_values_is_refused_naming_file_line_and_key(tmp_path: Path, first: bool) -> None:
+    """Python's json keeps the last of two keys silently: the log-likelihoods read would depend on which."""
+    rows = records("org__alpha", "suite_colors")
+    path = _write_alpha(tmp_path, rows)
+    other = [["-9.0", "False"] for _ in rows[2]["filtered_resps"]]
+    lines = path.read_text(encoding="utf-8").split("\n")
+    lines[2] = _duplicated(rows[2], ("filtered_resps",), other, first)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    with pytest.raises(ConversionError) as excinfo:
+        read_samples(path)
+    message = str(excinfo.value)
+    assert message.startswith(f"{path}, line 3: field 'filtered_resps': appears twice in one object"), message
+    assert "-9.0" in message and "\n" not in message
+
+
+def test_a_nested_duplicated_key_and_the_old_layout(tmp_path: Path) -> None:
+    rows = records("org__alpha", "suite_colors")
+    path = _write_alpha(tmp_path, rows)
+    lines = path.read_text(encoding="utf-8").split("\n")
+    lines[1] = _duplicated(rows[1], ("doc", "question"), "another question")  # an unused field: refused too
+    path.write_text("\n".join(lines), encoding="utf-8")
+    with pytest.raises(ConversionError, match=rf"{path.name}, line 2: field 'question': appears twice in one object"):
+        read_samples(path)
+    old = records("org__alpha", "suite_colors", "old")
+    path = _write_alpha(tmp_path / "old", old, "old")
+    starts = record_lines(path)
+    text = path.read_text(encoding="utf-8")
+    head, tail = text.split('"target": 1,', 1)  # the third record's target (an index): written twice
+    assert head.count("\n") + 1 > starts[2]  # on a line after the one its record starts on
+    path.write_text(head + '"target": 1, "target": 0,' + tail, encoding="utf-8")
+    with pytest.raises(ConversionError) as excinfo:
+        read_samples(path)
+    assert str(excinfo.value).startswith(f"{path}, line {starts[2]}: field 'target': appears twice"), excinfo.value
+    assert "the record starting on this line" in str(excinfo.value)
+
+
+def test_a_key_repeated_with_the_identical_value_is_accepted(tmp_path: Path) -> None:
+    """Identical duplicates lose nothing and are accepted; a value of another JSON type is not identical."""
+    rows = records("org__alpha", "suite_colors")
+    path = _write_alpha(tmp_path, rows)
+    expected = read_samples(path)
+    lines = path.read_text(encoding="utf-8").split("\n")
+    lines[0] = _duplicated(rows[0], ("filtered_resps",), rows[0]["filtered_resps"])
+    path.write_text("\n".join(lines), encoding="utf-8")
+    assert read_samples(path) == expected
+    for same, other in (("1.0", "1"), ("0.0", "-0.0"), ("true", "1"), ('"1"', "1")):
+        text = lines[0].replace('"acc": 1.0', f'"acc": {same}, "acc": {other}')
+        path.write_text("\n".join([text, *lines[1:]]), encoding="utf-8")
+        with pytest.raises(ConversionError, match="line 1: field 'acc': appears twice in one object"):
+            read_samples(path)
+        path.write_text("\n".join([text.replace(other, same, 1), *lines[1:]]), encoding="utf-8")
+
+
+def test_a_duplicated_key_through_the_command_line(tmp_path: Path) -> None:
+    from ensemble_env.cli import main
+
+    run = write_run(tmp_path / "run")
+    path = sorted(run.rglob("*.jsonl"))[0]
+    lines = path.read_text(encoding="utf-8").split("\n")
+    lines[0] = lines[0].replace('"filter": "none"', '"filter": "none", "filter": "strict-match"')
+    path.write_text("\n".join(lines), encoding="utf-8")
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["cache", "from-lm-eval", str(run), "-o", str(tmp_path / "out.h5")])
+    assert code == 2 and not (tmp_path / "out.h5").exists()
+    assert stderr.getvalue().startswith(f"ensemble-env cache: error: {path}, line 1: field 'filter': appears twice")
+
+
+def _pool(**arrays: Any) -> dict[str, Any]:
+    return {"scores": SCORES, "labels": np.array([0, 1, 1]), "models": np.array(["a", "b"]), **arrays}
+
+
+def test_from_arrays_refuses_a_question_id_given_twice(tmp_path: Path) -> None:
+    npz = tmp_path / "pool.npz"
+    np.savez(npz, **_pool(question_ids=np.array(["q1", "q2", "q1"])))
+    with pytest.raises(ConversionError) as excinfo:
+        from_array_files(npz, score_kind="prob")
+    assert str(excinfo.value) == (
+        f"{npz}: field 'question_ids': question 2 has the id 'q1' of question 0; question ids must be unique"
+    )
+    np.savez(npz, **_pool(question_ids=np.array(["q1", "Q1", "q1 "])))  # distinct strings: distinct ids
+    assert from_array_files(npz, score_kind="prob").question_ids == ("q1", "Q1", "q1 ")
+    with pytest.raises(ConversionError, match="<memory>: field 'question_ids': question 1 has the id 'x'"):
+        from_arrays(SCORES, [0, 1, 1], ["a", "b"], score_kind="prob", question_ids=["x", "x", "x"])
+
+
+def test_from_arrays_refuses_features_beyond_float32(tmp_path: Path) -> None:
+    """The game reads features as float32: a float64 beyond its range would be infinite there."""
+    npz = tmp_path / "pool.npz"
+    largest = float(np.finfo(np.float32).max)
+    for value in (1e39, -3.5e38, np.nextafter(largest, np.inf), 1e308):
+        features = np.array([[0.5, 1.0], [2.0, 3.0], [value, 4.0]])
+        np.savez(npz, **_pool(features=features))
+        with pytest.raises(ConversionError) as excinfo:
+            from_array_files(npz, score_kind="prob")
+        assert str(excinfo.value).startswith(
+            f"{npz}: field 'features': question 2, column 0: the value {features[2, 0]} is beyond float32's range"
+        ), excinfo.value
+    for value in (largest, -largest, 1e-50):  # in range (1e-50 rounds to 0 as any float64 rounds in float32)
+        np.savez(npz, **_pool(features=np.array([[0.5, 1.0], [2.0, 3.0], [value, 4.0]])))
+        cache = from_array_files(npz, score_kind="prob")
+        assert np.isfinite(cache.features.astype(np.float32)).all()
+    np.savez(npz, **_pool(features=np.full((3, 2), largest, dtype=np.float32)))
+    assert from_array_files(npz, score_kind="prob").features.dtype == np.float32
+    with pytest.raises(ConversionError, match=r"<memory>: field 'features': question 0, column 1: the value 1e\+39"):
+        from_arrays(SCORES, [0, 1, 1], ["a", "b"], score_kind="prob", features=[[0.0, 1e39], [0, 0], [0, 0]])
+
+
+def test_from_arrays_refusals_through_the_command_line(tmp_path: Path) -> None:
+    from ensemble_env.cli import main
+
+    npz = tmp_path / "pool.npz"
+    for arrays, field in (
+        (_pool(question_ids=np.array(["a", "b", "b"])), "question_ids"),
+        (_pool(features=np.array([[0.0], [1e39], [0.0]])), "features"),
+    ):
+        np.savez(npz, **arrays)
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+            code = main(["cache", "from-arrays", str(npz), "--score-kind", "prob", "-o", str(tmp_path / "out.h5")])
+        assert code == 2 and not (tmp_path / "out.h5").exists()
+        assert stderr.getvalue().startswith(f"ensemble-env cache: error: {npz}: field '{field}'"), stderr
+        assert stderr.getvalue().count("\n") == 1
+
+
+def test_from_arrays_refuses_floats_no_cache_stores(tmp_path: Path) -> None:
+    """longdouble scores, costs or features were written, and the cache then refused by load_cache."""
+    npz = tmp_path / "pool.npz"
+    for name, value in (
+        ("scores", SCORES.astype(np.longdouble)),
+        ("costs", np.array([1.0, 2.0], dtype=np.longdouble)),
+        ("features", np.ones((3, 2), dtype=np.longdouble)),
+    ):
+        if np.dtype(np.longdouble).itemsize <= 8:
+            pytest.skip("numpy's longdouble is float64 on this platform")
+        np.savez(npz, **_pool(**{name: value}))
+        with pytest.raises(ConversionError, match=rf"pool\.npz: field '{name}': holds float\d+ numbers \(extended"):
+            from_array_files(npz, score_kind="prob")
+    np.savez(npz, **_pool(scores=SCORES.astype(np.float16), features=np.ones((3, 2), dtype=np.float16)))
+    assert from_array_files(npz, score_kind="prob").n_questions == 3

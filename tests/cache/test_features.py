@@ -136,7 +136,7 @@ def test_texts_must_be_strings() -> None:
 def test_without_scikit_learn_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     for module in ("sklearn", "sklearn.decomposition", "sklearn.feature_extraction.text"):
         monkeypatch.setitem(sys.modules, module, None)
-    with pytest.raises(ModuleNotFoundError, match=r'pip install "ensemble-env\[data\]"'):
+    with pytest.raises(ModuleNotFoundError, match=r'needs scikit-learn, .*: pip install -e "\.\[data\]"'):
         text_features(questions(30), TRAIN, n_features=3)
 
 

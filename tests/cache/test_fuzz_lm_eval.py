@@ -10,6 +10,12 @@ seeded and run in the watchdog worker of tests/fuzzing.py; ``--run-slow`` runs t
 The second suite (round 2) mixes hostile files and outputs (FIFOs, links to /dev/zero or out of the folder,
 oversized files, fullwidth digits, byte corruptions; -o an input, a link to one, a folder, a FIFO, a name
 too long) and checks the command's exit status, its one error line, and that no input changed.
+
+The third suite (round 3, issue 34 item 6a) writes a key of one object of a record twice: with the identical
+value (converted, to the same cache), with another value or the same value under another JSON type (``1`` and
+``1.0``, ``0.0`` and ``-0.0``, ``"1"`` and ``1``), before or after the original pair, at the record's top level
+or in a nested object. A key with two different values must be refused naming the file, the record's line and
+the key, through the API and the command line; JSON's own rule (the last one wins) must never decide.
 """
 
 from __future__ import annotations
@@ -32,10 +38,11 @@ from typing import Any
 import numpy as np
 import pytest
 from fuzzing import BAD, bad, count, judge_error, run_cases, slow_size
-from test_convert import write_run
+from test_convert import record_lines, write_run
 
-from ensemble_env.cache.convert import ConversionError, from_lm_eval
+from ensemble_env.cache.convert import ConversionError, from_lm_eval, parse_float
 from ensemble_env.cli import main
+from ensemble_env.text import show
 
 CASE_SECONDS = 60.0
 #: a hostile-files case converts a run of 9 questions: anything near this long is a hang
@@ -451,10 +458,175 @@ def hostile_table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# -- duplicated keys (issue 34, "Reliability round 3", item 6a) ---------------------------------------------------
+
+#: raw JSON values a duplicate may hold (in the float range: an out-of-range number is refused where it is read)
+DUPLICATE_VALUES = [
+    "null", "true", "false", "0", "1", "-1", "1.0", "-0.0", "0.0", "0.5", "NaN", '"x"', '"1"', '""', "[]", "{}",
+    '[["-1.5", "False"]]', '[-1.5, false]', '{"question": "another"}', '"none"', '"hash-other"',
+]  # fmt: skip
+_DUPLICATE_KEY, _DUPLICATE_VALUE = "@@DUPLICATE-KEY@@", "@@DUPLICATE-VALUE@@"
+
+
+def _objects(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The paths of every JSON object (dict) inside ``value``, itself included."""
+    found = [path] if isinstance(value, dict) else []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found += _objects(item, (*path, key))
+    return found
+
+
+def _canonical(raw: str) -> str:
+    """One spelling of a JSON value that keeps its type (``1`` is not ``1.0``): Python's json round trip."""
+    return json.dumps(json.loads(raw))
+
+
+def _retyped(raw: str) -> str | None:
+    """The same value under another JSON type or sign, where there is one."""
+    value = json.loads(raw)
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return f"{value}.0"
+    if isinstance(value, float):
+        return "-0.0" if value == 0 and str(value)[0] != "-" else str(int(value)) if value.is_integer() else None
+    if isinstance(value, str):  # a number written as text ("-1.5"), written as the number
+        return value if parse_float(value) is not None else None
+    return None
+
+
+def duplicate_key_case(case: dict[str, Any]) -> tuple[str, str]:
+    """Copy the base run, write one key of one record twice, convert through the API and the CLI, and judge."""
+    rng = np.random.default_rng(case["seed"])
+    work = Path(f"duplicate-{os.getpid()}").resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(case["base"], work / "run")
+    target = _files(work / "run")[int(rng.integers(len(_files(work / "run"))))]
+    text = target.read_text(encoding="utf-8")
+    if case["layout"] == "new":
+        lines = text.split("\n")
+        numbers = [number for number, line in enumerate(lines) if line.strip()]
+        index = int(rng.integers(len(numbers)))
+        records = [json.loads(lines[number]) for number in numbers]
+    else:
+        records = json.loads(text)
+        index = int(rng.integers(len(records)))
+    record = records[index]
+    paths = _objects(record)
+    path = paths[int(rng.integers(len(paths)))]
+    holder = record
+    for key in path:
+        holder = holder[key]
+    if not holder:
+        return "accepted", "an empty object: nothing to write twice"
+    key = list(holder)[int(rng.integers(len(holder)))]
+    original = json.dumps(holder[key], ensure_ascii=False)
+    variant = case["variant"]
+    duplicate = original if variant == "identical" else _retyped(original) if variant == "retyped" else None
+    if duplicate is None:
+        duplicate = DUPLICATE_VALUES[int(rng.integers(len(DUPLICATE_VALUES)))]
+    pairs = list(holder.items())
+    at = [name for name, _ in pairs].index(key) + (0 if case["before"] else 1)
+    pairs.insert(at, (_DUPLICATE_KEY, _DUPLICATE_VALUE))
+    holder.clear()
+    holder.update(pairs)
+    marker = f"{json.dumps(_DUPLICATE_KEY)}: {json.dumps(_DUPLICATE_VALUE)}"
+    written = f"{json.dumps(key, ensure_ascii=False)}: {duplicate}"
+    if case["layout"] == "new":
+        lines[numbers[index]] = json.dumps(record, ensure_ascii=False).replace(marker, written)
+        target.write_text("\n".join(lines), encoding="utf-8")
+        line = numbers[index] + 1
+    else:
+        target.write_text(json.dumps(records, indent=2, ensure_ascii=False).replace(marker, written), encoding="utf-8")
+        line = record_lines(target)[index]
+    must = _canonical(duplicate) != _canonical(original)
+    converts = False
+    try:
+        converted = from_lm_eval([work / "run"])
+        converts = True
+    except Exception as error:
+        outcome, detail = judge_error(error, (ConversionError,), target.name)
+        message = str(error)
+        if outcome == "refused" and not must:
+            outcome, detail = "wrong", f"refused an identical duplicate: {message[:250]}"
+        elif outcome == "refused":
+            expected = f"{target.name}, line {line}: field {show(key)}: appears twice in one object"
+            if expected not in message:
+                outcome, detail = "bad_error", f"expected {expected!r} in: {message[:250]}"
+    else:
+        if must:
+            outcome, detail = "wrong", f"converted {key!r} written with {original[:40]} and {duplicate[:40]}"
+        elif not _same_cache(converted, _base_cache(case["base"])):
+            outcome, detail = "wrong", "an identical duplicate changed the cache"
+        else:
+            outcome, detail = "equal", ""
+    cli = _through_cli(work, converts)  # the command agrees with the API
+    return (outcome, detail) if cli is None else ("bad_error", cli)
+
+
+_BASES: dict[str, Any] = {}
+
+
+def _base_cache(base: str) -> Any:
+    if base not in _BASES:
+        _BASES[base] = from_lm_eval([Path(base)])
+    return _BASES[base]
+
+
+def _same_cache(left: Any, right: Any) -> bool:
+    arrays = ("scores", "labels", "n_choices", "tasks", "split")
+    names = ("models", "task_names", "question_ids", "question_text")
+    return all(np.array_equal(getattr(left, a), getattr(right, a)) for a in arrays) and all(
+        getattr(left, n) == getattr(right, n) for n in names
+    )
+
+
+def duplicate_key_cases(workdir: Path, n: int, seed: int) -> list[dict[str, Any]]:
+    """``n`` seeded cases: both layouts; identical, other or retyped values; before or after the original."""
+    bases = {layout: write_run(workdir / f"base-{layout}", layout) for layout in ("new", "old")}
+    rng = np.random.default_rng(seed)
+    cases = []
+    for index in range(n):
+        layout = str(rng.choice(["new", "old"]))
+        variant = str(rng.choice(["identical", "different", "retyped"]))
+        before = bool(rng.random() < 0.5)
+        cases.append(
+            {
+                "kind": f"{layout} {variant} {'before' if before else 'after'}",
+                "layout": layout,
+                "variant": variant,
+                "before": before,
+                "base": str(bases[layout]),
+                "seed": int(seed * 1_000_003 + index),
+            }
+        )
+    return cases
+
+
+def suite_duplicate_keys(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
+    cases = duplicate_key_cases(workdir, slow_size(1000) if slow else 60, 23 if slow else 5)
+    return run_cases("test_fuzz_lm_eval", "duplicate_key_case", cases, workdir, CASE_SECONDS), 0
+
+
 SUITES: dict[str, Callable[[Path, bool], tuple[list[dict[str, Any]], int]]] = {
     "lm-eval samples": suite_lm_eval,
     "hostile files and outputs": suite_hostile_files,
+    "duplicated keys": suite_duplicate_keys,
 }
+
+
+def test_duplicated_keys_are_refused_unless_identical(tmp_path: Path) -> None:
+    results, _ = suite_duplicate_keys(tmp_path, slow=False)
+    counts = count(results)
+    assert not bad(results), f"{dict(counts)}; first: {bad(results)[:5]}"
+    assert counts["refused"] > 15 and counts["equal"] > 10, dict(counts)
+
+
+@pytest.mark.slow
+def test_duplicated_keys_large(tmp_path: Path) -> None:
+    results, _ = suite_duplicate_keys(tmp_path, slow=True)
+    assert len(results) == slow_size(1000) and not bad(results), f"{dict(count(results))}; first: {bad(results)[:5]}"
 
 
 def test_hostile_files_and_outputs_are_refused_clearly_or_converted(tmp_path: Path) -> None:

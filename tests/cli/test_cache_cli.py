@@ -243,7 +243,7 @@ def test_plot_without_matplotlib(
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     code, _, err = run(capsys, "cache", "plot", converted, "-o", tmp_path / "plots")
-    assert code == 2 and "pip install 'ensemble-env[plot]'" in err
+    assert code == 2 and 'needs matplotlib, which is not installed (the plot extra): pip install -e ".[plot]"' in err
 
 
 @pytest.mark.slow
@@ -369,7 +369,7 @@ def test_features_without_scikit_learn(
     code, _, err = run(
         capsys, "cache", "features", converted, "--from", "text", "--n-features", "2", "-o", tmp_path / "f.h5"
     )
-    assert code == 2 and 'pip install "ensemble-env[data]"' in err and err.startswith("ensemble-env cache features:")
+    assert code == 2 and 'pip install -e ".[data]"' in err and err.startswith("ensemble-env cache features:")
     assert not (tmp_path / "f.h5").exists()
 
 

@@ -98,7 +98,7 @@ def test_mappo_commands_register_without_torch_and_name_the_extra(
     assert capsys.readouterr().err == ""
     assert cli.main(["train", "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("ensemble-env train: error: torch is not installed") and HINT in err
+    assert err.startswith("ensemble-env train: error: train needs torch, which is not installed") and HINT in err
     assert not (tmp_path / "run").exists()
     assert cli.main(["evaluate", str(tmp_path)]) == 2
     assert HINT in capsys.readouterr().err

@@ -15,6 +15,7 @@ from pettingzoo.test import api_test, parallel_api_test, render_test, seed_test
 
 import ensemble_env
 from ensemble_env import LogitCache
+from ensemble_env.game.config import rlae_game
 from ensemble_env.synthetic import make_cache
 from ensemble_env.views.render import _PROB, FrameGeometry
 
@@ -489,3 +490,18 @@ def test_todays_game_is_bit_identical_to_before_the_rlae_options() -> None:
     assert default_game_digest(cache="toy8", episode_length=100) == (
         "62e64bf6ec8c5610be6e575311bc331061c88e23aeb87969118e47961ccc6c2a"
     )
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -0.5, 1.5, float("inf")])
+def test_weighted_answers_validates_its_weights_as_the_game_does(bad: float) -> None:
+    """The public ``weighted_answers`` refuses what a weighting agent's action may not hold (issue 34)."""
+    venv = ensemble_env.vector_env(2, "toy8", **rlae_game("one", has_features=False))
+    venv.reset(seed=0)
+    good = np.full((2, venv.n_models), 0.5)
+    assert venv.weighted_answers(good).shape == (2,)
+    weights = good.copy()
+    weights[1, 3] = bad
+    with pytest.raises(ValueError, match=r"weighted_answers action: weights must be in \[0, 1\]"):
+        venv.weighted_answers(weights)
+    with pytest.raises(ValueError, match="expected weights of shape"):
+        venv.weighted_answers(good[:1])

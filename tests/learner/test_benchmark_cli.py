@@ -139,7 +139,10 @@ def test_without_matplotlib_the_plot_is_skipped_and_said_so(
     assert out.splitlines()[-1] == (
         f"wrote {tmp_path / 'b' / 'results.json'} and results.md (no frontier plot: matplotlib is missing)"
     )
-    assert "skipped the frontier plot: it needs matplotlib (pip install -e '.[plot]')" in err
+    assert (
+        "benchmark: skipped: the frontier plot needs matplotlib, which is not installed (the plot extra): "
+        'pip install -e ".[plot]"'
+    ) in err
     assert not list((tmp_path / "b").glob("*.png")) and (tmp_path / "b" / "results.md").is_file()
 
 

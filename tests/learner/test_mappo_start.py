@@ -201,3 +201,28 @@ def test_the_fusion_agent_starts_as_exactly_the_mean_vote() -> None:
     loss = -torch.log_softmax(agents.fusion(inputs), -1).gather(1, other[:, None]).clamp(min=-1e4).mean()
     loss.backward()
     assert torch.count_nonzero(agents.fusion.gate.weight.grad) > 0
+
+
+def test_on_tasks_never_seen_the_decider_starts_by_following_the_leader() -> None:
+    """Without the task one-hot (ensemble_env/EnsembleUnseen-v1) the start is written into the decider exactly: each
+    team's logit is its mean reward over the task's answered questions (from the team record), ties and an empty
+    record going to the training tasks' best team."""
+    from ensemble_env.game.config import unseen_game
+    from ensemble_mappo.start import RecordStart
+    from ensemble_mappo.training import setup
+
+    cache = make_cache(n_models=3, n_questions=240, n_tasks=4, accuracy=[0.5, 0.6, 0.7], seed=2)
+    env = {key: list(value) if isinstance(value, tuple) else value for key, value in unseen_game(3).items()}
+    config = TrainConfig(env=env, question_features=False, num_envs=4, num_steps=8, hidden_size=16)
+    run = setup(config, cache, fit=True)
+    decider = run.learner.agents.decider
+    start = decider.start
+    assert isinstance(start, RecordStart) and start.leader
+    layout = run.venv.layout.decider
+    inputs = torch.rand(64, layout["team_record"].stop + 8)[:, : run.venv.layout.decider_size]
+    with torch.no_grad():
+        torch.testing.assert_close(decider(inputs), start.logits(inputs).masked_fill(decider.allowed <= 0, -1e30))
+    rates = torch.zeros(1, run.venv.layout.decider_size)
+    rates[0, layout["team_record"]] = torch.linspace(0.1, 0.9, layout["team_record"].stop - layout["team_record"].start)
+    best = int((rates[0, layout["team_record"]] * start.gap + start.wrong).argmax())
+    assert int(decider(rates).argmax()) == best

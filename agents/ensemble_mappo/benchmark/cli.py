@@ -13,12 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ensemble_env import extras
 from ensemble_env.cache import datasets
 from ensemble_env.cli.options import ListOption
 from ensemble_env.text import show
 from ensemble_mappo.benchmark.learners import BUDGETS, LEARNERS, budget_help
+from ensemble_mappo.benchmark.protocols import PROTOCOLS
 from ensemble_mappo.benchmark.registry import DEFAULT_ALGORITHMS
-from ensemble_mappo.benchmark.report import PLOT_EXTRA, format_markdown, write_plots
+from ensemble_mappo.benchmark.report import format_markdown, plot_skipped, write_plots
 from ensemble_mappo.benchmark.runner import Interrupted, benchmark, checked_alpha
 from ensemble_mappo.benchmark.stats import REFERENCES
 
@@ -68,6 +70,9 @@ def _command(args: Any) -> int:
 
 
 def _run(args: Any) -> int:
+    learners = [name for name in args.algorithms or DEFAULT_ALGORITHMS if name in LEARNERS]
+    if learners and not extras.require("benchmark", "mappo", ["torch"], option=f"--algorithms {','.join(learners)}"):
+        return extras.EXIT_STATUS
     if not 1 <= args.seeds <= MAX_SEEDS:
         raise ValueError(f"--seeds must be at least 1 and at most {MAX_SEEDS} (seeds 0..S-1), got {show(args.seeds)}")
     checked_alpha(args.alpha)
@@ -82,11 +87,16 @@ def _run(args: Any) -> int:
         budget=args.budget,
         progress=args.progress,
         plot=False,
+        protocol=args.protocol,
+        folds=args.folds,
+        fold_seed=args.fold_seed,
+        eval_cache=args.eval_cache,
+        jobs=args.jobs,
     )
     plots = write_plots(results, Path(args.out), list(results["caches"]))
     print(format_markdown(results))
     if plots is None:
-        print(f"benchmark: skipped the frontier plot: it needs matplotlib ({PLOT_EXTRA})", file=sys.stderr)
+        print(f"benchmark: {plot_skipped()}", file=sys.stderr)
         print(f"wrote {Path(args.out) / 'results.json'} and results.md (no frontier plot: matplotlib is missing)")
     else:
         print(f"wrote {Path(args.out) / 'results.json'}, results.md and the frontier plot")
@@ -146,6 +156,36 @@ def register_command(commands: Any) -> None:
         action=ListOption,
         metavar="FILE",
         help="Python file(s) that register algorithms with register_algorithm (e.g. examples/register_algorithm.py)",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="standard",
+        help="standard: every task's train, validation and test splits; unseen-tasks: routing tasks never seen, each "
+        "algorithm fitted and chosen on some tasks (its validation is tasks too) and scored on every question of the "
+        "others, each streamed from an empty history: --folds folds of the cache's tasks, or --eval-cache "
+        "(default: %(default)s; docs/benchmark.md)",
+    )
+    parser.add_argument(
+        "--folds", type=int, default=4, metavar="K", help="unseen-tasks: folds of the tasks (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--fold-seed", type=int, default=0, metavar="S", help="unseen-tasks: seed of the folds (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--eval-cache",
+        default=None,
+        metavar="PATH",
+        help="unseen-tasks: train and choose on every task of --cache, score every task of this cache (the same "
+        "models in the same order)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the missing runs in N processes (each run is seeded on its own: the results are a serial run's; "
+        "default: %(default)s)",
     )
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="show a progress bar")
     parser.set_defaults(run=_command)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_mappo import algorithms
+from ensemble_mappo.benchmark import protocols
 from ensemble_mappo.benchmark.answers import Algorithm, Answers
 
 __all__ = ["BUDGETS", "LEARNERS", "budget_help", "learner", "learner_answers"]
@@ -100,20 +101,29 @@ def learner_answers(
     return Answers(test.questions, test.answers, np.asarray(test.teams, dtype=bool), info)
 
 
-def learner(name: str, budget: str) -> tuple[Algorithm, dict[str, Any]] | None:
-    """The function and run-key config of the learner ``name`` at ``budget`` (one of :data:`BUDGETS`); None
+def learner(name: str, budget: str, protocol: str = "standard") -> tuple[Algorithm, dict[str, Any]] | None:
+    """The function and run-key config of the learner ``name`` at ``budget`` (one of :data:`BUDGETS`) under
+    ``protocol`` (``"unseen-tasks"``: the scenario of tasks never seen, :func:`protocols.learner_overrides`); None
     when ``name`` is not a learner."""
     if name not in algorithms.ALGORITHMS:
         return None
-    passes, checkpoints = algorithms.get(name).budget(budget)
+    entry = algorithms.get(name)
+    passes, checkpoints = entry.budget(budget)
+    unseen = protocol == "unseen-tasks"
+    if unseen:
+        protocols.learner_overrides(name, entry.config_class, 1)  # a learner that shows the task is refused now
 
     def run(cache: LogitCache, seed: int, alpha: float, out_dir: Path) -> Answers:
-        return learner_answers(cache, seed, alpha, out_dir, algorithm=name, passes=passes, checkpoints=checkpoints)
+        overrides = protocols.learner_overrides(name, entry.config_class, cache.n_models) if unseen else None
+        return learner_answers(
+            cache, seed, alpha, out_dir, algorithm=name, passes=passes, checkpoints=checkpoints, overrides=overrides
+        )
 
     # the learner's whole configuration is part of the run key: a run of other defaults is not reused
     config = learner_config(name, 0, 1.0, passes=passes, checkpoints=checkpoints).to_dict()
     defaults = {key: value for key, value in config.items() if key not in ("seed", "env")}
-    return run, {"budget": budget, "passes": passes, "checkpoints": checkpoints, "config": defaults}
+    key = {"budget": budget, "passes": passes, "checkpoints": checkpoints, "config": defaults}
+    return run, {**key, "protocol": protocol} if unseen else key
 
 
 def budget_help() -> str:

@@ -111,9 +111,11 @@ def canonical(name: str) -> str:
         raise _unknown(name) from None
 
 
-def resolve(name: str, budget: str) -> tuple[Algorithm, dict[str, Any]]:
-    """The function and key config of algorithm ``name``: a learner, a baseline, or a registered one."""
-    found = learner(name, budget)
+def resolve(name: str, budget: str, protocol: str = "standard") -> tuple[Algorithm, dict[str, Any]]:
+    """The function and key config of algorithm ``name`` under ``protocol``: a learner, a baseline, or a registered
+    one (a baseline or a registered algorithm runs the same under every protocol: the protocol is its cache's
+    splits)."""
+    found = learner(name, budget, protocol)
     if found is not None:
         return found
     with contextlib.suppress(ValueError):

@@ -1,5 +1,7 @@
 """The benchmark's report: the markdown tables of ``results.md`` (:func:`format_markdown`) and the frontier plots
-(:func:`write_plots`: test accuracy against team size, one PNG per cache, named by :func:`plot_names`).
+(:func:`write_plots`: test accuracy against team size, and cost on a cache with costs, with the 95% intervals as
+error bars and the algorithms that read the test labels drawn as references; one PNG per cache, named by
+:func:`plot_names`).
 """
 
 from __future__ import annotations
@@ -10,15 +12,22 @@ from typing import Any
 
 import numpy as np
 
+from ensemble_env import extras
 from ensemble_env.baselines import comparison
 from ensemble_env.files import check_output
 
-__all__ = ["PLOT_EXTRA", "TEST_LABELS_ROLE", "format_markdown", "plot_names", "write_plots"]
+__all__ = ["PLOT_EXTRA", "TEST_LABELS_ROLE", "format_markdown", "plot_names", "plot_skipped", "write_plots"]
 
 #: how the tables mark an algorithm that reads the test labels (an oracle: the headroom, never a competitor)
 TEST_LABELS_ROLE = "reference (uses test labels)"
 #: how to install what the frontier plot needs (matplotlib)
-PLOT_EXTRA = "pip install -e '.[plot]'"
+PLOT_EXTRA = extras.install_line("plot")
+
+
+def plot_skipped() -> str:
+    """What the benchmark says when it skips the frontier plot for want of matplotlib: the one message of
+    :mod:`ensemble_env.extras`."""
+    return "skipped: " + extras.message("the frontier plot", "plot", ["matplotlib"])
 
 
 def _interval(entry: dict[str, float] | None, digits: int = 3) -> str:
@@ -117,6 +126,30 @@ def _stem(cache_name: str) -> str:
     return Path(cache_name).stem or "cache"
 
 
+def _span(entry: Mapping[str, float] | None) -> tuple[float, float] | None:
+    """A metric's 95% interval as (low, high), or None without one."""
+    return None if entry is None else (float(entry["low"]), float(entry["high"]))
+
+
+def _frontier_point(name: str, entry: Mapping[str, Any], alpha: float) -> comparison.FrontierPoint:
+    """An algorithm's aggregate as a point of the frontier: the means over seeds, with their 95% intervals; an
+    algorithm that reads the test labels is marked so (drawn as a reference)."""
+    scores = entry["aggregate"]
+    cost = scores["cost"]
+    return comparison.FrontierPoint(
+        name,
+        alpha,
+        scores["accuracy"]["mean"],
+        scores["reward"]["mean"],
+        scores["team_size"]["mean"],
+        None if cost is None else cost["mean"],
+        uses_test_labels=bool(entry.get("uses_test_labels")),
+        accuracy_interval=_span(scores["accuracy"]),
+        team_size_interval=_span(scores["team_size"]),
+        cost_interval=_span(cost),
+    )
+
+
 def write_plots(results: Mapping[str, Any], out: Path, inputs: Sequence[str]) -> list[Path] | None:
     """Draw each cache's frontier into ``out`` (names: :func:`plot_names`; never over one of ``inputs``, the
     caches); the paths written, or None when matplotlib is missing (nothing written)."""
@@ -125,18 +158,15 @@ def write_plots(results: Mapping[str, Any], out: Path, inputs: Sequence[str]) ->
         check_output(out / name, inputs)
     written = []
     for cache_name, per_algorithm in results["caches"].items():
-        points = [
-            comparison.FrontierPoint(
-                f"{name} (test labels)" if entry.get("uses_test_labels") else name,
-                results["alpha"],
-                entry["aggregate"]["accuracy"]["mean"],
-                entry["aggregate"]["reward"]["mean"],
-                entry["aggregate"]["team_size"]["mean"],
-                None if entry["aggregate"]["cost"] is None else entry["aggregate"]["cost"]["mean"],
-            )
-            for name, entry in per_algorithm.items()
-        ]
-        title = f"{cache_name}: test accuracy vs team size (alpha {results['alpha']:g})"
+        points = [_frontier_point(name, entry, results["alpha"]) for name, entry in per_algorithm.items()]
+        priced = all(point.cost is not None for point in points) and any(
+            not np.isclose(point.cost, point.team_size) for point in points if point.cost is not None
+        )
+        seeds = len(results["seeds"])
+        title = (
+            f"{cache_name}: test accuracy against team size{' and cost' if priced else ''} (alpha "
+            f"{results['alpha']:g}); mean over {seeds} seed{'s' if seeds != 1 else ''}, bars: 95% intervals"
+        )
         try:
             written.append(comparison.plot_frontier(points, out / names[cache_name], title=title))
         except ModuleNotFoundError:

@@ -5,23 +5,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.digest import cache_digest
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import check_alpha
 from ensemble_env.text import show
+from ensemble_mappo.benchmark import protocols
 from ensemble_mappo.benchmark.answers import answers_to_json, check_answers
 from ensemble_mappo.benchmark.learners import BUDGETS
 from ensemble_mappo.benchmark.registry import canonical, resolve, uses_test_labels
-from ensemble_mappo.benchmark.report import PLOT_EXTRA, format_markdown, write_plots
+from ensemble_mappo.benchmark.report import format_markdown, plot_skipped, write_plots
 from ensemble_mappo.benchmark.stats import REFERENCES, aggregate, paired_differences, routing, run_summary
 from ensemble_mappo.benchmark.store import (
     RESULT,
@@ -99,9 +103,20 @@ def benchmark(
     budget: str = "default",
     progress: bool = True,
     plot: bool = True,
+    protocol: str = "standard",
+    folds: int = 4,
+    fold_seed: int = 0,
+    eval_cache: str | os.PathLike[str] | None = None,
+    jobs: int = 1,
 ) -> dict[str, Any]:
     """Run every algorithm x seed x cache (finished runs are read back, not redone); write ``results.json``,
     ``results.md`` and the frontier plot in ``out``; return the results.
+
+    ``protocol="unseen-tasks"`` (:mod:`ensemble_mappo.benchmark.protocols`): every algorithm fits and chooses on
+    some tasks and answers every question of the others, each task streamed from an empty history: ``folds`` folds
+    of each cache's tasks dealt with ``fold_seed`` (printed), or, with ``eval_cache``, training on all tasks of each
+    cache and scoring all tasks of ``eval_cache``. ``jobs`` > 1 runs the missing runs in that many processes
+    (each run is seeded on its own: the results are those of a serial run).
 
     An algorithm or a cache given twice (an alias, another path to the same file) runs once, with a note on
     stderr. A stored run that fails the checks of :func:`~ensemble_mappo.benchmark.store.read_run` is redone, with
@@ -110,6 +125,12 @@ def benchmark(
     """
     if budget not in BUDGETS:
         raise ValueError(f"budget={budget!r} is not one of {', '.join(BUDGETS)}")
+    if protocol not in protocols.PROTOCOLS:
+        raise ValueError(f"--protocol {protocol!r} is not one of {', '.join(protocols.PROTOCOLS)}")
+    if eval_cache is not None and protocol != "unseen-tasks":
+        raise ValueError("--eval-cache scores tasks never seen: it goes with --protocol unseen-tasks")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
+        raise ValueError(f"--jobs must be an integer from 1 to {MAX_JOBS}, got {show(jobs)}")
     rate = checked_alpha(alpha)
     seeds = list(seeds)
     if not seeds:
@@ -119,51 +140,172 @@ def benchmark(
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct, got {show(seeds)}")
     names = _unique_algorithms(algorithms)
-    resolved = {name: resolve(name, budget) for name in names}
+    resolved = {name: resolve(name, budget, protocol) for name in names}
     loaded, digests = _unique_caches([os.fspath(cache) for cache in caches])
+    evaluation = resolve_cache(os.fspath(eval_cache)) if eval_cache is not None else None
     inputs = [*loaded, *(cache.path for cache in loaded.values())]
+    inputs += [os.fspath(eval_cache), evaluation.path] if evaluation is not None else []
     folder = prepare_out(out, ["results.json", "results.md"], inputs)
-    plan = [(cache_name, name, seed) for cache_name in loaded for name in names for seed in seeds]
-    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    plans = {name: _units(cache, protocol, folds, fold_seed, evaluation) for name, cache in loaded.items()}
+    unit_digests = {(name, k): cache_digest(unit.cache) for name, (units, _) in plans.items() for k, unit in
+                    enumerate(units)}  # fmt: skip
+    plan = [
+        (cache_name, name, seed, k)
+        for cache_name, (units, _) in plans.items()
+        for name in names
+        for seed in seeds
+        for k in range(len(units))
+    ]
+    records: dict[tuple[str, str, int, int], dict[str, Any]] = {}
     reused = finished = 0
     bar = _bar(len(plan), progress)
     try:
-        for cache_name, name, seed in plan:
-            cache, (function, config) = loaded[cache_name], resolved[name]
-            key = run_key(names[name], seed, digests[cache_name], rate, config)
+        pending = []
+        for item in plan:
+            cache_name, name, seed, k = item
+            key = run_key(names[name], seed, unit_digests[(cache_name, k)], rate, resolved[name][1])
             place = run_folder(folder, key, cache_name)
             try:
-                record = read_run(place / RESULT, key, cache, root=folder / "runs")
+                record = read_run(place / RESULT, key, plans[cache_name][0][k].cache, root=folder / "runs")
             except RunError as error:
                 _note(f"refused the stored run {error}; the run is redone")
                 record = None
             if record is None:
-                if bar is not None:
-                    bar.set_postfix_str(f"{name} seed {seed} on {cache_name}")
-                answers = function(cache, seed, rate, make_folder(place))
-                check_answers(answers, cache, name)
-                record = {"key": key, **answers_to_json(answers)}
-                write_run(place / RESULT, record, cache, inputs, name)
+                pending.append((item, key, place))
             else:
-                reused += 1
-            finished += 1
-            runs.setdefault((cache_name, name), []).append({**record, "algorithm": name, "seed": seed})
+                records[item], reused, finished = record, reused + 1, finished + 1
+                if bar is not None:
+                    bar.update()
+        context = _Context(plans, resolved, rate, inputs)
+        for item, record in _execute(context, pending, jobs):
+            records[item], finished = record, finished + 1
             if bar is not None:
+                bar.set_postfix_str(f"{item[1]} seed {item[2]} on {item[0]}")
                 bar.update()
         if bar is not None:
             bar.close()
             bar = None
-        results = _results(loaded, list(names), runs, alpha, budget, seeds, reused, digests)
+        runs = {
+            (cache_name, name): [
+                {**_merged(plans[cache_name], [records[(cache_name, name, seed, k)] for k in range(len(units))]),
+                 "algorithm": name, "seed": seed}
+                for seed in seeds
+            ]
+            for cache_name, (units, _) in plans.items()
+            for name in names
+        }  # fmt: skip
+        scored = {
+            (f"{cache_name} -> {eval_cache}" if evaluation is not None else cache_name): plans[cache_name][1]
+            for cache_name in loaded
+        }
+        if evaluation is not None:
+            runs = {(f"{cache_name} -> {eval_cache}", name): group for (cache_name, name), group in runs.items()}
+        results = _results(scored, list(names), runs, alpha, budget, seeds, reused, digests)
+        if protocol != "standard":
+            results["protocol"] = {
+                "name": protocol,
+                "fold_seed": fold_seed,
+                "folds": {
+                    cache_name: [
+                        {"label": u.label, "held_out": list(u.held_out), "validation_tasks": list(u.validation_tasks)}
+                        for u in units
+                    ]
+                    for cache_name, (units, _) in plans.items()
+                },
+            }
         write_output(folder / "results.json", _json(results), inputs)
         write_output(folder / "results.md", format_markdown(results), inputs)
         if plot and write_plots(results, folder, inputs) is None:
-            _note(f"skipped the frontier plot: it needs matplotlib ({PLOT_EXTRA})")
+            _note(plot_skipped())
     except KeyboardInterrupt:
         raise Interrupted(finished, len(plan), folder / "runs") from None
     finally:
         if bar is not None:
             bar.close()
     return results
+
+
+#: the most processes ``--jobs`` starts
+MAX_JOBS = 64
+
+
+def _units(
+    cache: LogitCache, protocol: str, folds: int, fold_seed: int, evaluation: LogitCache | None
+) -> tuple[list[protocols.Unit], LogitCache]:
+    """The units a cache's runs run on, and the cache their merged answers are scored on; the folds are said on
+    stderr."""
+    if protocol == "standard":
+        test = cache.select("test")
+        return [protocols.Unit("all", cache, test, (), ())], cache
+    units, scored = protocols.units(cache, k=folds, seed=fold_seed, eval_cache=evaluation)
+    for unit in units:
+        _note(
+            f"{protocol} {unit.label} (fold seed {fold_seed}): held out {', '.join(unit.held_out)}; "
+            f"validation tasks {', '.join(unit.validation_tasks)}"
+        )
+    return units, scored
+
+
+def _merged(plan: tuple[list[protocols.Unit], LogitCache], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One record of answers to every scored question from the units' records (each unit's test questions mapped
+    to the scored cache), in the scored cache's order; a single unit's record is kept as it is."""
+    units, _ = plan
+    if len(units) == 1 and units[0].label == "all":
+        return records[0]
+    questions = np.concatenate([unit.scored_questions for unit in units])
+    order = np.argsort(questions, kind="stable")
+    predictions = np.concatenate([np.asarray(r["predictions"]) for r in records])[order]
+    teams = np.concatenate([np.asarray(r["teams"]) for r in records])[order]
+    info = {"folds": [{"unit": unit.label, **r.get("info", {})} for unit, r in zip(units, records, strict=True)]}
+    return {"questions": questions[order].tolist(), "predictions": predictions.tolist(), "teams": teams.tolist(),
+            "info": info}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class _Context:
+    """What a run needs: the units, the algorithms, alpha, the inputs no output may overwrite."""
+
+    plans: dict[str, tuple[list[protocols.Unit], LogitCache]]
+    resolved: dict[str, tuple[Any, dict[str, Any]]]
+    rate: float
+    inputs: list[Any]
+
+
+#: the context of the runs a forked worker process executes (set before the pool forks)
+_WORK: list[tuple[_Context, tuple[str, str, int, int], dict[str, Any], Path]] = []
+
+
+def _run_one(index: int) -> dict[str, Any]:
+    """Run the ``index``-th pending run of :data:`_WORK` and store its record."""
+    context, (cache_name, name, seed, k), key, place = _WORK[index]
+    unit = context.plans[cache_name][0][k]
+    function = context.resolved[name][0]
+    answers = function(unit.cache, seed, context.rate, make_folder(place))
+    check_answers(answers, unit.cache, name)
+    record = {"key": key, **answers_to_json(answers)}
+    write_run(place / RESULT, record, unit.cache, context.inputs, name)
+    return record
+
+
+def _execute(context: _Context, pending: list[Any], jobs: int) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """Run the pending runs, serially or in ``jobs`` forked processes, yielding (item, record) as each ends."""
+    _WORK[:] = [(context, item, key, place) for item, key, place in pending]
+    if jobs == 1 or len(pending) <= 1:
+        for index, (item, _, _) in enumerate(pending):
+            yield item, _run_one(index)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = {pool.submit(_run_one, index): item for index, (item, _, _) in enumerate(pending)}
+        try:
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
 
 
 def _json(data: Any) -> str:

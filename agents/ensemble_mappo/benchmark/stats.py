@@ -34,7 +34,15 @@ __all__ = [
 #: what the baselines of the benchmark are called in ensemble_env.baselines.comparison
 METRICS = ("accuracy", "reward", "team_size", "cost")
 #: the references every algorithm is compared with, paired by seed and test question
-REFERENCES = ("static_team", "static_team(train+val)", "static_team(pooled)", "best_single", "best_single(per_task)")
+REFERENCES = (
+    "static_team",
+    "static_team(train+val)",
+    "static_team(pooled)",
+    "best_single",
+    "best_single(per_task)",
+    "global_team",
+    "ftl_team",
+)
 
 
 def question_metrics(cache: LogitCache, result: BaselineResult, alpha: float) -> dict[str, np.ndarray]:

@@ -36,6 +36,7 @@ from ensemble_env.adapters import lazy_class, require
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.game.actions import choose_encoding
 from ensemble_env.game.config import rlae_game
+from ensemble_env.game.engine import check_seed
 from ensemble_env.views.parallel import parallel_env
 
 # EnsembleTask and EnsembleEnvTask come from the module __getattr__
@@ -103,6 +104,7 @@ def _copies(num_envs: int, seed: int | None, device: Any, options: dict[str, Any
     from ensemble_env.adapters.torchrl import torchrl_env
 
     masked = _has_decider(options)  # BenchMARL masks every group or none: the decider's mask is all-valid
+    seed = check_seed(seed, "get_env_fun")  # the game's rule; a Python int, so seed + index never wraps around
 
     def copy(index: int) -> Any:
         return functools.partial(

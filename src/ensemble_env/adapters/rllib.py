@@ -70,6 +70,7 @@ import numpy as np
 from ensemble_env.adapters import lazy_class, require
 from ensemble_env.adapters.wrappers import PerChoiceFusion, answer_reward
 from ensemble_env.game.actions import choose_encoding
+from ensemble_env.game.engine import check_seed
 from ensemble_env.views.parallel import parallel_env
 
 # EnsembleMultiAgentEnv and MaskedPPOTorchRLModule come from the module __getattr__ below
@@ -189,8 +190,9 @@ def _build_env_class() -> type:
             if self._answer is None:  # the fuser's turn: it answers the question its observation shows
                 if set(action_dict) != {"fusion"}:
                     raise ValueError(f"the fuser's turn takes the action of 'fusion' alone, got {sorted(action_dict)}")
+                # validated as the game validates it (2.6 is refused, never scored as 2), then kept as it is
+                reward = answer_reward(self.engine, action_dict["fusion"])
                 self._answer = action_dict["fusion"]
-                reward = answer_reward(self.engine, int(np.asarray(self._answer).reshape(-1)[0]))
                 rewards = {"fusion": reward}
                 if self._committed:  # r_t credits the decider's commit of E_t, one question ago (E_0: initial_team)
                     rewards["decider"] = reward
@@ -338,7 +340,7 @@ def seed_everything(seed: int) -> None:
     require("ray", "rllib")
     from ray.rllib.utils.debug import update_global_seed_if_necessary
 
-    update_global_seed_if_necessary("torch", seed)
+    update_global_seed_if_necessary("torch", check_seed(seed, "seed_everything"))
 
 
 def ppo_config(
@@ -367,6 +369,7 @@ def ppo_config(
     >>> algo.train()["env_runners"]["episode_return_mean"]  # doctest: +SKIP
     """
     require("ray", "rllib")
+    seed = check_seed(seed, "ppo_config")  # the game's rule, as a Python int (RLlib adds i per env runner)
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec

@@ -61,6 +61,7 @@ from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.actions import choose_encoding
 from ensemble_env.game.config import RLAE_GAME, rlae_game
+from ensemble_env.game.engine import check_seed
 from ensemble_env.views.parallel import parallel_env
 from ensemble_env.views.policies import FixedTeam, MeanVote
 
@@ -234,6 +235,8 @@ class SingleRoleEnv(gymnasium.Env[np.ndarray, Any]):
         self._next_other_action: Any = None  # the fuser's answer already played in the aligned look-ahead
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        # the game's seed rule (a numpy integer is a seed, True is not), then as a Python int for gymnasium
+        seed = check_seed(seed, "SingleRoleEnv.reset")
         super().reset(seed=seed)
         obs, infos = self.parallel.reset(seed=seed)
         self._started = True
@@ -273,11 +276,14 @@ class SingleRoleEnv(gymnasium.Env[np.ndarray, Any]):
 
     def _look_ahead(self) -> float:
         """r_{t+1}: the reward the fixed fuser's answer to the next question earns with the committed team
-        (:func:`~ensemble_env.adapters.wrappers.answer_reward`). The answer is kept and played at the next step,
-        so the game goes on exactly as it would have. Nothing in the game changes."""
-        answer = int(np.asarray(self._other_action()).reshape(-1)[0])
-        self._next_other_action = answer
-        return answer_reward(self.parallel.engine, answer)
+        (:func:`~ensemble_env.adapters.wrappers.answer_reward`). The fuser's action is validated as the game
+        validates it (an action the game refuses, such as 2.6, raises the game's ValueError here, never scored
+        as another answer), kept as it is and played at the next step, so the game goes on exactly as it would
+        have. Nothing in the game changes."""
+        action = self._other_action()
+        reward = answer_reward(self.parallel.engine, action)
+        self._next_other_action = action
+        return reward
 
     def action_masks(self) -> np.ndarray:
         """Valid actions, as sb3-contrib's MaskablePPO reads them: the valid-choice mask for the fusion role;
@@ -330,6 +336,7 @@ def sb3_env(
         raise ValueError(f"train={train!r} is not one of {', '.join(map(repr, TRAIN_CHOICES))}")
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+    seed = check_seed(seed, "sb3_env")  # the game's rule; a Python int, so seed + i never wraps around
     loaded = resolve_cache(cache)  # loaded once, shared by the copies
     if train == "weights":
         if other is not None:
@@ -425,6 +432,7 @@ def _shared_sb3_wrapper(vector: Any, roles: _SharedRoles) -> Any:
         _observations: np.ndarray | None = None
 
         def seed(self, seed: int | None = None) -> list[int | None]:
+            seed = check_seed(seed, "seed")
             self._pending_seed = seed
             return [None if seed is None else seed + index for index in range(self.num_envs)]
 

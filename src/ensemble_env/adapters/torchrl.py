@@ -51,6 +51,7 @@ from pettingzoo.utils.wrappers import BaseParallelWrapper
 from ensemble_env.adapters import require
 from ensemble_env.adapters.wrappers import PerChoiceFusion
 from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.engine import check_seed
 from ensemble_env.views.parallel import parallel_env
 
 __all__ = ["GROUP_MAP", "WEIGHTS_GROUP", "DeciderActionMask", "group_map_of", "torchrl_env"]
@@ -107,6 +108,8 @@ def torchrl_env(
     """
     require("torchrl", "torchrl")
     from torchrl.envs import PettingZooWrapper
+
+    seed = check_seed(seed, "torchrl_env")  # the game's rule, as a Python int for TorchRL
 
     if fusion_view not in ("raw", "per_choice"):
         raise ValueError(f"fusion_view={fusion_view!r} is not 'raw' or 'per_choice'")

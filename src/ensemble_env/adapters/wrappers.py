@@ -17,7 +17,11 @@ Numpy only (no MARL library). Two things stand between a library's generic PPO a
   looking one question ahead with the fixed fuser.
 
 Neither changes the game: the same seeds and actions give the same rewards, infos and episode ends as the raw
-environment (``tests/adapters/test_adapter_wrappers.py``). What each changes is what the learner is shown:
+environment (``tests/adapters/test_adapter_wrappers.py``), and neither has rules of its own for what it takes:
+a fusion action the aligned credit scores passes the game's own validation first (:func:`fusion_answer`, so
+2.6 is refused as the game refuses it, never played as 2), and seeds go through the game's
+:func:`~ensemble_env.game.engine.check_seed` (``tests/adapters/test_fuzz_wrappers.py`` checks both against the
+game, value by value). What each changes is what the learner is shown:
 
 =========================  =====================================================================================
 wrapper                    what it changes
@@ -52,6 +56,7 @@ from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 from ensemble_env.game.layout import ObservationLayout
 from ensemble_env.game.reward import model_costs, step_reward
+from ensemble_env.text import show
 
 __all__ = [
     "PER_CHOICE_TAIL",
@@ -59,6 +64,7 @@ __all__ = [
     "PerChoiceLayout",
     "aligned_decider_rewards",
     "answer_reward",
+    "fusion_answer",
     "per_choice_observation",
     "per_choice_rows",
 ]
@@ -126,8 +132,17 @@ class PerChoiceLayout:
 
     @classmethod
     def from_env(cls, env: Any) -> PerChoiceLayout:
-        """The per-choice layout of a PettingZoo view (``ensemble_env.parallel_env``, wrapped or not)."""
+        """The per-choice layout of a PettingZoo view (``ensemble_env.parallel_env``, wrapped or not). A game
+        whose fusion agent sets weights (``fusion_action="weights"``) is refused: the per-choice rows are for an
+        agent that picks a choice, and a weighting agent's action is a weight per model, not per choice."""
         engine = env.unwrapped.engine
+        fusion_action = engine.config.fusion_action
+        if fusion_action != "answer":
+            raise ValueError(
+                f"the per-choice fusion view needs fusion_action='answer' (a fusion agent that picks one of the "
+                f"question's choices); this game has fusion_action={fusion_action!r}, whose fusion action is "
+                f"{engine.single_action_space('fusion')}, a weight per model: leave its observation as it is"
+            )
         return cls.from_layout(engine.layout, engine.n_models, engine.max_choices)
 
     def space(self) -> spaces.Box:
@@ -172,7 +187,9 @@ class PerChoiceFusion(BaseParallelWrapper):
     The decider's observation, the actions, the rewards, the infos (the fusion agent's ``action_mask``
     included) and the episode ends are the wrapped environment's. ``state()`` is the decider's observation
     followed by the per-choice fusion observation, ``state_space`` its bounds. ``layout`` is the
-    :class:`PerChoiceLayout`; ``raw_layout`` the wrapped environment's :class:`ObservationLayout`.
+    :class:`PerChoiceLayout`; ``raw_layout`` the wrapped environment's :class:`ObservationLayout`. A game without
+    the agents decider and fusion, or whose fusion agent sets weights (``fusion_action="weights"``), is refused
+    with a ValueError naming what it has.
     """
 
     def __init__(self, env: Any) -> None:
@@ -182,8 +199,10 @@ class PerChoiceFusion(BaseParallelWrapper):
                 f"PerChoiceFusion needs the agents ['decider', 'fusion'], got {list(env.possible_agents)} "
                 "(decider=False or fusion_agents='per_model' have no fusion agent to re-lay out)"
             )
+        # a weights game (fusion_action="weights") has those agents too: refused, naming the option
+        layout = PerChoiceLayout.from_env(env)
         self.raw_layout: ObservationLayout = env.unwrapped.engine.layout
-        self.layout = PerChoiceLayout.from_env(env)
+        self.layout = layout
         decider = env.observation_space("decider")
         self.observation_spaces = {"decider": decider, "fusion": self.layout.space()}
         self.action_spaces = {agent: env.action_space(agent) for agent in env.possible_agents}
@@ -230,29 +249,99 @@ def aligned_decider_rewards(rewards: np.ndarray, done: np.ndarray) -> tuple[np.n
     the decider committed at step t, when step t did not end its episode; 0 where it did (that team answers no
     question of the episode). ``known[t]`` is False at those ends and at the rollout's last step when it did not
     end an episode (the next reward is not collected yet): a learner drops those steps or bootstraps them.
+
+    An empty rollout (T = 0: a batch collected no step) gives two empty arrays of its shape: there is no step to
+    credit, and a caller's ``aligned[known]`` and ``known.any()`` work as for any other batch. ``rewards`` must
+    hold real numbers and ``done`` booleans (or the integers or floats 0 and 1); text, objects or other values
+    raise a ValueError naming the argument and the value, never read as numbers or truth values.
     """
-    rewards = np.asarray(rewards, dtype=np.float64)
-    done = np.asarray(done, dtype=bool)
+    rewards, done = _real_array("rewards", rewards), _done_array(done)
     if rewards.shape != done.shape or rewards.ndim == 0:
         raise ValueError(f"rewards {rewards.shape} and done {done.shape} must share one shape with a time axis first")
     aligned = np.zeros_like(rewards)
-    aligned[:-1] = np.where(done[:-1], 0.0, rewards[1:])
     known = ~done
+    if rewards.shape[0] == 0:
+        return aligned, known
+    aligned[:-1] = np.where(done[:-1], 0.0, rewards[1:])
     known[-1] = False
     return aligned, known
 
 
-def answer_reward(engine: Any, answer: int) -> float:
-    """The reward the game will pay when the fuser answers ``answer`` to the question the engine answers next.
+def _array(name: str, value: Any) -> np.ndarray:
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError) as error:  # ragged nesting, objects numpy cannot read
+        raise ValueError(f"{name} cannot be read as an array ({error}): got {show(value)}") from None
 
-    ``engine``: a single-copy :class:`~ensemble_env.game.engine.GameEngine` (``env.unwrapped.engine``) between
-    steps. The game's own reward function (:func:`~ensemble_env.game.reward.step_reward`, with the engine's
-    settings) on that question, its label, the committed team (``engine.team``), its costs and the focal
-    diversity the game scores it with (the info ``focal_diversity`` of the committed team). Reads the engine and
-    changes nothing: the next step with this answer pays exactly this reward, whatever the decider commits in
-    that step (its team answers the question after). The aligned decider credit of ``SingleRoleEnv`` and of the
+
+def _real_array(name: str, value: Any) -> np.ndarray:
+    """``value`` as a float64 array, refused unless it holds real numbers (booleans and integers included)."""
+    array = _array(name, value)
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must hold real numbers, got {show(value)} (dtype {array.dtype})")
+    return array.astype(np.float64)
+
+
+def _done_array(value: Any) -> np.ndarray:
+    """``value`` as a bool array: booleans, or numbers that are all 0 or 1; anything else is refused."""
+    array = _array("done", value)
+    if array.dtype.kind == "b":
+        return array.astype(bool, copy=True)
+    if array.dtype.kind in "iuf":
+        binary = (array == 0) | (array == 1)  # False for NaN
+        if binary.all():
+            return array == 1
+        bad = array.reshape(-1)[int(np.argmin(binary.reshape(-1)))]
+        raise ValueError(f"done must hold booleans (or 0 and 1), found {bad.item()!r} in {show(value)}")
+    raise ValueError(f"done must hold booleans (or 0 and 1), got {show(value)} (dtype {array.dtype})")
+
+
+def fusion_answer(engine: Any, action: Any) -> int:
+    """The answer the game gives when the fusion agent plays ``action`` at the engine's next step, or the
+    game's own ValueError when the game refuses the action.
+
+    ``engine``: a single-copy :class:`~ensemble_env.game.engine.EnsembleVectorEnv` (``env.unwrapped.engine``)
+    between steps. The action is validated by the game's public validation of one agent's action,
+    ``engine.decode_agent("fusion", action, None)`` (what the PettingZoo view's ``check_action`` and every step
+    call), so this accepts exactly what the game accepts (an integer, a float holding an integer, a bool, of
+    any width, in shape () or (1,)) and refuses the rest with the game's message (2.6, NaN, "2", shape (2,)).
+    With ``fusion_action="weights"`` the action is the N weights, and the answer the one the game derives from
+    them on the next question with the committed team (``engine.weighted_answers``). Changes nothing.
+
+    >>> import ensemble_env
+    >>> env = ensemble_env.parallel_env("toy8")
+    >>> _ = env.reset(seed=0)
+    >>> fusion_answer(env.engine, 2), fusion_answer(env.engine, np.float32(2.0)), fusion_answer(env.engine, [3])
+    (2, 2, 3)
+    >>> fusion_answer(env.engine, 2.6)
+    Traceback (most recent call last):
+    ...
+    ValueError: fusion action: an answer must be an integer; expected Discrete(10), one answer index, got 2.6 ...)
+    """
+    # One check, shared with the game. Later, in game/: an engine method giving the answers a step plays for a
+    # fusion action (what decode_actions computes inside), so that this function becomes a call to it.
+    if engine.num_envs != 1:
+        raise ValueError(f"fusion_answer needs a single-copy engine (num_envs=1), got num_envs={engine.num_envs}")
+    decoded = engine.decode_agent("fusion", action, None)
+    if engine.uses_weights:
+        return int(engine.weighted_answers(decoded)[0])
+    return int(decoded[0])
+
+
+def answer_reward(engine: Any, action: Any) -> float:
+    """The reward the game will pay when the fuser plays ``action`` on the question the engine answers next.
+
+    ``engine``: a single-copy :class:`~ensemble_env.game.engine.EnsembleVectorEnv` (``env.unwrapped.engine``)
+    between steps. ``action``: the fusion agent's action, validated as the game validates it
+    (:func:`fusion_answer`: an action the game refuses raises its ValueError here, before anything is scored).
+    The game's own reward function (:func:`~ensemble_env.game.reward.step_reward`, with the engine's settings)
+    on that question, its label, the committed team (``engine.team``), its costs and the focal diversity the
+    game scores it with (the info ``focal_diversity`` of the committed team). Reads the engine and changes
+    nothing: the next step with this action pays exactly this reward, whatever the decider commits in that
+    step (its team answers the question after). The aligned decider credit of ``SingleRoleEnv`` and of the
     RLlib env uses it to pay the decider r_{t+1} as soon as the fuser's answer to q_{t+1} is known.
     """
+    answer = fusion_answer(engine, action)
     question = int(engine.next_questions()[0])
     team = engine.team[0]
     cache = engine.cache

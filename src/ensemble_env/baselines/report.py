@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ensemble_env import extras
 from ensemble_env.baselines import simple as baselines
 from ensemble_env.cache.logit_cache import SPLITS, LogitCache
 from ensemble_env.files import save_figure
@@ -383,15 +384,13 @@ def plot_cache(
     - ``error_correlation.png``: :func:`error_correlation` as a heat map;
     - ``teams_by_size.png``: :func:`team_stats` as accuracy against focal diversity, and both by team size.
 
-    All on the questions of ``split``. Needs matplotlib (``pip install 'ensemble-env[plot]'``); raises
-    ModuleNotFoundError saying so when it is missing. Each file is written atomically.
+    All on the questions of ``split``. Needs matplotlib (the ``plot`` extra); raises ModuleNotFoundError saying so
+    (:func:`ensemble_env.extras.message`) when it is missing. Each file is written atomically.
     """
     try:
         from matplotlib.figure import Figure
     except ImportError as error:
-        raise ModuleNotFoundError(
-            "cache plots need matplotlib: pip install 'ensemble-env[plot]' (or pip install matplotlib)"
-        ) from error
+        raise extras.missing_error("plotting a cache", "plot", ["matplotlib"]) from error
     questions = cache.select(split)
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@
 - :func:`load_feature_file` reads a (Q, F) ``.npy`` file (without pickle) and :func:`with_features` puts any
   features into a cache.
 
-scikit-learn (the ``data`` extra: ``pip install "ensemble-env[data]"``) is imported only by
+scikit-learn (the ``data`` extra: ``pip install -e ".[data]"``) is imported only by
 :func:`text_features`.
 
 >>> import numpy as np
@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ensemble_env import extras
 from ensemble_env.cache.convert.common import ConversionError, read_input
 from ensemble_env.cache.logit_cache import SPLITS, LogitCache
 from ensemble_env.text import show
@@ -50,7 +51,7 @@ TEXT_FEATURE_KIND = "text-tfidf-svd"
 #: F of :func:`text_features` unless told otherwise
 DEFAULT_N_FEATURES = 64
 #: how to install what :func:`text_features` needs
-INSTALL_HINT = 'pip install "ensemble-env[data]"'
+INSTALL_HINT = extras.install_line("data")
 _HASH_BUCKETS = 2**15  # per vectorizer (words, characters): small enough for a dense SVD basis
 _WORD_NGRAMS = (1, 2)
 _CHAR_NGRAMS = (3, 5)
@@ -64,9 +65,7 @@ def _sklearn() -> tuple[Any, Any, Any, Any]:
         from sklearn.decomposition import TruncatedSVD
         from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer
     except ModuleNotFoundError as error:
-        raise ModuleNotFoundError(
-            f"text features need scikit-learn, which is not installed ({error}): {INSTALL_HINT}"
-        ) from error
+        raise extras.missing_error("computing text features", "data", ["sklearn"]) from error
     return HashingVectorizer, TfidfTransformer, TruncatedSVD, sparse
 
 

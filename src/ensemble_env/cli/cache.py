@@ -35,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from ensemble_env import extras
 from ensemble_env.baselines.report import PLOT_FILES, format_summary, plot_cache, summarize
 from ensemble_env.cache import datasets
 from ensemble_env.cache.convert import (
@@ -160,6 +161,9 @@ def _from_lm_eval(args: argparse.Namespace) -> int:
     output = Path(args.output)
     if args.n_features is not None and args.features != "text":
         raise ValueError("--n-features goes with --features text")
+    text = args.features == "text"
+    if text and not extras.require("cache from-lm-eval", "data", ["sklearn"], option="--features text"):
+        return extras.EXIT_STATUS
     inputs = lm_eval_inputs(args.paths)
     check_output(output, inputs)  # before reading: the same check runs again before the rename
     cache = from_lm_eval(
@@ -254,6 +258,8 @@ def _features(args: argparse.Namespace) -> int:
     if args.source == "text":
         if args.kind:
             raise ValueError("--kind goes with --from FILE.npy (text features are of kind text-tfidf-svd)")
+        if not extras.require("cache features", "data", ["sklearn"], option="--from text"):
+            return extras.EXIT_STATUS
         cache, inputs = _load_input(args.cache, args.output)
         with status("computing the text features (TF-IDF, SVD)"):
             updated = with_text_features(cache, _n_features(args), seed=args.seed)
@@ -272,6 +278,8 @@ def _features(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
+    if not extras.require("cache plot", "plot"):
+        return extras.EXIT_STATUS
     folder = Path(args.output)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{folder}: not a folder; -o of cache plot names the folder of the PNGs (created if missing)")
@@ -583,7 +591,7 @@ def register(commands: Any) -> None:
         _plot,
         "PNGs of accuracy by task, error correlation and teams by size",
         "Write accuracy_by_task.png, error_correlation.png and teams_by_size.png into DIR (created if "
-        "missing). Needs matplotlib: pip install 'ensemble-env[plot]'.",
+        f"missing). Needs matplotlib (the plot extra): {extras.install_line('plot')}.",
     )
     plot.add_argument("cache", metavar="CACHE", help="a cache file or a built-in name")
     plot.add_argument("-o", "--output", required=True, metavar="DIR", help="folder of the PNGs (created if missing)")

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ensemble_env import extras
 from ensemble_env.baselines import comparison, routing, simple
 from ensemble_env.cache import datasets
 from ensemble_env.cache.logit_cache import SPLIT_CHOICES, SPLITS
@@ -78,6 +79,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _baselines(args: argparse.Namespace) -> int:
+    if args.frontier is not None and not extras.require("baselines", "plot", option="--frontier"):
+        return extras.EXIT_STATUS
     alphas: tuple[float, ...] = comparison.DEFAULT_ALPHAS
     if args.alphas is not None:
         try:
@@ -208,7 +211,8 @@ def register(commands: Any) -> None:
     table.add_argument(
         "--frontier",
         metavar="OUT",
-        help="also sweep alpha and plot accuracy against mean team size: OUT.png, or a folder for frontier.png",
+        help="also sweep alpha and plot accuracy against mean team size: OUT.png, or a folder for frontier.png "
+        "(needs matplotlib: the plot extra)",
     )
     table.add_argument(
         "--alphas",

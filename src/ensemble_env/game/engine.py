@@ -392,13 +392,15 @@ class EnsembleVectorEnv:
 
     def weighted_answers(self, weights: np.ndarray) -> np.ndarray:
         """(B,) int64 answers the (B, N) weights give on each copy's next question with its current team
-        (:func:`~ensemble_env.game.dynamics.weighted_answers`)."""
-        weights = np.ascontiguousarray(weights, dtype=np.float32)
-        if weights.shape != (self.num_envs, self.n_models):
+        (:func:`~ensemble_env.game.dynamics.weighted_answers`). The weights are checked as a weighting agent's
+        action is (:func:`~ensemble_env.game.actions.decode_weights`: real numbers in [0, 1], no NaN)."""
+        shape = np.shape(weights)
+        if shape != (self.num_envs, self.n_models):
             raise ValueError(
-                f"weighted_answers: expected weights of shape {(self.num_envs, self.n_models)}, got {weights.shape}"
+                f"weighted_answers: expected weights of shape {(self.num_envs, self.n_models)}, got {shape}"
             )
-        return self._weights_kernel(weights, self.tables, self._state, self.settings)
+        checked = decode_weights(weights, self.n_models, self.num_envs, agent="weighted_answers")
+        return self._weights_kernel(checked, self.tables, self._state, self.settings)
 
     # -- episodes ---------------------------------------------------------------------------------------
     def seed(self, seed: int | None) -> None:

@@ -15,6 +15,12 @@ Two rules fill what the arrays leave out:
   ``test_fraction`` (0.2) of questions, in file order, is test
   (:func:`~ensemble_env.cache.convert.splits.split_by_task`, as :func:`~ensemble_env.cache.convert.from_lm_eval` does),
   so that baselines and evaluation have questions to score.
+
+Three rules keep what the cache stores equal to what the files say (:func:`from_arrays`): question ids must be
+unique (the first id seen twice is named), every feature must be finite in float32, the type the game reads
+features in (a float64 beyond float32's largest value, about 3.4e38, would become infinity there; the first such
+value is named, with its question and column), and scores, costs and features wider than float64 (numpy's
+longdouble, which no cache stores) are refused rather than rounded.
 """
 
 from __future__ import annotations
@@ -114,6 +120,7 @@ def from_arrays(
         array = array.reshape(array.shape[0], n_models, array.shape[1] // n_models)
     elif array.ndim != 3:
         raise ConversionError(f"{path}: scores must have shape (Q, N, C) or (Q, N*C), got shape {array.shape}")
+    _check_stored_floats(path, {"scores": array, "costs": costs, "features": features})
     if n_choices is None:
         n_choices = choices_before_padding(array, path)
     if tasks is not None:
@@ -125,7 +132,7 @@ def from_arrays(
             task_names = tuple(dict.fromkeys(names))
             tasks = np.array([task_names.index(name) for name in names], dtype=np.int64).reshape(task_array.shape)
     stored_names: Any = None if task_names is None else tuple(task_names)  # None: LogitCache's default
-    return LogitCache(
+    cache = LogitCache(
         scores=array,
         labels=labels,
         models=tuple(models),
@@ -143,6 +150,59 @@ def from_arrays(
         source=source,
         path=path,
     )
+    _check_unique_ids(path, cache.question_ids)
+    _check_float32_features(path, cache.features)
+    return cache
+
+
+def _check_stored_floats(path: str, arrays: dict[str, Any]) -> None:
+    """Refuse floats wider than 64 bits (numpy's longdouble): a cache stores float16 to float64 and would be
+    written unreadable; converting them would round every value silently."""
+    for name, value in arrays.items():
+        dtype = getattr(value, "dtype", None)
+        if dtype is not None and dtype.kind == "f" and dtype.itemsize > 8:
+            raise conversion_error(
+                path,
+                None,
+                name,
+                f"holds {dtype} numbers (extended precision), which a cache does not store: "
+                "store them as float64 or float32",
+            )
+
+
+def _check_unique_ids(path: str, question_ids: Sequence[str] | None) -> None:
+    """Refuse a question id given to two questions, naming the first such id and both questions."""
+    seen: dict[str, int] = {}
+    for index, question_id in enumerate(question_ids or ()):
+        if question_id in seen:
+            raise conversion_error(
+                path,
+                None,
+                "question_ids",
+                f"question {index} has the id {show(question_id)} of question {seen[question_id]}; "
+                "question ids must be unique",
+            )
+        seen[question_id] = index
+
+
+#: the largest magnitude a feature may have: float32's largest finite value (the game reads features as float32)
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_float32_features(path: str, features: np.ndarray | None) -> None:
+    """Refuse a feature beyond float32's range (it would become infinity in the game), naming the first one."""
+    if features is None or features.dtype.itemsize <= 4:  # float16 and float32 values are in range
+        return
+    beyond = np.abs(features) > _FLOAT32_MAX
+    if beyond.any():
+        question, column = (int(i) for i in np.argwhere(beyond)[0])
+        raise conversion_error(
+            path,
+            None,
+            "features",
+            f"question {question}, column {column}: the value {features[question, column]} is beyond float32's "
+            f"range (largest {_FLOAT32_MAX:.8g}); the game reads features as float32, where it would be infinite",
+        )
 
 
 def choices_before_padding(scores: np.ndarray, path: str = "<memory>") -> np.ndarray | None:

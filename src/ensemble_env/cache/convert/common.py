@@ -8,7 +8,10 @@ numbers the way both lm-eval samples files (:mod:`ensemble_env.cache.convert.sam
 :func:`json_decoder` parses JSON so that no input can raise anything but a clear error: a number written
 with more than :data:`MAX_DIGITS` characters, or beyond the float range (``1e400``), becomes a
 :class:`_BadNumber` that every field reading numbers refuses by name (an unused field may hold it); nesting
-deeper than :data:`MAX_DEPTH` is refused by :func:`check_depth`.
+deeper than :data:`MAX_DEPTH` is refused by :func:`check_depth`. A key written twice in one object with two
+different values (``{"filtered_resps": A, "filtered_resps": B}``: Python's ``json`` keeps the last one silently)
+raises :class:`DuplicateKeyError`, which the readers turn into an error naming the file, the line and the key;
+a key repeated with an identical value (same JSON type, same value) loses nothing and is accepted.
 
 Numbers written as text must be plain ASCII decimal (``-1.5``, ``2e-3``): Python's ``float()`` also reads
 fullwidth or other Unicode digits (``"１２"``), spaces and underscores, which are refused here, by name
@@ -39,6 +42,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "MAX_RESULTS_BYTES",
     "ConversionError",
+    "DuplicateKeyError",
     "check_depth",
     "conversion_error",
     "decode_text",
@@ -91,6 +95,12 @@ class _BadNumber:
     def __repr__(self) -> str:
         return f"<{self.problem}>"
 
+    def __eq__(self, other: object) -> bool:  # the same number written twice is the same value
+        return isinstance(other, _BadNumber) and other.problem == self.problem
+
+    def __hash__(self) -> int:
+        return hash(self.problem)
+
 
 def _json_int(text: str) -> int | _BadNumber:
     if len(text) > MAX_DIGITS:
@@ -107,9 +117,58 @@ def _json_float(text: str) -> float | _BadNumber:
     return number
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object holds one key twice with different values (``key``, the ``first`` and the ``second`` value)."""
+
+    def __init__(self, key: str, first: Any, second: Any) -> None:
+        super().__init__(
+            f"the key {show(key)} appears twice in one object with different values ({show(first)}, then "
+            f"{show(second)}): which one is meant cannot be told, so neither is taken"
+        )
+        self.key, self.first, self.second = key, first, second
+
+
+def _identical(first: Any, second: Any) -> bool:
+    """Whether two decoded JSON values are the same value of the same JSON type (``1`` is not ``1.0`` nor
+    ``true``; ``0.0`` is not ``-0.0``); iterative, so a deep value cannot exhaust the stack."""
+    pending = [(first, second)]
+    while pending:
+        left, right = pending.pop()
+        if type(left) is not type(right):
+            return False
+        if isinstance(left, dict):
+            if list(left) != list(right):
+                return False
+            pending.extend((left[key], right[key]) for key in left)
+        elif isinstance(left, list):
+            if len(left) != len(right):
+                return False
+            pending.extend(zip(left, right, strict=True))
+        elif isinstance(left, float):
+            if repr(left) != repr(right):  # NaN is NaN, -0.0 is not 0.0
+                return False
+        elif left != right:
+            return False
+    return True
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A decoded JSON object; a key written twice with different values raises :class:`DuplicateKeyError`."""
+    result = dict(pairs)
+    if len(result) == len(pairs):  # no key written twice: the common case, at C speed
+        return result
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen and not _identical(seen[key], value):
+            raise DuplicateKeyError(key, seen[key], value)
+        seen[key] = value
+    return result
+
+
 def json_decoder() -> json.JSONDecoder:
-    """A JSON decoder whose overlong or out-of-range numbers become :class:`_BadNumber` values."""
-    return json.JSONDecoder(parse_int=_json_int, parse_float=_json_float)
+    """A JSON decoder whose overlong or out-of-range numbers become :class:`_BadNumber` values and whose objects
+    refuse a key written twice with different values (:class:`DuplicateKeyError`, a ValueError)."""
+    return json.JSONDecoder(parse_int=_json_int, parse_float=_json_float, object_pairs_hook=_object)
 
 
 def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 from ensemble_env.cache.convert.common import (
     MAX_FILE_BYTES,
     ConversionError,
+    DuplicateKeyError,
     check_depth,
     conversion_error,
     decode_text,
@@ -84,6 +85,18 @@ def _checked(path: Path, line: int, record: Any) -> Any:
 _TOO_DEEP = "not valid JSON here (arrays and objects nested too deeply to parse; corrupt?)"
 
 
+def _duplicate(path: Path, line: int, error: DuplicateKeyError, layout: str) -> ConversionError:
+    """The error of a key written twice with different values in the record at ``line``."""
+    where = "this line's record" if layout == "lines" else "the record starting on this line"
+    return conversion_error(
+        path,
+        line,
+        error.key,
+        f"appears twice in one object of {where} with different values ({show(error.first)}, then "
+        f"{show(error.second)}); JSON readers keep one of them silently, so the record is refused",
+    )
+
+
 def _json_lines(path: Path, text: str) -> Iterator[tuple[int, Any]]:
     decoder = json_decoder()
     for number, line in enumerate(text.split("\n"), start=1):
@@ -97,6 +110,8 @@ def _json_lines(path: Path, text: str) -> Iterator[tuple[int, Any]]:
             ) from None
         except RecursionError:
             raise conversion_error(path, number, None, _TOO_DEEP) from None
+        except DuplicateKeyError as error:
+            raise _duplicate(path, number, error, "lines") from None
         yield number, _checked(path, number, record)
 
 
@@ -132,6 +147,8 @@ def _json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
                 ) from None
             except RecursionError:
                 raise conversion_error(path, start, None, _TOO_DEEP) from None
+            except DuplicateKeyError as error:
+                raise _duplicate(path, start, error, "array") from None
             yield start, _checked(path, start, record)
             index = _skip_space(text, index)
             if index >= len(text):
@@ -338,8 +355,9 @@ def read_samples(
         Naming the file: not a regular file (a FIFO, a device), larger than ``max_file_bytes``, a symbolic
         link leading out of ``root``.
     ConversionError
-        Naming the file, the line and the field: invalid or truncated JSON, a missing field, a log-likelihood
-        that is not a finite number, a ``target`` that is not a choice, a generative task (generation
+        Naming the file, the line and the field: invalid or truncated JSON, a key written twice in one object
+        with different values (a key repeated with an identical value is accepted), a missing field, a
+        log-likelihood that is not a finite number, a ``target`` that is not a choice, a generative task (generation
         settings instead of continuations, texts instead of log-likelihoods, one line per filter), fewer than
         two choices, a ``doc_id`` that appears twice.
     """

@@ -1,0 +1,178 @@
+"""The benchmark's protocols: ``standard`` (train, validation and test splits of every task) and ``unseen-tasks``.
+
+``unseen-tasks`` scores routing on tasks never seen: every algorithm fits and chooses on some tasks and answers
+every question of other tasks, each streamed from an empty history. It is posed as caches of the usual splits, so
+that every algorithm and baseline runs unchanged (fit on ``train``, choose on ``validation``, answer ``test``):
+
+- without another cache, the cache's tasks are dealt into ``k`` folds by a seeded permutation (:func:`task_folds`);
+  for each fold, :func:`fold_cache` makes every question of the fold's tasks ``test``, every question of a quarter of
+  the other tasks (drawn with the same seed) ``validation`` (validation is tasks too, never held-out ones) and every
+  question of the rest ``train``;
+- with ``eval_cache``, :func:`combined_cache` puts every question of the training cache in train (its validation
+  tasks in validation) and every question of the evaluation cache in test; the two caches must hold the same models
+  in the same order.
+
+Learners play the scenario ``ensemble_env/EnsembleUnseen-v1`` (episodes of one task, no task one-hot:
+:func:`learner_overrides`); the answers of the folds are merged into one answer per question of the scored cache
+(:func:`scored_cache`), in the cache's order, and scored as a standard run is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.config import unseen_game
+
+__all__ = [
+    "PROTOCOLS",
+    "Unit",
+    "combined_cache",
+    "fold_cache",
+    "learner_overrides",
+    "scored_cache",
+    "task_folds",
+    "units",
+]
+
+#: the protocols of ``ensemble-env benchmark --protocol``
+PROTOCOLS = ("standard", "unseen-tasks")
+#: the codes of the cache's ``split`` array
+TRAIN, TEST, VALIDATION = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One fold of a protocol: the cache the algorithms run on, and where its test questions are in the scored
+    cache (``scored_questions[i]`` is the scored question of the unit's ``i``-th test question)."""
+
+    label: str
+    cache: LogitCache
+    scored_questions: np.ndarray
+    held_out: tuple[str, ...]
+    validation_tasks: tuple[str, ...]
+
+
+def task_folds(task_names: tuple[str, ...], k: int, seed: int) -> list[tuple[str, ...]]:
+    """The tasks dealt into ``k`` folds (sizes differing by at most one) by a permutation seeded with ``seed``.
+
+    >>> task_folds(("a", "b", "c", "d", "e"), 2, 0)
+    [('b', 'c', 'd'), ('a', 'e')]
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= len(task_names):
+        raise ValueError(f"--folds must be an integer from 2 to the cache's {len(task_names)} tasks, got {k!r}")
+    order = np.random.default_rng(np.random.SeedSequence([seed, 32])).permutation(len(task_names))
+    return [tuple(task_names[i] for i in sorted(order[fold::k])) for fold in range(k)]
+
+
+def _validation_tasks(training: tuple[str, ...], seed: int, fold: int) -> tuple[str, ...]:
+    """A quarter of the training tasks (at least one), drawn with (``seed``, ``fold``): the tasks settings and
+    checkpoints are chosen on."""
+    count = max(1, round(len(training) / 4))
+    order = np.random.default_rng(np.random.SeedSequence([seed, 33, fold])).permutation(len(training))
+    return tuple(training[i] for i in sorted(order[:count]))
+
+
+def fold_cache(cache: LogitCache, held_out: tuple[str, ...], validation_tasks: tuple[str, ...]) -> LogitCache:
+    """``cache`` with its splits redrawn by task: the questions of ``held_out`` test, of ``validation_tasks``
+    validation, of every other task train (whatever their splits were)."""
+    names = np.asarray(cache.task_names)[np.asarray(cache.tasks)]
+    split = np.full(cache.n_questions, TRAIN, dtype=np.int64)
+    split[np.isin(names, validation_tasks)] = VALIDATION
+    split[np.isin(names, held_out)] = TEST
+    return dataclasses.replace(cache, split=split)
+
+
+def combined_cache(train: LogitCache, evaluation: LogitCache, validation_tasks: tuple[str, ...]) -> LogitCache:
+    """One cache of ``train``'s questions (train; ``validation_tasks`` validation) then ``evaluation``'s (test):
+    the same models in the same order, else a ValueError naming both; the evaluation cache's tasks are renamed
+    ``eval:NAME`` where a name is also a training task. Features and costs are kept only where both caches hold
+    them with the same width."""
+    if tuple(train.models) != tuple(evaluation.models):
+        raise ValueError(
+            f"--eval-cache {evaluation.path}: its models {list(evaluation.models)} are not the training cache's "
+            f"{list(train.models)} in the same order; both caches must hold the same models"
+        )
+    width = max(train.scores.shape[2], evaluation.scores.shape[2])
+
+    def padded(scores: np.ndarray, kind: str) -> np.ndarray:
+        fill = 0.0 if kind == "prob" else -np.inf
+        out = np.full((*scores.shape[:2], width), fill, dtype=np.float64)
+        out[..., : scores.shape[2]] = scores
+        return out
+
+    if train.score_kind != evaluation.score_kind:
+        raise ValueError(f"--eval-cache {evaluation.path}: scores are {evaluation.score_kind}s, the training cache's "
+                         f"{train.score_kind}s")  # fmt: skip
+    eval_names = tuple(f"eval:{name}" if name in train.task_names else name for name in evaluation.task_names)
+    n_train = train.n_questions
+    split = fold_cache(train, (), validation_tasks).split
+    features = None
+    if train.features is not None and evaluation.features is not None:
+        if train.features.shape[1:] == evaluation.features.shape[1:]:
+            features = np.concatenate([train.features, evaluation.features])
+    costs = None
+    if train.costs is not None and evaluation.costs is not None:
+        shape = (evaluation.n_questions, train.n_models)
+        costs = np.concatenate(
+            [np.broadcast_to(train.costs, (n_train, train.n_models)), np.broadcast_to(evaluation.costs, shape)]
+        )
+    return LogitCache(
+        scores=np.concatenate([padded(train.scores, train.score_kind), padded(evaluation.scores, train.score_kind)]),
+        labels=np.concatenate([train.labels, evaluation.labels]),
+        models=tuple(train.models),
+        score_kind=train.score_kind,
+        n_choices=np.concatenate([train.n_choices, evaluation.n_choices]),
+        tasks=np.concatenate([train.tasks, np.asarray(evaluation.tasks) + len(train.task_names)]),
+        task_names=(*train.task_names, *eval_names),
+        split=np.concatenate([split, np.full(evaluation.n_questions, TEST, dtype=np.int64)]),
+        costs=costs,
+        features=features,
+        feature_names=train.feature_names if features is not None else None,
+        feature_kind=train.feature_kind if features is not None else "",
+    )
+
+
+def scored_cache(cache: LogitCache) -> LogitCache:
+    """``cache`` with every question in test: the cache the unseen-task protocol scores (every question of every
+    held-out task, in the cache's order)."""
+    return dataclasses.replace(cache, split=np.full(cache.n_questions, TEST, dtype=np.int64))
+
+
+def units(
+    cache: LogitCache, *, k: int, seed: int, eval_cache: LogitCache | None = None
+) -> tuple[list[Unit], LogitCache]:
+    """The folds of the unseen-task protocol on ``cache`` (or, with ``eval_cache``, the one unit of training on
+    ``cache`` and scoring ``eval_cache``), and the scored cache."""
+    names = tuple(cache.task_names)
+    if eval_cache is not None:
+        validation = _validation_tasks(names, seed, 0)
+        combined = combined_cache(cache, eval_cache, validation)
+        scored = np.arange(eval_cache.n_questions)
+        unit = Unit("all tasks", combined, scored, tuple(eval_cache.task_names), validation)
+        return [unit], scored_cache(eval_cache)
+    found = []
+    for fold, held_out in enumerate(task_folds(names, k, seed)):
+        training = tuple(name for name in names if name not in held_out)
+        validation = _validation_tasks(training, seed, fold)
+        derived = fold_cache(cache, held_out, validation)
+        found.append(Unit(f"fold {fold + 1}", derived, derived.select("test"), held_out, validation))
+    return found, scored_cache(cache)
+
+
+def learner_overrides(name: str, config_class: type, n_models: int) -> dict[str, Any]:
+    """The config a learner plays the unseen-task scenario with: ``ensemble_env/EnsembleUnseen-v1``'s options
+    (episodes of one task, the task's record, no task one-hot) and no question features (they may name the task);
+    ValueError for a learner whose observations show the task (RLAE's game reads the task one-hot)."""
+    fields = {field.name for field in dataclasses.fields(config_class)}
+    if "question_features" not in fields:
+        raise ValueError(
+            f"--protocol unseen-tasks: {name} observes the task one-hot (RLAE's game); it is not posed on tasks "
+            "never seen yet"
+        )
+    env = {key: list(value) if isinstance(value, tuple) else value for key, value in unseen_game(n_models).items()}
+    return {"env": env, "question_features": False}

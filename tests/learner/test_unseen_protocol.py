@@ -1,0 +1,106 @@
+"""The benchmark's unseen-task protocol (ensemble_mappo.benchmark.protocols): folds of tasks, caches redrawn by
+task, a learner on tasks never seen whose held-out labels reach it only online, and parallel runs equal to serial."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ensemble_env.cache import save_cache  # noqa: E402
+from ensemble_env.synthetic import make_cache  # noqa: E402
+from ensemble_mappo import benchmark  # noqa: E402
+from ensemble_mappo.benchmark import protocols  # noqa: E402
+
+
+def small_cache(n_tasks: int = 6, seed: int = 1):
+    return make_cache(n_models=3, n_questions=60 * n_tasks, n_tasks=n_tasks, accuracy=[0.5, 0.6, 0.7], seed=seed)
+
+
+def test_folds_deal_every_task_once_and_redraw_the_splits_by_task() -> None:
+    cache = small_cache()
+    folds = protocols.task_folds(cache.task_names, 3, seed=0)
+    assert sorted(task for fold in folds for task in fold) == sorted(cache.task_names)
+    assert protocols.task_folds(cache.task_names, 3, seed=0) == folds  # seeded
+    units, scored = protocols.units(cache, k=3, seed=0)
+    assert scored.select("test").size == cache.n_questions
+    covered = np.sort(np.concatenate([unit.scored_questions for unit in units]))
+    np.testing.assert_array_equal(covered, np.arange(cache.n_questions))  # every question scored once
+    names = np.asarray(cache.task_names)[np.asarray(cache.tasks)]
+    for unit in units:
+        test_tasks = set(names[unit.cache.select("test")])
+        validation_tasks = set(names[unit.cache.select("validation")])
+        assert test_tasks == set(unit.held_out) and validation_tasks == set(unit.validation_tasks)
+        assert not test_tasks & set(names[unit.cache.select("train")]) and not test_tasks & validation_tasks
+    with pytest.raises(ValueError, match="--folds"):
+        protocols.task_folds(cache.task_names, 1, seed=0)
+
+
+def test_an_eval_cache_must_hold_the_same_models() -> None:
+    train, other = small_cache(), small_cache(seed=2)
+    units, scored = protocols.units(train, k=4, seed=0, eval_cache=other)
+    assert len(units) == 1 and scored.n_questions == other.n_questions
+    combined = units[0].cache
+    assert combined.select("test").size == other.n_questions
+    assert set(np.asarray(combined.task_names)[np.asarray(combined.tasks)[combined.select("test")]]) == {
+        f"eval:{name}" for name in other.task_names
+    }
+    renamed = dataclasses.replace(other, models=("x", "y", "z"))
+    with pytest.raises(ValueError, match="same models"):
+        protocols.units(train, k=4, seed=0, eval_cache=renamed)
+
+
+def test_the_learner_reads_held_out_labels_only_online(tmp_path: Path) -> None:
+    """Flipping every label of the held-out tasks leaves the deployed policy (its networks) and every choice
+    unchanged: the held-out labels reach the agents only online, through the outcomes an episode reveals after each
+    answer (the teams played on the held-out tasks do change: they follow what is revealed)."""
+    cache = small_cache()
+    (unit, *_), _ = protocols.units(cache, k=3, seed=0)
+    labels = np.asarray(unit.cache.labels).copy()
+    test = unit.cache.select("test")
+    labels[test] = (labels[test] + 1) % np.asarray(unit.cache.n_choices)[test]
+    flipped = dataclasses.replace(unit.cache, labels=labels)
+    chosen = []
+    for index, which in enumerate((unit.cache, flipped)):
+        overrides = protocols.learner_overrides("mappo", benchmark.learners.algorithms.get("mappo").config_class, 3)
+        answers = benchmark.learner_answers(
+            which, 0, 1.0, tmp_path / str(index), passes=4.0, checkpoints=2,
+            overrides={**overrides, "num_envs": 8, "num_steps": 16},
+        )  # fmt: skip
+        chosen.append((answers.info["selected_iteration"], answers.info["checkpoint"], answers.info["validation"]))
+    assert chosen[0] == chosen[1]
+    first, second = (
+        torch.load(tmp_path / str(index) / "checkpoints" / f"{chosen[0][1]}.pt", weights_only=True)["networks"]
+        for index in (0, 1)
+    )
+    for name, state in first.items():
+        for key, tensor in state.items():
+            assert torch.equal(tensor, second[name][key]), (name, key)
+    with pytest.raises(ValueError, match="observes the task one-hot"):
+        benchmark.learners.learner("rlae_ppo", "tiny", "unseen-tasks")
+
+
+def test_parallel_runs_equal_serial_ones_and_the_folds_are_reported(tmp_path: Path) -> None:
+    cache_file = tmp_path / "pool.h5"
+    save_cache(cache_file, small_cache())
+    names = ["global_team", "ftl_team", "hindsight_team"]
+    serial = benchmark.benchmark(
+        names, range(2), [str(cache_file)], tmp_path / "serial", protocol="unseen-tasks", folds=3, progress=False,
+        plot=False,
+    )  # fmt: skip
+    parallel = benchmark.benchmark(
+        names, range(2), [str(cache_file)], tmp_path / "parallel", protocol="unseen-tasks", folds=3, jobs=2,
+        progress=False, plot=False,
+    )  # fmt: skip
+    assert serial["caches"] == parallel["caches"]
+    assert (tmp_path / "serial" / "results.md").read_text() == (tmp_path / "parallel" / "results.md").read_text()
+    folds = json.loads((tmp_path / "serial" / "results.json").read_text())["protocol"]["folds"][str(cache_file)]
+    assert len(folds) == 3 and all(fold["held_out"] and fold["validation_tasks"] for fold in folds)
+    assert serial["caches"][str(cache_file)]["hindsight_team"]["uses_test_labels"]
+    with pytest.raises(ValueError, match="--eval-cache"):
+        benchmark.benchmark(names, [0], [str(cache_file)], tmp_path / "x", eval_cache=str(cache_file), plot=False)
