@@ -32,7 +32,7 @@ import numpy as np
 
 import ensemble_env
 from ensemble_env import datasets
-from ensemble_env.baselines import online
+from ensemble_env.baselines import unseen
 from ensemble_env.game.config import unseen_game
 
 plt = course.pyplot()
@@ -55,22 +55,20 @@ for step in range(5):
     actions = {"decider": np.ones((1, cache.n_models), dtype=np.int8), "fusion": np.zeros(1, dtype=np.int64)}
     obs, rewards, terminations, truncations, infos = venv.step(actions)
     count, rates = obs["decider"][0, record][0], obs["decider"][0, record][1:]
-    print(
-        f"after {step + 1} answers: count feature {count:.3f} (n / (n + 16)), correct rates {np.round(rates, 2)}"
-    )
+    print(f"after {step + 1} answers: count feature {count:.3f} (n / (n + 16)), correct rates {np.round(rates, 2)}")
 
 # %% [markdown]
 # ## The opponents, each task held out in turn
 #
-# `online.leave_one_task_out` trains on every question of 15 tasks and streams every question of the 16th from an
+# `unseen.leave_one_task_out` trains on every question of 15 tasks and streams every question of the 16th from an
 # empty history, for each task in turn. `global_team` plays the training tasks' best team everywhere; `ftl_team`
 # follows the leader on the task's record; `hindsight_team` is the best fixed team of the task, chosen with its
 # labels (a reference, not a competitor).
 
 # %%
 names = ["global_team", "ftl_single", "ftl_team", "ucb_team", "hindsight_team"]
-results = online.leave_one_task_out(cache, names=names)
-summary = online.summarize(cache, results)
+results = unseen.leave_one_task_out(cache, names=names)
+summary = unseen.summarize(cache, results)
 for name in names:
     print(f"{name:15s} reward per question {summary[name]['reward']:+.4f}  accuracy {summary[name]['accuracy']:.4f}")
 
@@ -113,7 +111,7 @@ course.save_figure(figure, "06_adaptation.png")
 #
 # ## Exercises
 #
-# 1. Hold out one task with `online.leave_one_task_out(cache, names=["ftl_team"], questions=...)` restricted to its
+# 1. Hold out one task with `unseen.leave_one_task_out(cache, names=["ftl_team"], questions=...)` restricted to its
 #    first 20 questions: how far below its whole-task reward is follow-the-leader, and why?
 # 2. Follow the leader over single models (`ftl_single`) against over teams (`ftl_team`): which wins here, and what
 #    does the hindsight team (a single model on most tasks) say about it?

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ensemble_env import datasets
-from ensemble_env.baselines import BaselineResult, comparison, online, registry, routing
+from ensemble_env.baselines import BaselineResult, comparison, online, registry, routing, unseen
 from ensemble_env.cache import LogitCache, synthetic
 from ensemble_env.game.reward import RewardSettings
 
@@ -357,10 +357,10 @@ def test_leave_one_task_out_on_bbh5_reproduces_the_headroom() -> None:
     """The numbers of docs/baselines.md (alpha 1): a global team -0.1396, follow-the-leader -0.0265, the best fixed
     team per task in hindsight +0.0221 (means over the 16 held-out tasks of the mean reward per question)."""
     cache = datasets.load("bbh5")
-    results = online.leave_one_task_out(cache, reward=REWARD, names=["global_team", "ftl_team", "hindsight_team"])
-    summary = online.summarize(cache, results, REWARD)
+    results = unseen.leave_one_task_out(cache, reward=REWARD, names=["global_team", "ftl_team", "hindsight_team"])
+    summary = unseen.summarize(cache, results, REWARD)
     assert [len(folds) for folds in results.values()] == [16, 16, 16]
     assert summary["global_team"]["reward"] == pytest.approx(-0.1396, abs=5e-5)
     assert summary["ftl_team"]["reward"] == pytest.approx(-0.02645, abs=5e-5)
     assert summary["hindsight_team"]["reward"] == pytest.approx(0.0221, abs=5e-5)
-    assert "ftl_team" in online.format_summary(summary, REWARD)
+    assert "ftl_team" in unseen.format_summary(summary, REWARD)

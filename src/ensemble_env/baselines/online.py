@@ -50,9 +50,10 @@ at random).
 **Cost.** Every team's correctness and reward on every question involved is computed once
 (:func:`team_outcomes`, (K, Q)); follow-the-leader is a cumulative sum per task, the bandit a loop over the
 questions of the task vectorised over the teams, the grid values and the training streams.
-:func:`leave_one_task_out` shares one :class:`TeamOutcomes` across the folds: on ``bbh5`` (5 models, 31 teams,
-16 tasks) every baseline of every fold runs in a few seconds. ``python -m ensemble_env.baselines.online
-[CACHE] [--alpha A]`` prints the leave-one-task-out table (docs/baselines.md).
+:func:`~ensemble_env.baselines.unseen.leave_one_task_out` shares one :class:`TeamOutcomes` across the folds: on
+``bbh5`` (5 models, 31 teams, 16 tasks) every baseline of every fold runs in a few seconds.
+``python -m ensemble_env.baselines.unseen [CACHE] [--alpha A]`` prints the leave-one-task-out table
+(docs/baselines.md).
 
 >>> from ensemble_env.cache import synthetic
 >>> cache = synthetic.make_cache(n_models=3, n_questions=120, n_tasks=3, seed=0)
@@ -69,9 +70,8 @@ ValueError: task 'task_1' is both a held-out task (test) and a training task (tr
 
 from __future__ import annotations
 
-import argparse
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,10 +80,8 @@ from numpy.typing import ArrayLike
 
 from ensemble_env.baselines import routing, simple
 from ensemble_env.baselines.simple import BaselineResult, question_indices, task_ids, task_names
-from ensemble_env.cache import datasets
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings, model_costs
-from ensemble_env.text import align_table
 
 __all__ = [
     "PROTOCOL",
@@ -93,7 +91,6 @@ __all__ = [
     "UNSEEN_BASELINES",
     "WINDOW_GRID",
     "TeamOutcomes",
-    "format_summary",
     "ftl_choices",
     "ftl_single",
     "ftl_team",
@@ -101,11 +98,8 @@ __all__ = [
     "global_single",
     "global_team",
     "hindsight_team",
-    "leave_one_task_out",
-    "main",
     "prior_rank",
     "reward_range",
-    "summarize",
     "team_outcomes",
     "ucb_choices",
     "ucb_team",
@@ -475,7 +469,8 @@ def global_single(
     answering every held-out question (ties by :func:`prior_rank`'s keys).
 
     ``outcomes`` (:func:`team_outcomes`, covering the training and test questions, computed under ``reward``) saves
-    recomputing every team's outcomes (:func:`leave_one_task_out` shares one). Returns a result named
+    recomputing every team's outcomes (:func:`~ensemble_env.baselines.unseen.leave_one_task_out` shares one).
+    Returns a result named
     ``"global_single"``, ``info["team"]`` the model, ``info["train_reward"]`` and ``info["train_accuracy"]`` its
     training scores.
     """
@@ -710,99 +705,3 @@ UNSEEN_BASELINES: dict[str, Callable[..., BaselineResult]] = {
     "ucb_team": ucb_team,
     "hindsight_team": hindsight_team,
 }
-
-
-# -- leave one task out ---------------------------------------------------------------------------------
-
-
-def leave_one_task_out(
-    cache: LogitCache,
-    *,
-    reward: RewardSettings = DEFAULT_REWARD,
-    names: Iterable[str] | None = None,
-    questions: ArrayLike | None = None,
-) -> dict[str, list[BaselineResult]]:
-    """Each task held out in turn: the baselines ``names`` (default every one of :data:`UNSEEN_BASELINES`) fitted
-    on the other tasks' questions (training tasks: every question of them, whatever its split), scored on every
-    question of the held-out task.
-
-    ``questions`` restricts both sides to some questions (default: all). Returns ``{name: [one result per task, in
-    task order]}``. One :class:`TeamOutcomes` serves every fold.
-    """
-    chosen = list(UNSEEN_BASELINES if names is None else names)
-    unknown = [name for name in chosen if name not in UNSEEN_BASELINES]
-    if unknown:
-        raise ValueError(f"unknown unseen-task baseline {unknown[0]!r}; they are {', '.join(UNSEEN_BASELINES)}")
-    rows = np.arange(cache.n_questions) if questions is None else question_indices(cache, questions, "questions")
-    rows = np.unique(rows)
-    tasks = task_ids(cache)[rows]
-    held_out = np.unique(tasks)
-    if held_out.size < 2:
-        raise ValueError("leave_one_task_out needs questions of at least two tasks")
-    outcomes = team_outcomes(cache, rows, reward)
-    results: dict[str, list[BaselineResult]] = {name: [] for name in chosen}
-    for task in held_out:
-        train, test = rows[tasks != task], rows[tasks == task]
-        for name in chosen:
-            results[name].append(UNSEEN_BASELINES[name](cache, train, test, reward=reward, outcomes=outcomes))
-    return results
-
-
-def summarize(
-    cache: LogitCache, results: Mapping[str, Sequence[BaselineResult]], reward: RewardSettings = DEFAULT_REWARD
-) -> dict[str, dict[str, float]]:
-    """``{name: {"reward", "accuracy", "team_size"}}``: means over the folds of each fold's mean reward per question,
-    accuracy and team size (with one held-out task per fold, ``accuracy`` is the macro accuracy)."""
-    summary = {}
-    for name, folds in results.items():
-        summary[name] = {
-            "reward": float(np.mean([result.rewards(cache, reward).mean() for result in folds])),
-            "accuracy": float(np.mean([result.macro_accuracy(cache) for result in folds])),
-            "team_size": float(np.mean([result.mean_team_size for result in folds])),
-        }
-    return summary
-
-
-def format_summary(summary: Mapping[str, Mapping[str, float]], reward: RewardSettings = DEFAULT_REWARD) -> str:
-    """:func:`summarize`'s numbers as an aligned plain-text table (the test-label reference marked)."""
-    rows = [
-        [
-            f"{name} (test labels)" if name == "hindsight_team" else name,
-            f"{values['reward']:+.4f}",
-            f"{values['accuracy']:.4f}",
-            f"{values['team_size']:.2f}",
-        ]
-        for name, values in summary.items()
-    ]
-    return "\n".join(align_table(["baseline", f"reward(alpha={reward.alpha:g})", "accuracy", "team"], rows))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m ensemble_env.baselines.online [CACHE] [--alpha A] [--size-penalty-mode M] [--use-costs]``:
-    print the leave-one-task-out table of every unseen-task baseline on a cache (a built-in name or a file)."""
-    parser = argparse.ArgumentParser(prog="python -m ensemble_env.baselines.online", description=main.__doc__)
-    parser.add_argument("cache", nargs="?", default="bbh5", help="a built-in cache name or a cache file (bbh5)")
-    parser.add_argument("--alpha", type=float, default=1.0)
-    parser.add_argument("--size-penalty-mode", default="on_error")
-    parser.add_argument("--use-costs", action="store_true")
-    options = parser.parse_args(argv)
-    cache = datasets.resolve(options.cache)
-    reward = RewardSettings(options.alpha, options.size_penalty_mode, options.use_costs)
-    results = leave_one_task_out(cache, reward=reward)
-    print(
-        f"{options.cache}: {cache.n_questions} questions, {cache.n_models} models, {cache.n_tasks} tasks; "
-        "each task held out in turn (trained on every question of the others, streamed over every question of it)"
-    )
-    print("means over the held-out tasks of the mean reward per question, the accuracy and the team size")
-    print(format_summary(summarize(cache, results, reward), reward))
-    windows = [result.info["window"] for result in results.get("ftl_team(window)", [])]
-    if windows:
-        print(f"ftl_team(window): W per fold {windows}")
-    ucb = [(r.info["exploration"], r.info["pseudo_count"]) for r in results.get("ucb_team", [])]
-    if ucb:
-        print(f"ucb_team: (c, n0) per fold {[f'({c:g}, {n:g})' for c, n in ucb]}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
