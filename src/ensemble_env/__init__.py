@@ -20,9 +20,9 @@ import numpy as np
 from pettingzoo import AECEnv
 
 from ensemble_env import baselines, metrics
-from ensemble_env.cache import datasets, synthetic
+from ensemble_env.cache import datasets, io, synthetic
 from ensemble_env.cache.datasets import default_cache_path, load_default_cache
-from ensemble_env.cache.io import load_cache, save_cache
+from ensemble_env.cache.io import save_cache
 from ensemble_env.cache.logit_cache import CacheError, LogitCache
 from ensemble_env.game.config import EnvConfig, unseen_game
 from ensemble_env.game.engine import EnsembleVectorEnv
@@ -32,6 +32,20 @@ from ensemble_env.views.parallel import EnsembleParallelEnv, env, parallel_env, 
 # caches part (ensemble_env/cache/) and are published under these names too.
 sys.modules.setdefault("ensemble_env.datasets", datasets)
 sys.modules.setdefault("ensemble_env.synthetic", synthetic)
+
+
+def load_cache(path: str | os.PathLike[str], *, timeout: float | None = None) -> LogitCache:
+    """Read and validate a logit cache file (:func:`ensemble_env.cache.io.load_cache`: safe on any file), or, for
+    the name of a built-in cache (``"bbh5"``, ``"toy8"``: :func:`ensemble_env.datasets.available`) that is not also
+    a file here, load that cache (:func:`ensemble_env.datasets.load`).
+
+    >>> load_cache("toy8").n_models
+    8
+    """
+    if isinstance(path, str) and path in datasets.BUILTINS and not os.path.exists(path):
+        return datasets.load(path)
+    return io.load_cache(path, timeout=timeout)
+
 
 __all__ = [
     "ENV_ID",
