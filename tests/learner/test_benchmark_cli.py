@@ -196,6 +196,10 @@ def test_sigint_exits_130_without_a_traceback(cache_file: str, tmp_path: Path):
             import numpy as np
             from ensemble_mappo.benchmark import Answers, register_algorithm
 
+            # a process started in the background inherits SIGINT ignored, and Python then keeps it ignored: give it
+            # the handler an interactive ``ensemble-env benchmark`` has, whoever started this test
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
             @register_algorithm("interrupted")
             def interrupted(cache, seed, alpha, out_dir):
                 if seed == 1:
