@@ -185,6 +185,32 @@ def table(rows: dict[str, list[dict[str, Any]]], orphans: dict[str, int] | None 
     return "\n".join(lines)
 
 
+def suites_main(
+    description: str,
+    suites: dict[str, Callable[[Path, bool], tuple[list[dict[str, Any]], Any]]],
+    argv: list[str] | None = None,
+) -> int:
+    """The command line of a fuzz file: run its ``suites`` (each ``suite(folder, slow)``), the whole of them with
+    ``--slow`` (pytest --run-slow runs a fifth), print their table rows and the first bad results; exit 1 on one."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--slow", action="store_true", help="the full suites (pytest --run-slow runs a fifth)")
+    parser.add_argument("--workdir", default=None, help="folder for the suites' files (default: a temporary one)")
+    parser.add_argument("--only", default="", metavar="TEXT", help="only the suites whose name holds TEXT")
+    args = parser.parse_args(argv)
+    if args.slow:
+        os.environ[FULL_VARIABLE] = "full"
+    rows = {}
+    with tempfile.TemporaryDirectory(dir=args.workdir) as folder:
+        for name, suite in suites.items():
+            if args.only in name:
+                rows[name], _ = suite(Path(folder) / name.replace(" ", "-"), args.slow)
+    print(table(rows))
+    failures = [result for results in rows.values() for result in bad(results)]
+    for result in failures[:20]:
+        print(f"  {result['kind']}: {result['outcome']}: {result['detail']}", file=sys.stderr)
+    return 1 if failures else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the fuzz suites of issue 13 and print the table.")
     parser.add_argument(

@@ -26,11 +26,9 @@ docs/reliability.md.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
-import tempfile
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -41,7 +39,7 @@ import pytest
 
 if __name__ == "__main__":  # run as a script: the helper is in tests/ (under pytest, tests/conftest.py adds it)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fuzzing import BAD, FULL_VARIABLE, bad, count, run_cases, slow_size, table
+from fuzzing import BAD, bad, count, run_cases, slow_size, suites_main
 
 CASE_SECONDS = 60.0
 N_MODELS = 8  # toy8
@@ -545,23 +543,7 @@ def test_many_fusion_actions_and_rollouts(tmp_path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Run the wrapper fuzz suites and print their table rows.")
-    parser.add_argument("--slow", action="store_true", help="the full suites (pytest --run-slow runs a fifth)")
-    parser.add_argument("--workdir", default=None, help="folder for the workers' files (default: a temporary one)")
-    parser.add_argument("--only", default="", metavar="TEXT", help="only the suites whose name holds TEXT")
-    args = parser.parse_args(argv)
-    if args.slow:
-        os.environ[FULL_VARIABLE] = "full"
-    rows = {}
-    with tempfile.TemporaryDirectory(dir=args.workdir) as folder:
-        for name, suite in SUITES.items():
-            if args.only in name:
-                rows[name], _ = suite(Path(folder) / name.replace(" ", "-"), args.slow)
-    print(table(rows))
-    failures = [result for results in rows.values() for result in bad(results)]
-    for result in failures[:20]:
-        print(f"  {result['kind']}: {result['outcome']}: {result['detail']}", file=sys.stderr)
-    return 1 if failures else 0
+    return suites_main("Run the wrapper fuzz suites and print their table rows.", SUITES, argv)
 
 
 if __name__ == "__main__":

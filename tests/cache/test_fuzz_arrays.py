@@ -19,14 +19,12 @@ fifth of the full part, ``python tests/cache/test_fuzz_arrays.py --slow`` the fu
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import os
 import re
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +33,7 @@ import pytest
 
 if __name__ == "__main__":  # run as a script: the helper is in tests/ (under pytest, tests/conftest.py adds it)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fuzzing import BAD, FULL_VARIABLE, bad, count, judge_error, run_cases, slow_size, table
+from fuzzing import BAD, bad, count, judge_error, run_cases, slow_size, suites_main
 
 CASE_SECONDS = 30.0
 Q, N, C, F = 12, 3, 4, 3
@@ -212,18 +210,9 @@ def test_from_arrays_ids_and_features_large(tmp_path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Run the from-arrays fuzz and print its table row.")
-    parser.add_argument("--slow", action="store_true", help="the full suite (pytest --run-slow runs a fifth)")
-    parser.add_argument("--workdir", default=None, help="folder for the pools (default: a temporary one)")
-    args = parser.parse_args(argv)
-    if args.slow:
-        os.environ[FULL_VARIABLE] = "full"
-    with tempfile.TemporaryDirectory(dir=args.workdir) as folder:
-        results, _ = suite_arrays(Path(folder), args.slow)
-    print(table({"from-arrays ids and features": results}))
-    for result in bad(results)[:20]:
-        print(f"  {result['kind']}: {result['outcome']}: {result['detail']}", file=sys.stderr)
-    return 1 if bad(results) else 0
+    return suites_main(
+        "Run the from-arrays fuzz and print its table row.", {"from-arrays ids and features": suite_arrays}, argv
+    )
 
 
 if __name__ == "__main__":

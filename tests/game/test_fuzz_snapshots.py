@@ -17,10 +17,8 @@ table.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +36,7 @@ from ensemble_env.synthetic import make_cache
 
 if __name__ == "__main__":  # run as a script: the helper is in tests/ (under pytest, tests/conftest.py adds it)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fuzzing import BAD, FULL_VARIABLE, bad, count, run_cases, slow_size, table
+from fuzzing import BAD, bad, count, run_cases, slow_size, suites_main
 
 #: a case may take this long (the first one of a worker may compile the validation kernel)
 CASE_SECONDS = 120.0
@@ -333,18 +331,9 @@ def test_many_corrupted_snapshots(tmp_path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Run the crafted-snapshot fuzz and print its table row.")
-    parser.add_argument("--slow", action="store_true", help="the full suite (pytest --run-slow runs a fifth)")
-    parser.add_argument("--workdir", default=None, help="folder for the crafted files (default: a temporary one)")
-    args = parser.parse_args(argv)
-    if args.slow:
-        os.environ[FULL_VARIABLE] = "full"
-    with tempfile.TemporaryDirectory(dir=args.workdir) as folder:
-        results, _ = suite_snapshots(Path(folder), args.slow)
-    print(table({"crafted snapshots": results}))
-    for result in bad(results)[:20]:
-        print(f"  {result['kind']}: {result['outcome']}: {result['detail']}", file=sys.stderr)
-    return 1 if bad(results) else 0
+    return suites_main(
+        "Run the crafted-snapshot fuzz and print its table row.", {"crafted snapshots": suite_snapshots}, argv
+    )
 
 
 if __name__ == "__main__":
