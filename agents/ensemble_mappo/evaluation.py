@@ -295,25 +295,40 @@ def evaluate_agents(
         if optimizer is not None:
             update(learner, optimizer, storage, next_state, online_config, generator, learners)
     joined = {key: np.concatenate(value) for key, value in parts.items()}
-    evaluation = Evaluation(
-        protocol="online" if online else "frozen",
+    where = (run, iteration, global_step)
+    evaluation = _evaluation(joined, cache, venv, name, split, where, update_every if online else None)
+    return _exact_rewards(evaluation, cache)
+
+
+def _evaluation(
+    joined: Mapping[str, np.ndarray],
+    cache: LogitCache,
+    venv: Any,
+    algorithm: str,
+    split: str,
+    where: tuple[str, int, int],
+    update_every: int | None,
+) -> Evaluation:
+    """The :class:`Evaluation` of per-question arrays (``question``, ``answer``, ``correct``, ``cost``, ``teams``,
+    ``reward``) played on ``venv``; ``where`` is (run, update, training steps); online when ``update_every``."""
+    return Evaluation(
+        protocol="frozen" if update_every is None else "online",
         split=split,
-        update_every=update_every if online else None,
-        run=run,
-        iteration=iteration,
-        global_step=global_step,
+        update_every=update_every,
+        run=where[0],
+        iteration=where[1],
+        global_step=where[2],
         models=tuple(cache.models),
-        questions=joined["question"].astype(np.int64),
-        answers=joined["answer"].astype(np.int64),
-        correct=joined["correct"] > 0,
-        teams=joined["teams"],
-        cost=joined["cost"],
-        rewards=joined["reward"],
+        questions=np.asarray(joined["question"]).astype(np.int64),
+        answers=np.asarray(joined["answer"]).astype(np.int64),
+        correct=np.asarray(joined["correct"]) > 0,
+        teams=np.asarray(joined["teams"]),
+        cost=np.asarray(joined["cost"]),
+        rewards=np.asarray(joined["reward"], dtype=np.float64),
         reward=RewardSettings.of(venv.config),
         diversity_bonus=float(venv.config.diversity_bonus),
-        algorithm=name,
+        algorithm=algorithm,
     )
-    return _exact_rewards(evaluation, cache)
 
 
 def _exact_rewards(evaluation: Evaluation, cache: LogitCache) -> Evaluation:
@@ -360,24 +375,11 @@ def _task_episodes(
         raise RuntimeError("the task episodes were not dealt one task per copy")
     keep = np.arange(steps)[:, None] < counts[first][None, :]  # each copy's first episode: its task, once
     order = np.argsort(record.question[keep], kind="stable")
-    evaluation = Evaluation(
-        protocol="frozen",
-        split=split,
-        update_every=None,
-        run=where[0],
-        iteration=where[1],
-        global_step=where[2],
-        models=tuple(cache.models),
-        questions=record.question[keep].astype(np.int64)[order],
-        answers=record.answer[keep].astype(np.int64)[order],
-        correct=(record.correct[keep] > 0)[order],
-        teams=record.team[keep][order],
-        cost=record.cost[keep][order],
-        rewards=np.asarray(storage.rewards[keep], dtype=np.float64)[order],
-        reward=RewardSettings.of(venv.config),
-        diversity_bonus=float(venv.config.diversity_bonus),
-        algorithm=name,
-    )
+    parts = {"question": record.question, "answer": record.answer, "correct": record.correct, "cost": record.cost}
+    joined = {
+        key: value[keep][order] for key, value in {**parts, "teams": record.team, "reward": storage.rewards}.items()
+    }
+    evaluation = _evaluation(joined, cache, venv, name, split, where, None)
     if not np.array_equal(evaluation.questions, questions):
         raise RuntimeError("the task episodes did not answer every question of the split once")
     return _exact_rewards(evaluation, cache)
