@@ -170,3 +170,8 @@ def name_of(config: LearnerConfig) -> str:
         if type(config) is entry.config_class and all(getattr(config, k) == v for k, v in entry.fixed.items()):
             return entry.name
     raise ValueError(f"no registered algorithm has a config like {type(config).__name__}")
+
+
+def learner_of(config: LearnerConfig) -> Any:
+    """The learner class of the algorithm ``config`` configures (imports torch)."""
+    return get(name_of(config)).learner_class()

@@ -445,7 +445,7 @@ def save_evaluation(evaluation: Evaluation, summary: dict[str, Any]) -> Path:
 def reward_settings(config: LearnerConfig, cache: LogitCache) -> RewardSettings:
     """The environment's reward of a run on ``cache`` (its ``alpha``, ``size_penalty_mode`` and ``use_costs``
     options), without the diversity bonus, which :class:`~ensemble_env.game.reward.RewardSettings` leaves out."""
-    options = algorithms.get(algorithms.name_of(config)).learner_class().env_options(config, cache)
+    options = algorithms.learner_of(config).env_options(config, cache)
     defaults = ensemble_env.EnvConfig()
     return RewardSettings(
         alpha=options.get("alpha", defaults.alpha),

@@ -165,9 +165,11 @@ class Learner:
         """The environment options of a run of ``config`` on ``cache`` (training and evaluation alike)."""
         return dict(config.env)
 
-    #: whether the start policy is fitted to labelled questions (then the deployed start is refitted on train +
-    #: validation: :func:`ensemble_mappo.training.choose`)
-    fits_start: ClassVar[bool] = False
+    @staticmethod
+    def fits_start(config: LearnerConfig) -> bool:
+        """Whether a run of ``config`` fits its start policy to labelled questions (then a chosen update 0 deploys
+        the start refitted on train + validation: :func:`ensemble_mappo.training.choose`). False by default."""
+        return False
 
     def start(self, venv: EnsembleVectorEnv, *, fit: bool, rollouts: int, questions: np.ndarray | None = None) -> None:
         """Give the networks their start policy before the optimizer is built (``fit``: a new run; ``rollouts``:

@@ -160,9 +160,9 @@ class MAPPOLearner(Learner):
     def env_options(config: TrainConfig, cache: LogitCache) -> dict[str, Any]:  # type: ignore[override]
         return env_options(config, cache)
 
-    @property
-    def fits_start(self) -> bool:  # type: ignore[override]
-        return self.config.decider_start == "offline"
+    @staticmethod
+    def fits_start(config: TrainConfig) -> bool:  # type: ignore[override]
+        return config.decider_start == "offline"
 
     def start(self, venv: EnsembleVectorEnv, *, fit: bool, rollouts: int, questions: np.ndarray | None = None) -> None:
         # the size prior, or the offline start from the logged outcomes of ``questions``

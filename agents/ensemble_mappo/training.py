@@ -175,7 +175,7 @@ def setup(config: LearnerConfig, cache: LogitCache, *, fit: bool, start_question
     the cache's train outcomes when ``fit``, or to those of ``start_questions``): the same objects, from the same
     random draws, for :func:`train` and :func:`start_networks`."""
     torch.set_num_threads(config.threads)
-    kind = algorithms.get(algorithms.name_of(config)).learner_class()
+    kind = algorithms.learner_of(config)
     budget = Budget.of_cache(config, cache)
     options = kind.env_options(config, cache)
     if options.get("episodes") == "task":  # an episode is one task (or a window of it); copies deal themselves tasks
@@ -270,16 +270,15 @@ def choose(run_dir: str | Path, cache: LogitCache) -> dict[str, Any]:
             "checkpoint": f"update_{update}",
             "candidates": [{"update": c.iteration, **selection.row(k)} for k, c in enumerate(kept)],
         }
-        if update == 0:
+        if update == 0 and algorithms.learner_of(config).fits_start(config):
             labelled = np.concatenate([cache.select("train", tasks=tasks), validation])
             refit = setup(config, cache, fit=True, start_questions=labelled)
-            if refit.learner.fits_start:
-                refit.venv.reset(seed=round_seed(config.seed, 0))  # the state a run's update 0 saves
-                start = kept[selection.index]
-                payload = _payload(0, refit, start.optimizer, start.generator)
-                save_checkpoint(Path(run_dir) / CANDIDATES_DIR / f"{DEPLOYED}.pt", payload)
-                chosen["checkpoint"] = DEPLOYED
-                chosen["deployed"] = "the start refitted on train + validation"
+            refit.venv.reset(seed=round_seed(config.seed, 0))  # the state a run's update 0 saves
+            start = kept[selection.index]
+            payload = _payload(0, refit, start.optimizer, start.generator)
+            save_checkpoint(Path(run_dir) / CANDIDATES_DIR / f"{DEPLOYED}.pt", payload)
+            chosen["checkpoint"] = DEPLOYED
+            chosen["deployed"] = "the start refitted on train + validation"
     files.write_text(Path(run_dir) / SELECTION_NAME, json.dumps(chosen, indent=2) + "\n")
     return chosen
 
