@@ -32,6 +32,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TextIO
 
+from ensemble_env.text import listed
+
 __all__ = [
     "EXIT_STATUS",
     "EXTRAS",
@@ -67,7 +69,7 @@ EXTRAS: dict[str, Extra] = {
         Extra("plot", ("matplotlib",), "every figure: `plot`, `baselines --frontier`, `cache plot`, benchmark's plot"),
         Extra("mappo", ("torch", "tqdm", "matplotlib"), "`train`, `evaluate`, `plot`, the learners in `benchmark`"),
         Extra("data", ("sklearn",), "text features (`cache features --from text`), rebuilding toy8"),
-        Extra("dev", ("pytest", "ruff", "mypy", "matplotlib", "sklearn"), "the tests and the linters"),
+        Extra("dev", ("pytest", "ruff", "mypy", "matplotlib", "sklearn", "jsonschema"), "the tests and the linters"),
         Extra("sb3", ("stable_baselines3", "sb3_contrib", "supersuit", "torch"), "the Stable-Baselines3 adapter"),
         Extra("rllib", ("ray", "torch"), "the RLlib adapter"),
         Extra("torchrl", ("torchrl", "tensordict", "torch"), "the TorchRL adapter"),
@@ -108,10 +110,9 @@ def message(what: str, extra: str, absent: Sequence[str]) -> str:
     if not absent:
         raise ValueError("message: name at least one missing module")
     names = [_PACKAGE_NAMES.get(module, module) for module in absent]
-    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     verb = "is" if len(names) == 1 else "are"
     line = install_line(extra, with_torch="torch" in absent)
-    return f"{what} needs {listed}, which {verb} not installed (the {extra} extra): {line}"
+    return f"{what} needs {listed(names)}, which {verb} not installed (the {extra} extra): {line}"
 
 
 def _modules(extra: str, modules: Sequence[str] | None) -> Sequence[str]:

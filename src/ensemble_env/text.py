@@ -1,8 +1,11 @@
 """Text helpers shared by every part that writes a message or a table: :func:`show` (a bounded ``repr`` for
-error messages) and :func:`align_table` (the aligned text tables of the command line and the reports).
+error messages), :func:`listed` (items in a sentence) and :func:`align_table` (the aligned text tables of the
+command line and the reports).
 
 >>> show("x" * 100, limit=10)
 "'xxxxx..."
+>>> listed(["results.json", "results.md", "the plot"])
+'results.json, results.md and the plot'
 >>> print(chr(10).join(align_table(["name", "score"], [["a", "1.0"], ["bb", "0.25"]])))
 name  score
 -----------
@@ -16,7 +19,7 @@ import reprlib
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["align_table", "show"]
+__all__ = ["align_table", "listed", "show"]
 
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 80, 80, 40
@@ -35,6 +38,11 @@ def show(value: Any, limit: int = 60) -> str:
     else:
         text = _REPR.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def listed(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``: ``items`` (at least one) as a sentence lists them."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def align_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

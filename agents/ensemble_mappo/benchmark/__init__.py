@@ -30,6 +30,7 @@ module         what it holds
 ``stats``      :func:`bootstrap_interval`, :func:`aggregate`, :func:`paired_differences`, :func:`routing`
 ``store``      the results folder and the runs in it: run keys and folders, the one checked reader of a run
 ``report``     :func:`format_markdown` (``results.md``) and the frontier plots
+``marl_eval``  ``--format marl-eval``: the results per task and seed in marl-eval's JSON (``marl_eval.json``)
 ``runner``     :func:`benchmark`, the one loop over algorithms x seeds x caches
 ``cli``        the ``benchmark`` command (:func:`register_command`) and ``--register`` files
 =============  ===============================================================================================

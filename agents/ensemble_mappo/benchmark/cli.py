@@ -16,7 +16,8 @@ from typing import Any
 from ensemble_env import extras
 from ensemble_env.cache import datasets
 from ensemble_env.cli.options import ListOption
-from ensemble_env.text import show
+from ensemble_env.text import listed, show
+from ensemble_mappo.benchmark import marl_eval
 from ensemble_mappo.benchmark.learners import BUDGETS, LEARNERS, budget_help
 from ensemble_mappo.benchmark.protocols import PROTOCOLS
 from ensemble_mappo.benchmark.registry import DEFAULT_ALGORITHMS
@@ -92,14 +93,17 @@ def _run(args: Any) -> int:
         fold_seed=args.fold_seed,
         eval_cache=args.eval_cache,
         jobs=args.jobs,
+        formats=args.format or (),
     )
     plots = write_plots(results, Path(args.out), list(results["caches"]))
     print(format_markdown(results))
+    written = [str(Path(args.out) / "results.json"), "results.md"]
+    written += [marl_eval.FILE] if "marl-eval" in (args.format or ()) else []
     if plots is None:
         print(f"benchmark: {plot_skipped()}", file=sys.stderr)
-        print(f"wrote {Path(args.out) / 'results.json'} and results.md (no frontier plot: matplotlib is missing)")
+        print(f"wrote {listed(written)} (no frontier plot: matplotlib is missing)")
     else:
-        print(f"wrote {Path(args.out) / 'results.json'}, results.md and the frontier plot")
+        print(f"wrote {listed([*written, 'the frontier plot'])}")
     return 0
 
 
@@ -186,6 +190,14 @@ def register_command(commands: Any) -> None:
         metavar="N",
         help="run the missing runs in N processes (each run is seeded on its own: the results are a serial run's; "
         "default: %(default)s)",
+    )
+    parser.add_argument(
+        "--format",
+        action=ListOption,
+        metavar="FORMAT",
+        help="also write the results in these formats: marl-eval (OUT/marl_eval.json, the JSON that marl-eval and "
+        "BenchMARL's JSON logger use: cache, task, algorithm, seed_S, then accuracy, reward, team_size and cost per "
+        "task; docs/benchmark.md)",
     )
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="show a progress bar")
     parser.set_defaults(run=_command)

@@ -21,7 +21,7 @@ from ensemble_env.cache.digest import cache_digest
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import check_alpha
 from ensemble_env.text import show
-from ensemble_mappo.benchmark import protocols
+from ensemble_mappo.benchmark import marl_eval, protocols
 from ensemble_mappo.benchmark.answers import answers_to_json, check_answers
 from ensemble_mappo.benchmark.learners import BUDGETS
 from ensemble_mappo.benchmark.registry import canonical, resolve, uses_test_labels
@@ -108,6 +108,7 @@ def benchmark(
     fold_seed: int = 0,
     eval_cache: str | os.PathLike[str] | None = None,
     jobs: int = 1,
+    formats: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run every algorithm x seed x cache (finished runs are read back, not redone); write ``results.json``,
     ``results.md`` and the frontier plot in ``out``; return the results.
@@ -116,7 +117,9 @@ def benchmark(
     some tasks and answers every question of the others, each task streamed from an empty history: ``folds`` folds
     of each cache's tasks dealt with ``fold_seed`` (printed), or, with ``eval_cache``, training on all tasks of each
     cache and scoring all tasks of ``eval_cache``. ``jobs`` > 1 runs the missing runs in that many processes
-    (each run is seeded on its own: the results are those of a serial run).
+    (each run is seeded on its own: the results are those of a serial run). ``formats`` adds files in other
+    formats: ``"marl-eval"`` writes ``marl_eval.json`` (:mod:`ensemble_mappo.benchmark.marl_eval`; names marl-eval
+    cannot keep apart are refused before any run).
 
     An algorithm or a cache given twice (an alias, another path to the same file) runs once, with a note on
     stderr. A stored run that fails the checks of :func:`~ensemble_mappo.benchmark.store.read_run` is redone, with
@@ -131,6 +134,10 @@ def benchmark(
         raise ValueError("--eval-cache scores tasks never seen: it goes with --protocol unseen-tasks")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
         raise ValueError(f"--jobs must be an integer from 1 to {MAX_JOBS}, got {show(jobs)}")
+    formats = list(dict.fromkeys([formats] if isinstance(formats, str) else formats))
+    unknown = [name for name in formats if name not in marl_eval.FORMATS]
+    if unknown:
+        raise ValueError(f"--format {unknown[0]!r} is not one of {', '.join(marl_eval.FORMATS)}")
     rate = checked_alpha(alpha)
     seeds = list(seeds)
     if not seeds:
@@ -145,8 +152,15 @@ def benchmark(
     evaluation = resolve_cache(os.fspath(eval_cache)) if eval_cache is not None else None
     inputs = [*loaded, *(cache.path for cache in loaded.values())]
     inputs += [os.fspath(eval_cache), evaluation.path] if evaluation is not None else []
-    folder = prepare_out(out, ["results.json", "results.md"], inputs)
     plans = {name: _units(cache, protocol, folds, fold_seed, evaluation) for name, cache in loaded.items()}
+    scored = {
+        (f"{cache_name} -> {eval_cache}" if evaluation is not None else cache_name): plans[cache_name][1]
+        for cache_name in loaded
+    }
+    if "marl-eval" in formats:
+        marl_eval.check_names(scored, list(names))
+    outputs = ["results.json", "results.md", *([marl_eval.FILE] if "marl-eval" in formats else [])]
+    folder = prepare_out(out, outputs, inputs)
     unit_digests = {(name, k): cache_digest(unit.cache) for name, (units, _) in plans.items() for k, unit in
                     enumerate(units)}  # fmt: skip
     plan = [
@@ -194,10 +208,6 @@ def benchmark(
             for cache_name, (units, _) in plans.items()
             for name in names
         }  # fmt: skip
-        scored = {
-            (f"{cache_name} -> {eval_cache}" if evaluation is not None else cache_name): plans[cache_name][1]
-            for cache_name in loaded
-        }
         if evaluation is not None:
             runs = {(f"{cache_name} -> {eval_cache}", name): group for (cache_name, name), group in runs.items()}
         results = _results(scored, list(names), runs, alpha, budget, seeds, reused, digests)
@@ -215,6 +225,9 @@ def benchmark(
             }
         write_output(folder / "results.json", _json(results), inputs)
         write_output(folder / "results.md", format_markdown(results), inputs)
+        if "marl-eval" in formats:
+            data = marl_eval.export(scored, list(names), runs, alpha)
+            write_output(folder / marl_eval.FILE, marl_eval.dumps(data), inputs)
         if plot and write_plots(results, folder, inputs) is None:
             _note(plot_skipped())
     except KeyboardInterrupt:

@@ -28,6 +28,7 @@ __all__ = [
     "question_metrics",
     "routing",
     "run_summary",
+    "task_scores",
     "team_changes",
 ]
 
@@ -219,6 +220,19 @@ def aggregate(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -
             for key, matrix in matrices.items()
         }
     return {"seeds": [run["seed"] for run in runs], **overall, "tasks": per_task}
+
+
+def task_scores(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -> dict[str, dict[str, list[float]]]:
+    """Per task with test questions (in the cache's task order), each metric of :data:`METRICS` per run (in the order
+    of ``runs``): the mean over the task's test questions (accuracy: the task's share of right answers)."""
+    test = cache.select("test")
+    tasks = np.asarray(cache.tasks)[test]
+    names = list(cache.task_names)
+    matrices = _matrices(cache, runs, alpha)
+    return {
+        names[task]: {key: matrix[:, tasks == task].mean(axis=1).tolist() for key, matrix in matrices.items()}
+        for task in np.unique(tasks)
+    }
 
 
 def run_summary(cache: LogitCache, run: dict[str, Any], alpha: float) -> dict[str, Any]:
