@@ -20,7 +20,7 @@
 # over the whole test stream, and measures how far they stay from the oracle, and why.
 #
 # Run it as a script (`python docs/tutorials/01_the_game.py`, about 5 s of CPU) or as a notebook
-# (`jupytext --to notebook docs/tutorials/01_the_game.py`). Figures go to the output folder described in
+# (`01_the_game.ipynb`, beside the script and made from it). Figures go to the output folder described in
 # [the course README](README.md). Needs `pip install -e ".[plot]"`.
 
 # %%

@@ -23,8 +23,8 @@
 # best team, follow-the-leader (each question, the team with the best record on this task so far), and the best
 # team in hindsight (which reads the task's labels: a reference).
 #
-# Run it as a script (`python docs/tutorials/06_adaptation.py`, about 4 s of CPU) or as a notebook. Needs
-# `pip install -e ".[plot]"`.
+# Run it as a script (`python docs/tutorials/06_adaptation.py`, about 4 s of CPU) or as a notebook
+# (`06_adaptation.ipynb`). Needs `pip install -e ".[plot]"`.
 
 # %%
 import course

@@ -1,7 +1,8 @@
 """What every lesson of the course shares: the budget switch, the output folder and saving figures.
 
 The lessons import this module from the folder they live in (``python docs/tutorials/NN_name.py`` puts the
-folder on ``sys.path``; Jupyter starts a notebook in its own folder). It is not part of the package.
+folder on ``sys.path``; their notebooks ``NN_name.ipynb`` sit in the same folder, and Jupyter starts a notebook
+in its own folder). It is not part of the package.
 
 Budget. ``ENSEMBLE_ENV_TUTORIAL_QUICK=1`` switches every lesson to its quick budget (what CI runs: a few
 seconds of training, fewer seeds); without it a lesson runs its default budget, under two minutes on two

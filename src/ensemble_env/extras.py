@@ -69,7 +69,11 @@ EXTRAS: dict[str, Extra] = {
         Extra("plot", ("matplotlib",), "every figure: `plot`, `baselines --frontier`, `cache plot`, benchmark's plot"),
         Extra("mappo", ("torch", "tqdm", "matplotlib"), "`train`, `evaluate`, `plot`, the learners in `benchmark`"),
         Extra("data", ("sklearn",), "text features (`cache features --from text`), rebuilding toy8"),
-        Extra("dev", ("pytest", "ruff", "mypy", "matplotlib", "sklearn", "jsonschema"), "the tests and the linters"),
+        Extra(
+            "dev",
+            ("pytest", "ruff", "mypy", "matplotlib", "sklearn", "jsonschema", "jupytext", "nbformat", "nbclient", "ipykernel"),
+            "the tests, the linters and the course's notebooks",
+        ),
         Extra("sb3", ("stable_baselines3", "sb3_contrib", "supersuit", "torch"), "the Stable-Baselines3 adapter"),
         Extra("rllib", ("ray", "torch"), "the RLlib adapter"),
         Extra("torchrl", ("torchrl", "tensordict", "torch"), "the TorchRL adapter"),
