@@ -2,7 +2,8 @@
 
 - ``ensemble-env train [--cache CACHE] --out DIR [--seed S] [--tasks ...] [--config FILE] [options]``: train
   MAPPO (``--algorithm rlae_ppo|rlae_mappo``: the RLAE learners of :mod:`ensemble_mappo.rlae`) on the cache's
-  train split (progress bar, ``DIR/progress.csv``, atomic ``DIR/checkpoint.pt``);
+  train split (progress bar, ``DIR/progress.csv``, atomic ``DIR/checkpoint.pt``; ``--logger tensorboard``:
+  TensorBoard event files in ``DIR/tensorboard/``);
   ``ensemble-env train --resume DIR`` continues a run exactly where its checkpoint left it.
 - ``ensemble-env evaluate DIR [--cache CACHE] [--split test] [--json] [--online]``: per-task accuracy, team
   size, selection frequency and cost of the frozen policy (or, with ``--online``, of the paper's online
@@ -145,9 +146,14 @@ def _train(args: argparse.Namespace) -> int:
     from before the folder is looked at (or cleared by ``--overwrite``) to the end of the run."""
     if not _torch_available("train"):
         return 2
+    loggers = args.logger or ["csv"]
+    if "tensorboard" in loggers and not extras.require("train", "tensorboard", option="--logger tensorboard"):
+        return extras.EXIT_STATUS
     from ensemble_env.files import RunLock
-    from ensemble_mappo.progress import Budget
+    from ensemble_mappo.progress import Budget, check_loggers
     from ensemble_mappo.runs import read_config, run_cache
+
+    args.logger = check_loggers(loggers, "--logger")
 
     if args.resume:
         given = [f"--{name.replace('_', '-')}" for name in _given_config_flags(args)]
@@ -195,7 +201,8 @@ def _say_taken_over(lock: Any) -> None:
 def _clear_for_new_run(out: Path, overwrite: bool) -> None:
     """Refuse a folder that holds a run (or part of one), unless ``overwrite``: then remove the run's files."""
     from ensemble_mappo.plots import PLOT_NAMES
-    from ensemble_mappo.runs import CANDIDATES_DIR, CHECKPOINT_NAME, CONFIG_NAME, RUN_FILES
+    from ensemble_mappo.progress import EVENT_FILES
+    from ensemble_mappo.runs import CANDIDATES_DIR, CHECKPOINT_NAME, CONFIG_NAME, RUN_FILES, TENSORBOARD_DIR
 
     present = [name for name in RUN_FILES if os.path.lexists(out / name)]
     if not present:
@@ -206,12 +213,15 @@ def _clear_for_new_run(out: Path, overwrite: bool) -> None:
         )
     kept = out / CANDIDATES_DIR
     stale = [out / CHECKPOINT_NAME, *(out / name for name in RUN_FILES if name not in (CHECKPOINT_NAME, CONFIG_NAME))]
-    stale += [*out.glob("evaluation_*.json"), *out.glob("events.out.tfevents.*"), *(out / name for name in PLOT_NAMES)]
+    board = out / TENSORBOARD_DIR
+    stale += [*out.glob("evaluation_*.json"), *out.glob(EVENT_FILES), *(out / name for name in PLOT_NAMES), board]
+    folders = (kept, board)
     stale = [*(kept.glob("*.pt") if kept.is_dir() and not kept.is_symlink() else []), *stale]
+    stale = [*(board.glob(EVENT_FILES) if board.is_dir() and not board.is_symlink() else []), *stale]
     stale.append(out / CONFIG_NAME)  # last: until it goes, the folder still says whose files these are
     for path in stale:
         try:
-            if path == kept and path.is_dir() and not path.is_symlink():
+            if path in folders and path.is_dir() and not path.is_symlink():
                 path.rmdir()
             else:
                 path.unlink(missing_ok=True)
@@ -223,13 +233,29 @@ def _run_training(config: Any, cache: Any, cache_path: str | None, out: Path, ar
     from ensemble_mappo.algorithms import name_of
     from ensemble_mappo.evaluation import read_selection
     from ensemble_mappo.progress import Budget
+    from ensemble_mappo.runs import TENSORBOARD_DIR
     from ensemble_mappo.training import train
 
     where = f"the default built-in cache {datasets.DEFAULT!r}" if cache_path is None else cache_path
     schedule = f" ({config.mode})" if hasattr(config, "mode") else ""
     print(f"{name_of(config)}{schedule} on {where}: {cache.n_models} models, train split; run directory {out}")
     print(Budget.of_cache(config, cache).describe())
-    row = train(config, cache, out, cache_path=cache_path, resume=bool(args.resume), progress=args.progress)
+    board = out / TENSORBOARD_DIR
+    if args.resume and "tensorboard" not in args.logger and os.path.lexists(board):
+        print(
+            f"ensemble-env train: {board} holds the run's TensorBoard events; without --logger tensorboard they stop "
+            "where they are (a resume with it writes them again from progress.csv)",
+            file=sys.stderr,
+        )
+    row = train(
+        config,
+        cache,
+        out,
+        cache_path=cache_path,
+        resume=bool(args.resume),
+        progress=args.progress,
+        loggers=args.logger,
+    )
     if not row:
         print(f"nothing to do: the run in {out} is complete; evaluate with: ensemble-env evaluate {out}")
         return 0
@@ -361,6 +387,7 @@ def register(commands: Any) -> None:
         help="environment option (repeatable), e.g. --env alpha=0.5 --env 'decider_extras=[\"task\"]'",
     )
     from ensemble_mappo.algorithms import ALGORITHMS
+    from ensemble_mappo.config import LOGGERS
 
     train.add_argument(
         "--algorithm",
@@ -373,6 +400,15 @@ def register(commands: Any) -> None:
     )
     train.add_argument("--overwrite", action="store_true", help="start over when --out already holds a run")
     train.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="show a progress bar")
+    train.add_argument(
+        "--logger",
+        action=ListOption,
+        metavar="NAME",
+        help=f"where each update is logged, comma- or space-separated: {' and '.join(LOGGERS)}. csv is "
+        "DIR/progress.csv, always written; tensorboard adds the same columns as TensorBoard event files in "
+        f"DIR/tensorboard/ (the tensorboard extra: {extras.install_line('tensorboard')}; open them with "
+        "`tensorboard --logdir DIR`). Not part of the run's config: --resume may add or drop it (default: csv)",
+    )
     _add_config_options(train)
     train.set_defaults(run=_train)
 

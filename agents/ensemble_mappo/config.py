@@ -43,11 +43,13 @@ __all__ = [
     "DECIDER_STARTS",
     "DEFAULT_ENV_OPTIONS",
     "LIMITS",
+    "LOGGERS",
     "MAX_CONFIG_BYTES",
     "MAX_ROLLOUT_BYTES",
     "MAX_TOTAL_STEPS",
     "MODES",
     "ORDERS",
+    "RETIRED_FIELDS",
     "SELECTIONS",
     "SHARED_RANGES",
     "LearnerConfig",
@@ -86,6 +88,18 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "selection": SELECTIONS,
     "offline_estimator": ("pooled", "mean"),
     "algorithm": ("rlae_ppo", "rlae_mappo"),
+}
+
+#: where ``train`` logs each update (``train --logger``, ``train(loggers=...)``): "csv" (``progress.csv``, always
+#: written) and "tensorboard" (the same rows as TensorBoard event files, ``DIR/tensorboard/``). Not a config field: a
+#: logger changes no number of the run, so a run's config, its resume and the benchmark's run key leave it out
+LOGGERS = ("csv", "tensorboard")
+#: fields configs once had and have no longer, each with its default then (what the benchmark's stored runs hold)
+#: and where the option went. None of them changed a run's numbers. A run's saved config (config.json, a checkpoint)
+#: may hold one: it is checked and dropped (ensemble_mappo.runs.config_entry); a --config file that names one is
+#: refused, naming the new place; the benchmark's run key keeps them, so that the runs it stored before still match
+RETIRED_FIELDS: dict[str, tuple[Any, str]] = {
+    "tensorboard": (False, "choose the logger per command: `ensemble-env train --logger tensorboard`"),
 }
 
 #: the largest budget of one run, in env steps (``total_steps``, or ``passes`` x the train questions): about two
@@ -188,8 +202,6 @@ class LearnerConfig:
     """torch.set_num_threads: CPU threads for the networks. One is fastest for these small networks on the
     2-core machine: the environment steps in between, and a second thread mostly waits (measured in
     benchmarks/train_speed.py)."""
-    tensorboard: bool = False
-    """Also write TensorBoard event files (when the tensorboard package is installed)."""
     env: dict[str, Any] = field(default_factory=dict)
     """Options of the environment (``ensemble_env.EnvConfig`` fields such as alpha, window, tasks), the same for
     training and evaluation."""
@@ -413,6 +425,9 @@ def config_from_dict(
     if not isinstance(values, dict):
         raise ValueError(f"{where}: expected a table of training options (field = value), got {show(values)}")
     known = {item.name: item for item in fields(config_class)}
+    retired = sorted(set(values) & set(RETIRED_FIELDS))
+    if retired:
+        raise ValueError(f"{where}: {retired[0]} is no longer a training option; {RETIRED_FIELDS[retired[0]][1]}")
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; the keys are {', '.join(known)}")

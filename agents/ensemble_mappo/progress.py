@@ -8,10 +8,12 @@ its progress bar.
   and the values of one update's rollout, under namespaced keys (``env/accuracy``, ``losses/value_loss``, ...);
   :func:`read_progress` (plot) and :func:`progress_rows` (resume) read it back, every cell checked.
 - :class:`ProgressLog`: ``progress.csv`` (one row per update; on resume the history up to the checkpoint is
-  kept, read and checked by :func:`progress_rows` and rewritten through
-  :mod:`ensemble_env.files`) and, optionally, TensorBoard event files.
+  kept, read and checked by :func:`progress_rows` and rewritten through :mod:`ensemble_env.files`).
+- :class:`TensorBoardLog`: with the ``tensorboard`` logger (:func:`check_loggers`), the same rows as TensorBoard
+  event files in ``DIR/tensorboard/``, which mirror progress.csv (rewritten from its kept rows on resume), and the
+  choice on validation.
 - :class:`RunLog`: what :func:`~ensemble_mappo.training.train` calls once per update: times the run,
-  writes the row and moves the progress bar.
+  writes the row to every logger and moves the progress bar.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import re
 import stat
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -33,27 +35,31 @@ from typing import Any
 
 import numpy as np
 
-from ensemble_env import files
+from ensemble_env import extras, files
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_env.text import show
 from ensemble_mappo import algorithms
-from ensemble_mappo.config import MAX_ROLLOUT_BYTES, MAX_TOTAL_STEPS, LearnerConfig
+from ensemble_mappo.config import LOGGERS, MAX_ROLLOUT_BYTES, MAX_TOTAL_STEPS, LearnerConfig
 from ensemble_mappo.frame import Learner, StepRecord
-from ensemble_mappo.runs import PROGRESS_NAME, RunConfig, read_config, refuse, run_folder
+from ensemble_mappo.runs import PROGRESS_NAME, TENSORBOARD_DIR, RunConfig, read_config, refuse, run_folder
 
 __all__ = [
     "CORE_COLUMNS",
+    "EVENT_FILES",
     "PROGRESS_NAME",
     "Budget",
     "ProgressLog",
     "RunLog",
+    "TensorBoardLog",
+    "check_loggers",
     "check_rollout_size",
     "progress_bar",
     "progress_columns",
     "progress_rows",
     "read_progress",
     "rollout_row",
+    "tensorboard_folder",
 ]
 
 
@@ -184,52 +190,129 @@ def rollout_row(record: StepRecord, rewards: np.ndarray, models: Sequence[str]) 
 
 # -- the files ----------------------------------------------------------------------------------------------
 class ProgressLog:
-    """``progress.csv`` (one row per update; fixed columns) and, optionally, TensorBoard."""
+    """``progress.csv``: one row per update, fixed columns; on resume the rows up to the checkpoint (``kept``)."""
 
     def __init__(
-        self,
-        path: Path,
-        columns: list[str],
-        resume_after: int | None,
-        tensorboard: bool,
-        *,
-        batch_size: int | None = None,
+        self, path: Path, columns: list[str], resume_after: int | None, *, batch_size: int | None = None
     ) -> None:
         self.path, self.columns = path, columns
         # the history up to the checkpoint, checked (a log without it is refused before anything is written);
         # ``batch_size`` (steps per update), when given, is checked against the rows' global_step
-        kept = progress_rows(path, columns, upto=resume_after, batch_size=batch_size) if resume_after else []
+        self.kept = progress_rows(path, columns, upto=resume_after, batch_size=batch_size) if resume_after else []
         # the kept history is rewritten atomically (a kill here loses nothing), then appended to
         text = io.StringIO()
         header = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
         header.writeheader()
-        header.writerows(kept)
+        header.writerows(self.kept)
         files.write_bytes(path, text.getvalue().encode("utf-8"))
         self.file = path.open("a", newline="")
         self.writer = csv.DictWriter(self.file, fieldnames=columns, extrasaction="ignore")
-        self.tensorboard: Any = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:
-                print("tensorboard is not installed: logging to progress.csv only (pip install tensorboard)")
-            else:
-                self.tensorboard = SummaryWriter(str(path.parent))
 
     def write(self, row: dict[str, float]) -> None:
-        """Append ``row`` (its keys among the columns) and flush it; TensorBoard gets its finite values."""
+        """Append ``row`` (its keys among the columns) and flush it."""
         self.writer.writerow({key: _csv_value(value) for key, value in row.items()})
         self.file.flush()
-        if self.tensorboard is not None:
-            for key, value in row.items():
-                if key not in ("iteration", "global_step") and math.isfinite(value):
-                    self.tensorboard.add_scalar(key, value, int(row["global_step"]))
 
     def close(self) -> None:
-        """Close the CSV file and the TensorBoard writer."""
+        """Close the file."""
         self.file.close()
-        if self.tensorboard is not None:
-            self.tensorboard.close()
+
+
+#: the names of TensorBoard's event files (``SummaryWriter`` adds the time, host, process and a counter)
+EVENT_FILES = "events.out.tfevents.*"
+
+
+def check_loggers(names: Iterable[str], where: str = "loggers") -> tuple[str, ...]:
+    """The loggers ``names`` asks for (:data:`~ensemble_mappo.config.LOGGERS`), in that order, ``csv`` always among
+    them. A ValueError names an unknown one (``where``: the option that gave it); a ModuleNotFoundError (the one
+    message of :mod:`ensemble_env.extras`) says when a logger's package is missing. Nothing is imported.
+
+    >>> check_loggers([]), check_loggers(["csv", "csv"])
+    (('csv',), ('csv',))
+    >>> check_loggers(["wandb"], "--logger")
+    Traceback (most recent call last):
+    ValueError: --logger: 'wandb' is not a logger; the loggers are csv, tensorboard
+    """
+    names = [names] if isinstance(names, str) else list(names)
+    unknown = [name for name in names if name not in LOGGERS]
+    if unknown:
+        raise ValueError(f"{where}: {show(unknown[0])} is not a logger; the loggers are {', '.join(LOGGERS)}")
+    if "tensorboard" in names:
+        absent = extras.missing(extras.EXTRAS["tensorboard"].modules)
+        if absent:
+            raise extras.missing_error("the tensorboard logger", "tensorboard", absent)
+    return tuple(name for name in LOGGERS if name == "csv" or name in names)
+
+
+def tensorboard_folder(run_dir: Path) -> Path:
+    """``run_dir/tensorboard``, the folder of the run's event files: refused (a RunFileError naming it) when it is
+    there but is not a folder (a file, or a symbolic link, which would take the writes and removals elsewhere)."""
+    folder = run_dir / TENSORBOARD_DIR
+    if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
+        raise refuse(
+            folder, "", "is not a folder (a file or a symbolic link): the TensorBoard logger writes there; move it away"
+        )
+    return folder
+
+
+class TensorBoardLog:
+    """The run's log as TensorBoard event files in ``run_dir/tensorboard``: each row's columns (``global_step``
+    aside, the step) as scalars at the row's ``global_step``, under the same names (``env/accuracy``, ...); an
+    empty cell (not measured) writes nothing. Then the choice on validation (:meth:`selection`).
+
+    The event files mirror ``progress.csv``. When the log opens (:meth:`open`), the folder's event files are removed
+    and ``history``, the rows progress.csv keeps (none for a new run; a resumed run's rows up to its checkpoint), is
+    written again: the rows a killed run wrote after its checkpoint are gone with them, so no step appears twice,
+    and a run resumed with the logger after running without it gets its whole history. A run resumed without the
+    logger leaves the files as they were."""
+
+    def __init__(self, run_dir: Path) -> None:
+        """Check the folder (:func:`tensorboard_folder`) and the package; nothing is written yet."""
+        self.folder = tensorboard_folder(run_dir)
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as error:  # check_loggers says so first; a broken install lands here
+            raise extras.missing_error("the tensorboard logger", "tensorboard", [error.name or "tensorboard"]) from None
+        self.summary_writer = SummaryWriter
+        self.writer: Any = None
+
+    def open(self, history: Sequence[Mapping[str, str]], columns: Sequence[str]) -> None:
+        """Replace the folder's event files by ``history`` (rows of progress.csv as text; ``columns`` are written)."""
+        for path in sorted(self.folder.glob(EVENT_FILES)) if self.folder.is_dir() else []:
+            try:
+                path.unlink()
+            except OSError as error:
+                raise refuse(path, "", f"cannot remove it ({error.strerror or error})") from None
+        self.writer = self.summary_writer(str(self.folder))
+        for row in history:
+            self.write({name: float(row[name]) for name in columns if row.get(name)}, flush=False)
+        self.writer.flush()
+
+    def write(self, row: Mapping[str, float], *, flush: bool = True) -> None:
+        """One row: every finite value but ``global_step`` at step ``global_step``; flushed to disk."""
+        step = int(row["global_step"])
+        for name, value in row.items():
+            if name != "global_step" and math.isfinite(value):
+                self.writer.add_scalar(name, value, step)
+        if flush:
+            self.writer.flush()
+
+    def selection(self, chosen: Mapping[str, Any], batch_size: int, last_step: int) -> None:
+        """The choice on validation (``selection.json``, :func:`ensemble_mappo.training.choose`): each candidate's
+        facts at its update's step (``validation/reward``, ``validation/gain_over_start``, ``validation/gain_error``,
+        ``validation/gain_lower_bound``) and ``validation/chosen_update`` at the last step."""
+        for candidate in chosen.get("candidates", []):
+            step = int(candidate["update"]) * batch_size
+            for name, value in candidate.items():
+                if name != "update" and math.isfinite(value):
+                    self.writer.add_scalar(f"validation/{name.removeprefix('validation_')}", value, step)
+        self.writer.add_scalar("validation/chosen_update", float(chosen["update"]), last_step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        """Close the writer (its files stay)."""
+        if self.writer is not None:
+            self.writer.close()
 
 
 def _csv_value(value: float) -> str:
@@ -260,7 +343,8 @@ class _NoBar:
 
 # -- the run's log ------------------------------------------------------------------------------------------
 class RunLog:
-    """The log of one training run: ``progress.csv`` (and TensorBoard) and the progress bar; a context manager.
+    """The log of one training run: ``progress.csv``, the other ``loggers`` (:func:`check_loggers`: TensorBoard) and
+    the progress bar; a context manager.
 
     ``start`` is the number of updates already done (a resumed run: the log keeps its rows up to there).
     """
@@ -275,16 +359,23 @@ class RunLog:
         start: int = 0,
         resumed: bool = False,
         progress: bool = True,
-        tensorboard: bool = False,
+        loggers: Sequence[str] = ("csv",),
     ) -> None:
         self.budget, self.models, self.start = budget, tuple(models), start
+        columns = progress_columns(self.models, algorithm)
+        # every check first (the loggers, the TensorBoard folder, the kept history), then the writes
+        board = TensorBoardLog(out_dir) if "tensorboard" in check_loggers(loggers) else None
         self.file = ProgressLog(
-            out_dir / PROGRESS_NAME,
-            progress_columns(self.models, algorithm),
-            start if resumed else None,
-            tensorboard,
-            batch_size=budget.batch_size,
+            out_dir / PROGRESS_NAME, columns, start if resumed else None, batch_size=budget.batch_size
         )
+        self.board = board
+        if board is not None:
+            try:
+                board.open(self.file.kept, columns)
+            except BaseException:
+                self.file.close()
+                board.close()
+                raise
         self.bar = progress_bar(budget.steps, start * budget.batch_size, progress)
         self.started = time.perf_counter()
 
@@ -316,6 +407,8 @@ class RunLog:
             **losses,
         }
         self.file.write(row)
+        if self.board is not None:
+            self.board.write(row)
         self.bar.update(batch_size)
         self.bar.set_postfix(
             sps=f"{row['time/sps']:.0f}",
@@ -325,10 +418,17 @@ class RunLog:
         )
         return row
 
+    def selection(self, chosen: Mapping[str, Any]) -> None:
+        """Log the choice on validation (``selection.json``) to the loggers that take it (TensorBoard)."""
+        if self.board is not None:
+            self.board.selection(chosen, self.budget.batch_size, self.budget.iterations * self.budget.batch_size)
+
     def close(self) -> None:
         """Close the progress bar and the files."""
         self.bar.close()
         self.file.close()
+        if self.board is not None:
+            self.board.close()
 
     def __enter__(self) -> RunLog:
         return self

@@ -18,14 +18,18 @@ file                       what it holds; who writes it; its reader
                            (:func:`ensemble_mappo.evaluation.choose`); ``evaluate`` plays it
 ``run.lock``               while a ``train`` works in the folder (:class:`ensemble_env.files.RunLock`)
 ``evaluation_*.json``      ``ensemble-env evaluate``'s summaries; :func:`ensemble_mappo.evaluation.read_evaluation`
-``mappo_*.png``, events    ``ensemble-env plot``'s figures and TensorBoard's event files (never read back)
+``mappo_*.png``            ``ensemble-env plot``'s figures (never read back)
+``tensorboard/``           with ``train --logger tensorboard``: the log's rows as TensorBoard event files
+                           (:class:`~ensemble_mappo.progress.TensorBoardLog`), replaced by progress.csv's kept rows
+                           when a logged run resumes (never read back)
 =========================  ========================================================================================
 
 **Reading.** Every reader checks its whole file before anything uses it, and refuses a bad one with a
 :class:`RunFileError` (a ValueError) naming the file, the field and the value: the command line prints it as
 ``ensemble-env COMMAND: error: ...`` with exit status 2. Nothing is coerced: a count that is ``"3"`` or ``3.7``
 is refused, not rounded; a field a ``config.json`` lacks is refused, except the fields of :data:`LEGACY_FIELDS`,
-which runs written before they existed lack (they get the value those runs were trained with). The checks every
+which runs written before they existed lack (they get the value those runs were trained with); a field configs no
+longer have (:data:`~ensemble_mappo.config.RETIRED_FIELDS`) is checked and dropped. The checks every
 reader shares are here: :func:`read_json`, :func:`exact_keys`, :func:`names_of`, :func:`whole_number`,
 :func:`refuse`.
 
@@ -54,7 +58,7 @@ from ensemble_env.cache.digest import cache_digest
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.text import show
 from ensemble_mappo import algorithms
-from ensemble_mappo.config import MAX_CONFIG_BYTES, LearnerConfig
+from ensemble_mappo.config import MAX_CONFIG_BYTES, RETIRED_FIELDS, LearnerConfig
 
 __all__ = [
     "CANDIDATES_DIR",
@@ -64,6 +68,7 @@ __all__ = [
     "PROGRESS_NAME",
     "RUN_FILES",
     "SELECTION_NAME",
+    "TENSORBOARD_DIR",
     "RunConfig",
     "RunFileError",
     "config_entry",
@@ -88,6 +93,8 @@ CHECKPOINT_NAME = "checkpoint.pt"
 CANDIDATES_DIR = "checkpoints"
 #: the choice on validation among the kept checkpoints
 SELECTION_NAME = "selection.json"
+#: the folder of the run's TensorBoard event files (``train --logger tensorboard``)
+TENSORBOARD_DIR = "tensorboard"
 #: the files that make a folder a run (``train --out`` refuses a folder holding one unless ``--overwrite``)
 RUN_FILES = (CONFIG_NAME, PROGRESS_NAME, CHECKPOINT_NAME, CANDIDATES_DIR, SELECTION_NAME)
 #: config fields that runs written before the field existed lack, with the value those runs were trained
@@ -298,6 +305,13 @@ def config_entry(path: Path, field: str, saved: Any, algorithm: str | None) -> L
         raise refuse(
             path, field, f"lacks {', '.join(missing)} (a run's config holds every field; was the file edited?)"
         )
+    for name, (default, _) in RETIRED_FIELDS.items():  # runs written before the field left the config hold it
+        if name in saved and type(saved[name]) is not type(default):
+            kind = describe(default).split(" (")[0]
+            raise refuse(
+                path, f"{field}.{name}", f"expected {kind} (a retired field, not read), got {describe(saved[name])}"
+            )
+    saved = {name: value for name, value in saved.items() if name not in RETIRED_FIELDS}
     values = {**{name: LEGACY_FIELDS[name] for name in names if name not in saved and name in LEGACY_FIELDS}, **saved}
     try:
         return entry.from_dict(values, where=f"{path}: {field}", merge_env=False)

@@ -9,7 +9,8 @@ and its start policy, the optimizer, the rollout storage), each iteration of its
 3. epochs of minibatch updates of the networks that learn (:func:`~ensemble_mappo.frame.update`: per epoch one
    permutation of the rollout, per minibatch the algorithm's loss, ``backward`` and a clipped Adam step), which
    return the log's values by name;
-4. log the update (:class:`~ensemble_mappo.progress.RunLog`: ``progress.csv``, TensorBoard, the progress bar),
+4. log the update (:class:`~ensemble_mappo.progress.RunLog`: ``progress.csv``, the other ``loggers``: TensorBoard,
+   the progress bar),
    keep the networks at the ``checkpoints`` stops, and every ``checkpoint_every`` updates and at the end write the
    resumable checkpoint.
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +51,7 @@ from ensemble_mappo.config import LearnerConfig
 from ensemble_mappo.evaluation import DEPLOYED, candidates, evaluate_agents
 from ensemble_mappo.frame import Learner, make_env, make_optimizer, update
 from ensemble_mappo.optim import Optimizer
-from ensemble_mappo.progress import Budget, RunLog, check_rollout_size
+from ensemble_mappo.progress import Budget, RunLog, check_loggers, check_rollout_size, tensorboard_folder
 from ensemble_mappo.runs import CANDIDATES_DIR, CHECKPOINT_NAME, SELECTION_NAME, read_config, write_config
 from ensemble_mappo.selection import select, stops
 
@@ -68,6 +70,7 @@ def train(
     progress: bool = True,
     stop_after: int | None = None,
     optimizer: str = "fused",
+    loggers: Sequence[str] = ("csv",),
 ) -> dict[str, float]:
     """Train the algorithm ``config`` configures (a config of :data:`~ensemble_mappo.algorithms.ALGORITHMS`) on the
     train split of ``cache``; write logs and checkpoints to ``out_dir``.
@@ -91,11 +94,18 @@ def train(
         "fused" (:class:`~ensemble_mappo.optim.FlatAdam`, the default) or "adam" (the plain
         ``torch.optim.Adam``, :class:`~ensemble_mappo.optim.TorchAdam`): the same update up to float
         rounding, and the same checkpoint format (see :func:`~ensemble_mappo.frame.make_optimizer`).
+    loggers
+        Where each update is logged (:data:`~ensemble_mappo.config.LOGGERS`): ``progress.csv`` always;
+        ``"tensorboard"`` adds TensorBoard event files in ``out_dir/tensorboard/``
+        (:class:`~ensemble_mappo.progress.TensorBoardLog`). Not part of the config: a resume may add or drop one. An
+        unknown name, a missing package or a ``tensorboard`` that is not a folder stops the run before it starts.
 
     Returns the last logged row (``env/accuracy``, ``losses/value_loss``, ...).
     """
     # -- setup: the environment's copies, the learner and its start, the optimizer, the rollout storage
     out = Path(out_dir)
+    if "tensorboard" in check_loggers(loggers):  # a logger that cannot write stops the run before it starts
+        tensorboard_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     # a resumed run loads its networks from its checkpoint; one stopped before its first checkpoint starts over
     run = setup(config, cache, fit=not (resume and os.path.lexists(out / CHECKPOINT_NAME)))
@@ -122,7 +132,7 @@ def train(
         start=start,
         resumed=resume,
         progress=progress,
-        tensorboard=config.tensorboard,
+        loggers=loggers,
     )
     with log:
         for iteration in range(start, end):
@@ -153,8 +163,9 @@ def train(
             if iteration + 1 - last_save >= config.checkpoint_every or iteration + 1 == end:
                 _save(out / CHECKPOINT_NAME, iteration + 1, run, adam, generator)
                 last_save = iteration + 1
-    if end == budget.iterations and keep:
-        choose(out, cache)  # the kept checkpoints play validation; selection.json names the run's policy
+        if end == budget.iterations and keep:
+            # the kept checkpoints play validation; selection.json names the run's policy
+            log.selection(choose(out, cache))
     return row
 
 

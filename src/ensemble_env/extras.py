@@ -21,7 +21,7 @@ line, in one format (on one line)::
 >>> install_line("mappo", with_torch=True)
 'pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install -e ".[mappo]"'
 >>> sorted(EXTRAS)
-['benchmarl', 'data', 'dev', 'mappo', 'plot', 'rllib', 'sb3', 'torchrl']
+['benchmarl', 'data', 'dev', 'mappo', 'plot', 'rllib', 'sb3', 'tensorboard', 'torchrl']
 """
 
 from __future__ import annotations
@@ -68,6 +68,9 @@ EXTRAS: dict[str, Extra] = {
     for extra in (
         Extra("plot", ("matplotlib",), "every figure: `plot`, `baselines --frontier`, `cache plot`, benchmark's plot"),
         Extra("mappo", ("torch", "tqdm", "matplotlib"), "`train`, `evaluate`, `plot`, the learners in `benchmark`"),
+        Extra(
+            "tensorboard", ("tensorboard",), "`train --logger tensorboard`: the run's log as TensorBoard event files"
+        ),
         Extra("data", ("sklearn",), "text features (`cache features --from text`), rebuilding toy8"),
         Extra(
             "dev",

@@ -103,6 +103,30 @@ def test_a_command_stops_first_with_the_one_message(
     assert [path.name for path in tmp_path.iterdir()] == ["run"] and not any((tmp_path / "run").iterdir())
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["train", "--out", "run", "--logger", "tensorboard"], ["train", "--resume", "run", "--logger", "csv,tensorboard"]],
+    ids=["out", "resume"],
+)
+def test_train_logger_tensorboard_stops_first_without_tensorboard(
+    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if extras.missing(["torch"]):
+        pytest.skip("without torch, train stops for torch first (CASES)")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run").mkdir()
+    _no_work(monkeypatch)
+    monkeypatch.setitem(sys.modules, "tensorboard", None)
+    assert cli.main(argv) == extras.EXIT_STATUS
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        "ensemble-env train: error: train --logger tensorboard needs tensorboard, which is not installed (the "
+        'tensorboard extra): pip install -e ".[tensorboard]"\n'
+    )
+    assert [path.name for path in tmp_path.iterdir()] == ["run"] and not any((tmp_path / "run").iterdir())
+
+
 def test_what_needs_no_extra_runs_without_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -207,9 +207,11 @@ def test_docstring_examples(module: str) -> None:
     assert failures == 0
 
 
-def test_tensorboard_event_files_when_installed(tmp_path: Path) -> None:
+def test_overwrite_removes_the_tensorboard_event_files(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard")
-    assert main(["train", "--out", str(tmp_path), "--tensorboard", *TINY]) == 0
-    assert list(tmp_path.glob("events.out.tfevents.*"))
+    assert main(["train", "--out", str(tmp_path), "--logger", "tensorboard", *TINY]) == 0
+    assert len(list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))) == 1
+    (tmp_path / "events.out.tfevents.1.host.2.0").write_bytes(b"")  # where runs of earlier versions wrote them
     assert main(["train", "--out", str(tmp_path), "--overwrite", "--seed", "2", *TINY]) == 0  # starts over
     assert json.loads((tmp_path / "config.json").read_text())["config"]["seed"] == 2
+    assert not (tmp_path / "tensorboard").exists() and not list(tmp_path.glob("events.out.tfevents.*"))

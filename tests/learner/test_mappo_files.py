@@ -91,11 +91,11 @@ def test_a_checkpoint_that_is_not_a_regular_file_is_refused_without_reading(tmp_
 
 def test_resuming_keeps_the_progress_history(tmp_path: Path) -> None:
     path = tmp_path / "progress.csv"
-    log = ProgressLog(path, ["iteration", "global_step", "loss"], None, False)
+    log = ProgressLog(path, ["iteration", "global_step", "loss"], None)
     for i in range(1, 6):
         log.write({"iteration": i, "global_step": 10 * i, "loss": 0.5})
     log.close()
-    resumed = ProgressLog(path, ["iteration", "global_step", "loss"], 3, False)  # the checkpoint was at 3
+    resumed = ProgressLog(path, ["iteration", "global_step", "loss"], 3)  # the checkpoint was at 3
     with path.open(newline="") as file:  # before any new row: the history up to the checkpoint is on disk
         assert [row["iteration"] for row in csv.DictReader(file)] == ["1", "2", "3"]
     resumed.write({"iteration": 4, "global_step": 40, "loss": 0.25})

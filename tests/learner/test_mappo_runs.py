@@ -113,6 +113,20 @@ def test_a_run_of_a_version_before_a_field_existed_reads_with_the_value_it_was_t
     assert {name: getattr(config, name) for name in runs.LEGACY_FIELDS} == runs.LEGACY_FIELDS
 
 
+def test_a_run_written_when_a_retired_field_was_in_the_config_reads_and_resumes(run: Path) -> None:
+    """Runs written when ``tensorboard`` was a config field hold it in config.json and in the checkpoint's copy: it
+    is dropped (a logger changes no number), so they read, evaluate and resume as before."""
+    from ensemble_mappo.config import RETIRED_FIELDS
+
+    assert "tensorboard" in RETIRED_FIELDS and "tensorboard" not in TrainConfig().to_dict()
+    _edit_json(run / "config.json", _set("config", "tensorboard", value=True))
+    _edit_checkpoint(run / "checkpoint.pt", lambda payload: payload["config"].update(tensorboard=False))
+    assert runs.read_config(run).config == config_from_dict({**TINY, "seed": 1})
+    assert main(["train", "--resume", str(run), "--no-progress"]) == 0
+    assert progress.read_progress(run)["iteration"].tolist() == [1.0, 2.0, 3.0]
+    assert not (run / "tensorboard").exists()  # the field is not read: a resume logs with the loggers it is given
+
+
 # -- config.json -----------------------------------------------------------------------------------------------
 def _set(*keys: str, value: Any) -> Callable[[Any], Any]:
     def edit(data: Any) -> Any:
@@ -147,6 +161,10 @@ CONFIG_CASES: dict[str, tuple[Callable[[Any], Any] | str, str]] = {
     "config not an object": (_set("config", value=[1]), "config: expected an object"),
     "missing field": (_drop("config", "num_envs"), "config: lacks num_envs"),
     "unknown field": (_set("config", "speed", value=1), "unknown key(s) speed"),
+    "retired field of another type": (
+        _set("config", "tensorboard", value="yes"),
+        "config.tensorboard: expected a boolean (a retired field, not read), got a string ('yes')",
+    ),
     "wrong type": (_set("config", "num_envs", value="many"), "num_envs must be an integer >= 1, got 'many'"),
     "a float count": (_set("config", "num_steps", value=8.0), "num_steps must be an integer >= 1, got 8.0"),
     "bad env option": (_set("config", "env", "alpha", value=-1), "config: env: alpha must be a"),

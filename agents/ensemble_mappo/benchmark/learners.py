@@ -22,6 +22,7 @@ from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_mappo import algorithms
 from ensemble_mappo.benchmark import protocols
 from ensemble_mappo.benchmark.answers import Algorithm, Answers
+from ensemble_mappo.config import RETIRED_FIELDS
 
 __all__ = ["BUDGETS", "LEARNERS", "budget_help", "learner", "learner_answers"]
 
@@ -122,6 +123,7 @@ def learner(name: str, budget: str, protocol: str = "standard") -> tuple[Algorit
     # the learner's whole configuration is part of the run key: a run of other defaults is not reused
     config = learner_config(name, 0, 1.0, passes=passes, checkpoints=checkpoints).to_dict()
     defaults = {key: value for key, value in config.items() if key not in ("seed", "env")}
+    defaults.update({key: value for key, (value, _) in RETIRED_FIELDS.items()})  # the keys of the runs stored before
     key = {"budget": budget, "passes": passes, "checkpoints": checkpoints, "config": defaults}
     return run, {**key, "protocol": protocol} if unseen else key
 
