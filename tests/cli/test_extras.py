@@ -7,6 +7,8 @@ A missing library is simulated as the tests of the package do it: ``sys.modules[
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -71,8 +73,13 @@ IDS = [f"{' '.join(argv[:2])} {'+'.join(absent)}" for argv, absent, _ in CASES]
 
 
 def _no_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every way a command starts its work fails the test: reading a cache, running the benchmark."""
+    """Every way a command starts its work fails the test: reading a cache, running the benchmark. The modules that
+    bind ``datasets.resolve`` at import are imported first, so that the patch never outlives the test in them."""
     from ensemble_mappo.benchmark import cli as benchmark_cli
+
+    for name in ("ensemble_mappo.cli", "ensemble_mappo.runs", "ensemble_mappo.benchmark.runner"):
+        with contextlib.suppress(ImportError):  # a learner module may need torch, which a test may hide
+            importlib.import_module(name)
 
     def work(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the command started its work before checking its extra")
