@@ -64,13 +64,18 @@ for step in range(5):
 # empty history, for each task in turn. `global_team` plays the training tasks' best team everywhere; `ftl_team`
 # follows the leader on the task's record; `hindsight_team` is the best fixed team of the task, chosen with its
 # labels (a reference, not a competitor).
+#
+# Timing matters. The decider commits the team of the next question in the same step as the current one is
+# answered, before that answer is scored, so it always chooses one outcome behind. `ftl_team` waits the same way
+# (it reads exactly what the decider's observation holds); `ftl_team(no_delay)` also reads the outcome of the
+# question just answered, which this game never gives its decider.
 
 # %%
-names = ["global_team", "ftl_single", "ftl_team", "ucb_team", "hindsight_team"]
+names = ["global_team", "ftl_single", "ftl_team", "ftl_team(no_delay)", "ucb_team", "hindsight_team"]
 results = unseen.leave_one_task_out(cache, names=names)
 summary = unseen.summarize(cache, results)
 for name in names:
-    print(f"{name:15s} reward per question {summary[name]['reward']:+.4f}  accuracy {summary[name]['accuracy']:.4f}")
+    print(f"{name:18s} reward per question {summary[name]['reward']:+.4f}  accuracy {summary[name]['accuracy']:.4f}")
 
 # %% [markdown]
 # ## What the record is worth, task by task
@@ -115,15 +120,20 @@ course.save_figure(figure, "06_adaptation.png")
 #    first 20 questions: how far below its whole-task reward is follow-the-leader, and why?
 # 2. Follow the leader over single models (`ftl_single`) against over teams (`ftl_team`): which wins here, and what
 #    does the hindsight team (a single model on most tasks) say about it?
-# 3. UCB sees only the played team's reward. What does that cost against follow-the-leader, which sees every team's?
+# 3. Two kinds of missing information: UCB sees only the played team's reward, and `ftl_team` waits for one outcome
+#    that `ftl_team(no_delay)` already reads. What does each cost against follow-the-leader with no delay?
 #
 # <details><summary>Answers</summary>
 #
 # 1. Early on the record is short and the leader switches on noise; the reward of the first questions is close to
 #    the global team's, and the gain comes from the later ones.
-# 2. Nearly level on bbh5 (-0.025 and -0.027): the best fixed team in hindsight is a single model on 14 of 16
+# 2. Nearly level on bbh5 (-0.026 and -0.029): the best fixed team in hindsight is a single model on 14 of 16
 #    tasks, so teams add little but the chance to switch on noise.
-# 3. About 0.07 reward per question: with bandit feedback it must spend questions exploring teams it has no record
-#    of, while the full information of the logged outputs gives every team's record for free.
+# 3. Bandit feedback costs about 0.05 reward per question: UCB must spend questions exploring teams it has no
+#    record of, while the full information of the logged outputs gives every team's record for free. The one
+#    outcome costs about 0.002 (-0.0287 against -0.0265): the leader rarely changes between two questions. The
+#    decider would have it if each question took a whole round (the fusion agent answers, the outcome is revealed,
+#    then the decider picks the next team); the game's step does both at once (docs/environment-spec.md, "Step
+#    order"), so the decider's action at step t is made before q_t is scored.
 #
 # </details>

@@ -75,20 +75,29 @@ def test_the_hand_cache_is_as_described() -> None:
 
 
 def test_ftl_team_by_hand() -> None:
-    """Sums before each question (a, b): t0 (0, 0) tie -> b; t1..t4 b leads; t5 (-5, 2.5) b; t6 (-4, 1) b;
-    t7 (-3, -0.5) b; t8 (-2, -2) tie -> b (the prior rank, though a has the lower index); t9 (-1, -3.5) a."""
+    """Sums of the questions answered before each question (a, b): t0 (0, 0) tie -> b; t1..t4 b leads; t5 (-5, 2.5)
+    b; t6 (-4, 1) b; t7 (-3, -0.5) b; t8 (-2, -2) tie -> b (the prior rank, though a has the lower index); t9 (-1,
+    -3.5) a. That is ``ftl_team(no_delay)``. In the game's timing (``ftl_team``, delay 1) question t reads the sums
+    before question t - 1: t9 reads t8's tie and plays b, so b answers all ten."""
     cache = hand_cache()
-    result = online.ftl_team(cache, TRAIN, TEST, reward=REWARD)
-    assert rows_of(result) == [B] * 9 + [A]
+    ahead = online.UNSEEN_BASELINES["ftl_team(no_delay)"](cache, TRAIN, TEST, reward=REWARD)
+    assert rows_of(ahead) == [B] * 9 + [A]
     expected = [1, 1, 1, 1, -1.5, -1.5, -1.5, -1.5, -1.5, 1]
-    assert result.rewards(cache, REWARD).tolist() == expected
-    assert result.rewards(cache, REWARD).mean() == pytest.approx(-0.25)
-    assert result.name == "ftl_team"
-    assert result.info["first_team"] == "b" and result.info["switches"] == {"unseen": 1}
-    assert result.info["held_out_tasks"] == ("unseen",) and result.info["training_tasks"] == ("seen",)
-    assert result.info["teams_used"] == {"b": 9, "a": 1}
+    assert ahead.rewards(cache, REWARD).tolist() == expected
+    assert ahead.rewards(cache, REWARD).mean() == pytest.approx(-0.25)
+    assert ahead.name == "ftl_team(no_delay)" and ahead.info["delay"] == 0
+    assert ahead.info["first_team"] == "b" and ahead.info["switches"] == {"unseen": 1}
+    assert ahead.info["held_out_tasks"] == ("unseen",) and ahead.info["training_tasks"] == ("seen",)
+    assert ahead.info["teams_used"] == {"b": 9, "a": 1}
+    result = online.ftl_team(cache, TRAIN, TEST, reward=REWARD)
+    assert result.name == "ftl_team" and result.info["delay"] == online.GAME_DELAY == 1
+    assert rows_of(result) == [B] * 10 and result.info["switches"] == {"unseen": 0}
+    assert result.rewards(cache, REWARD).mean() == pytest.approx(-0.5)
     single = online.ftl_single(cache, TRAIN, TEST, reward=REWARD)  # the pair never leads: the same stream
     assert rows_of(single) == rows_of(result) and single.name == "ftl_single"
+    with pytest.raises(ValueError, match="delay: -1 is not an integer >= 0"):
+        online.ftl_team(cache, TRAIN, TEST, delay=-1)
+    assert online.ftl_team(cache, TRAIN, TEST, delay=2).name == "ftl_team(delay=2)"
 
 
 def test_ftl_ties_go_to_the_prior_rank_not_the_index() -> None:
@@ -108,12 +117,16 @@ def test_the_sliding_window_forgets() -> None:
     """W = 2 (hand): t0-t3 b (+1 each); t4 window {2, 3}: b 2, a -3 -> b (-1.5); t5 {3, 4}: -0.5 each, tie -> b
     (-1.5); t6 {4, 5}: a 2, b -3 -> a; a to the end (+1 x 4): mean 0.5, against -0.25 with the whole history."""
     cache = hand_cache()
-    result = online.ftl_team(cache, TRAIN, TEST, reward=REWARD, window=2)
+    result = online.ftl_team(cache, TRAIN, TEST, reward=REWARD, window=2, delay=0)
     assert rows_of(result) == [B] * 6 + [A] * 4
     assert result.rewards(cache, REWARD).mean() == pytest.approx(0.5)
-    assert result.name == "ftl_team(window=2)" and result.info["window"] == 2
+    assert result.name == "ftl_team(window=2, delay=0)" and result.info["window"] == 2
+    # the game's timing: question t reads the window before question t - 1: t6 {3, 4} ties -> b, t7 {4, 5} -> a
+    timed = online.ftl_team(cache, TRAIN, TEST, reward=REWARD, window=2)
+    assert rows_of(timed) == [B] * 7 + [A] * 3 and timed.name == "ftl_team(window=2)"
+    assert timed.rewards(cache, REWARD).mean() == pytest.approx(0.25)
     # a window as long as the stream is the whole history
-    assert rows_of(online.ftl_team(cache, TRAIN, TEST, reward=REWARD, window=10)) == [B] * 9 + [A]
+    assert rows_of(online.ftl_team(cache, TRAIN, TEST, reward=REWARD, window=10, delay=0)) == [B] * 9 + [A]
     # the window's sums read only the last W questions: a change before them does not move the choice
     rewards = online.team_outcomes(cache, TEST, REWARD).rewards
     changed = rewards.copy()
@@ -122,13 +135,14 @@ def test_the_sliding_window_forgets() -> None:
 
 
 def test_the_window_is_chosen_on_the_training_task() -> None:
-    """Streaming "seen" (prior b first): the whole history keeps b to the end (6 x +1, 4 x -1.5: mean 0); W = 2
-    plays b to t7 (t6 window {4, 5}: b; t7 {5, 6}: tie -> b), then a at t8, t9: 6 - 3 + 2 = 5, mean 0.5."""
+    """Streaming "seen" (prior b first) in the game's timing (question t reads the window before t - 1): the whole
+    history keeps b to the end (6 x +1, 4 x -1.5: mean 0); W = 2 plays b to t8 (t8 reads {5, 6}: tie -> b), then a
+    at t9: 6 - 4.5 + 1 = 2.5, mean 0.25."""
     cache = hand_cache()
     result = online.ftl_team_window(cache, TRAIN, TEST, reward=REWARD, windows=(2, 10))
-    assert result.info["window_scores"] == {2: pytest.approx(0.5), 10: pytest.approx(0.0)}
+    assert result.info["window_scores"] == {2: pytest.approx(0.25), 10: pytest.approx(0.0)}
     assert result.info["window"] == 2 and result.name == "ftl_team(window)"
-    assert rows_of(result) == [B] * 6 + [A] * 4
+    assert rows_of(result) == [B] * 7 + [A] * 3
     # ties go to the larger window
     assert online.ftl_team_window(cache, TRAIN, TEST, reward=REWARD, windows=(10, 20)).info["window"] == 20
     with pytest.raises(ValueError, match="windows"):
@@ -183,19 +197,23 @@ def test_ucb_first_choices_by_hand() -> None:
     c = 0, n0 = 1: b's smoothed mean stays above a's 1/2 (after four rights and six wrongs: (2/3 + 4 + 1) / 11 =
     0.52), so b plays throughout. c = 2: t0 has no bonus (ln 1 = 0): b, right (mean 5/6, 2 plays); t1 (2 ln 2 =
     1.386): a 1/2 + 2 sqrt(1.386) = 2.85 > b 5/6 + 2 sqrt(0.693) = 2.50: a, wrong (mean 1/3); t2 (2 ln 3 = 2.197):
-    the pair 0.4 + 2 sqrt(2.197) = 3.36 > b 0.83 + 2.10 > a 0.33 + 2.10: the pair."""
+    the pair 0.4 + 2 sqrt(2.197) = 3.36 > b 0.83 + 2.10 > a 0.33 + 2.10: the pair. That is without delay; in the
+    game's timing (the protocol's) every step reads one outcome less: t0 and t1 have no bonus and no outcome (b, b),
+    t2 is the undelayed t1 (a)."""
     cache = hand_cache()
     greedy = online.ucb_team(cache, TRAIN, TEST, reward=REWARD, explorations=(0.0,), pseudo_counts=(1.0,))
     assert rows_of(greedy) == [B] * 10 and greedy.name == "ucb_team"
     assert greedy.info["exploration"] == 0.0 and greedy.info["pseudo_count"] == 1.0
     assert greedy.info["feedback"] == "bandit"
     exploring = online.ucb_team(cache, TRAIN, TEST, reward=REWARD, explorations=(2.0,), pseudo_counts=(1.0,))
-    assert rows_of(exploring)[:3] == [B, A, AB]
+    assert rows_of(exploring)[:3] == [B, B, A] and exploring.info["delay"] == 1
     outcomes = online.team_outcomes(cache, TEST, REWARD)
     prior = online.team_outcomes(cache, TRAIN, REWARD).rewards.mean(axis=1)
     rank = np.array([1, 0, 2])
-    direct = online.ucb_choices(outcomes.rewards, prior, rank, exploration=2.0, pseudo_count=1.0)
+    direct = online.ucb_choices(outcomes.rewards, prior, rank, exploration=2.0, pseudo_count=1.0, delay=1)
     assert direct.tolist() == rows_of(exploring)
+    undelayed = online.ucb_choices(outcomes.rewards, prior, rank, exploration=2.0, pseudo_count=1.0)
+    assert undelayed.tolist()[:3] == [B, A, AB]
 
 
 def test_ucb_reads_only_the_played_teams_reward() -> None:
@@ -228,7 +246,7 @@ def test_ucb_constants_are_the_best_on_the_training_streams() -> None:
             for task in range(3):
                 columns = np.flatnonzero(cache.tasks[outcomes.questions] == task)
                 stream = outcomes.rewards[:, columns]
-                chosen = online.ucb_choices(stream, prior, rank, c, n0, online.reward_range(REWARD))
+                chosen = online.ucb_choices(stream, prior, rank, c, n0, online.reward_range(REWARD), delay=1)
                 means.append(stream[chosen, np.arange(columns.size)].mean())
             scores[f"c={c:g},n0={n0:g}"] = float(np.mean(means))
     assert result.info["grid_scores"] == pytest.approx(scores)
@@ -239,7 +257,15 @@ def test_ucb_constants_are_the_best_on_the_training_streams() -> None:
 
 # -- what a choice may read -------------------------------------------------------------------------------------------
 
-ONLINE = ("ftl_team", "ftl_single", "ftl_team(window)", "ucb_team", "global_team", "global_single")
+ONLINE = (
+    "ftl_team",
+    "ftl_team(no_delay)",
+    "ftl_single",
+    "ftl_team(window)",
+    "ucb_team",
+    "global_team",
+    "global_single",
+)
 
 
 def flip(cache: LogitCache, questions: np.ndarray) -> LogitCache:
@@ -261,7 +287,8 @@ def flip(cache: LogitCache, questions: np.ndarray) -> LogitCache:
 @pytest.mark.parametrize("name", ONLINE)
 def test_flipping_later_labels_never_changes_an_earlier_choice(name: str) -> None:
     """The choice for the t-th question of a held-out task reads only the questions before it (of its task): flip
-    the labels of the t-th and every later question of a task, every choice up to the t-th stays. The held-out
+    the labels of the t-th and every later question of a task, every choice up to the t-th stays (in the game's
+    timing, up to the (t + 1)-th: question t's outcome is revealed after the next team is committed). The held-out
     tasks are interleaved in the stream."""
     cache = three_task_cache(seed=3)
     train = cache.select(tasks=["task_0", "task_1"])
@@ -277,6 +304,8 @@ def test_flipping_later_labels_never_changes_an_earlier_choice(name: str) -> Non
             after = run(flipped, train, test, reward=REWARD, **options)
             kept = positions[: t + 1]
             assert np.array_equal(members(after)[kept], members(before)[kept]), (name, task, t)
+            if name != "ftl_team(no_delay)" and t + 1 < positions.size:  # the game's timing: one more question
+                assert np.array_equal(members(after)[positions[t + 1]], members(before)[positions[t + 1]])
             other = np.flatnonzero(cache.tasks[test] != task)  # the other held-out task never reads this one
             assert np.array_equal(members(after)[other], members(before)[other]), (name, task, t)
 
@@ -354,13 +383,16 @@ def test_the_registry_lists_and_runs_them() -> None:
 
 
 def test_leave_one_task_out_on_bbh5_reproduces_the_headroom() -> None:
-    """The numbers of docs/baselines.md (alpha 1): a global team -0.1396, follow-the-leader -0.0265, the best fixed
-    team per task in hindsight +0.0221 (means over the 16 held-out tasks of the mean reward per question)."""
+    """The numbers of docs/baselines.md (alpha 1): a global team -0.1396, follow-the-leader in the game's timing
+    -0.0287 (-0.0265 without the delay), the best fixed team per task in hindsight +0.0221 (means over the 16
+    held-out tasks of the mean reward per question)."""
     cache = datasets.load("bbh5")
-    results = unseen.leave_one_task_out(cache, reward=REWARD, names=["global_team", "ftl_team", "hindsight_team"])
+    names = ["global_team", "ftl_team", "ftl_team(no_delay)", "hindsight_team"]
+    results = unseen.leave_one_task_out(cache, reward=REWARD, names=names)
     summary = unseen.summarize(cache, results, REWARD)
-    assert [len(folds) for folds in results.values()] == [16, 16, 16]
+    assert [len(folds) for folds in results.values()] == [16, 16, 16, 16]
     assert summary["global_team"]["reward"] == pytest.approx(-0.1396, abs=5e-5)
-    assert summary["ftl_team"]["reward"] == pytest.approx(-0.02645, abs=5e-5)
+    assert summary["ftl_team"]["reward"] == pytest.approx(-0.02875, abs=5e-5)
+    assert summary["ftl_team(no_delay)"]["reward"] == pytest.approx(-0.02645, abs=5e-5)
     assert summary["hindsight_team"]["reward"] == pytest.approx(0.0221, abs=5e-5)
     assert "ftl_team" in unseen.format_summary(summary, REWARD)

@@ -104,3 +104,61 @@ def test_parallel_runs_equal_serial_ones_and_the_folds_are_reported(tmp_path: Pa
     assert serial["caches"][str(cache_file)]["hindsight_team"]["uses_test_labels"]
     with pytest.raises(ValueError, match="--eval-cache"):
         benchmark.benchmark(names, [0], [str(cache_file)], tmp_path / "x", eval_cache=str(cache_file), plot=False)
+
+
+def write_lm_eval_pool(root: Path, tasks: dict[str, int], seed: int) -> Path:
+    """An lm-evaluation-harness ``--output_path`` folder of three models on ``tasks`` ({name: questions}): random
+    log-likelihoods over 2-4 choices, the models of differing skill (the first right most often)."""
+    from test_convert import new_record, write_samples
+
+    rng = np.random.default_rng(seed)
+    models = ("org__strong", "org__middle", "org__weak")
+    for name, count in tasks.items():
+        n_choices = rng.integers(2, 5, size=count)
+        targets = [int(rng.integers(n)) for n in n_choices]
+        for skill, model in zip((0.8, 0.6, 0.4), models, strict=True):
+            rows = []
+            for doc_id, (n, target) in enumerate(zip(n_choices, targets, strict=True)):
+                logliks = np.round(-rng.random(n) * 4 * 8) / 8  # exact as text
+                if rng.random() < skill:
+                    logliks[target] = 0.125
+                choices = tuple(f"c{i}" for i in range(n))
+                rows.append(new_record(name, doc_id, choices, choices[target], logliks.tolist()))
+            write_samples(root / model, model, name, rows)
+    return root
+
+
+@pytest.mark.slow
+def test_eval_cache_converted_from_lm_eval_runs_through_the_command(tmp_path: Path, capsys) -> None:
+    """The acceptance's other half: train and choose on every task of one cache, score every task of another, both
+    converted with ``ensemble-env cache from-lm-eval`` from samples of the same models (other tasks); through the
+    command, as a user runs it, with the learner and the protocol's baselines."""
+    from ensemble_env.cli import main
+
+    train_run = write_lm_eval_pool(tmp_path / "train_run", {"alpha": 60, "beta": 60, "gamma": 60, "delta": 60}, 0)
+    eval_run = write_lm_eval_pool(tmp_path / "eval_run", {"ruin_names": 50, "hyperbaton": 40}, 1)
+    for run, name in ((train_run, "train.h5"), (eval_run, "eval.h5")):
+        assert main(["cache", "from-lm-eval", str(run), "-o", str(tmp_path / name), "--no-progress"]) == 0
+    out = tmp_path / "bench"
+    argv = ["benchmark", "--protocol", "unseen-tasks", "--cache", str(tmp_path / "train.h5"), "--eval-cache",
+            str(tmp_path / "eval.h5"), "--algorithms", "mappo,global_team,ftl_team,hindsight_team", "--seeds", "2",
+            "--budget", "tiny", "--out", str(out), "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr()
+    assert "held out hyperbaton, ruin_names;" in printed.err
+    results = json.loads((out / "results.json").read_text())
+    (scored,) = results["caches"]
+    assert scored == str(tmp_path / "eval.h5")
+    for name in ("mappo", "global_team", "ftl_team", "hindsight_team"):
+        aggregate = results["caches"][scored][name]["aggregate"]
+        assert np.isfinite(aggregate["reward"]["mean"]) and 0.0 <= aggregate["accuracy"]["mean"] <= 1.0
+    mappo = results["caches"][scored]["mappo"]
+    assert sorted(run["seed"] for run in mappo["runs"]) == [0, 1]
+    # a cache of other models is refused, naming both lists
+    other = write_lm_eval_pool(tmp_path / "other_run", {"ruin_names": 20}, 2)
+    for model in ("org__middle", "org__weak"):
+        (other / model).rename(other / model.replace("org__", "lab__"))
+    assert main(["cache", "from-lm-eval", str(other), "-o", str(tmp_path / "other.h5"), "--no-progress"]) == 0
+    with pytest.raises(ValueError, match="same models"):
+        benchmark.benchmark(["ftl_team"], [0], [str(tmp_path / "train.h5")], tmp_path / "x", protocol="unseen-tasks",
+                            eval_cache=str(tmp_path / "other.h5"), plot=False, progress=False)  # fmt: skip

@@ -20,7 +20,7 @@ from ensemble_env.text import listed, show
 from ensemble_mappo.benchmark import marl_eval
 from ensemble_mappo.benchmark.learners import BUDGETS, LEARNERS, budget_help
 from ensemble_mappo.benchmark.protocols import PROTOCOLS
-from ensemble_mappo.benchmark.registry import DEFAULT_ALGORITHMS
+from ensemble_mappo.benchmark.registry import DEFAULT_ALGORITHMS, UNSEEN_DEFAULT_ALGORITHMS, default_algorithms
 from ensemble_mappo.benchmark.report import format_markdown, plot_skipped, write_plots
 from ensemble_mappo.benchmark.runner import Interrupted, benchmark, checked_alpha
 from ensemble_mappo.benchmark.stats import REFERENCES
@@ -71,7 +71,8 @@ def _command(args: Any) -> int:
 
 
 def _run(args: Any) -> int:
-    learners = [name for name in args.algorithms or DEFAULT_ALGORITHMS if name in LEARNERS]
+    algorithms = list(args.algorithms or default_algorithms(args.protocol))
+    learners = [name for name in algorithms if name in LEARNERS]
     if learners and not extras.require("benchmark", "mappo", ["torch"], option=f"--algorithms {','.join(learners)}"):
         return extras.EXIT_STATUS
     if not 1 <= args.seeds <= MAX_SEEDS:
@@ -80,7 +81,7 @@ def _run(args: Any) -> int:
     load_plugins(args.register or [])
     caches = args.cache or [datasets.DEFAULT]
     results = benchmark(
-        args.algorithms or list(DEFAULT_ALGORITHMS),
+        algorithms,
         range(args.seeds),
         caches,
         args.out,
@@ -133,7 +134,8 @@ def register_command(commands: Any) -> None:
         metavar="NAME",
         help=f"the learners ({', '.join(LEARNERS)}), any baseline of `ensemble-env baselines` (and stacking, "
         "uniform_weights, per_task_weights, per_question_weights, static_team(pooled), best_single(per_task)), or a "
-        f"name registered by a --register file; a,b or a b (default: {', '.join(DEFAULT_ALGORITHMS)})",
+        f"name registered by a --register file; a,b or a b (default: {', '.join(DEFAULT_ALGORITHMS)}; with "
+        f"--protocol unseen-tasks: {', '.join(UNSEEN_DEFAULT_ALGORITHMS)})",
     )
     parser.add_argument("--seeds", type=int, default=5, metavar="S", help="seeds 0..S-1 (default: %(default)s)")
     parser.add_argument(

@@ -13,7 +13,7 @@ top-level key ``extra``. Every environment must hold the same algorithms, runs, 
 
 What the benchmark writes (:func:`export`):
 
-- environment: each cache, named as in ``results.json`` (``bbh5``; ``A -> B`` with ``--eval-cache``);
+- environment: each cache, named as in ``results.json`` (``bbh5``; with ``--eval-cache``, the scored cache);
 - task: each task with scored questions (the test split; every question of the scored cache under the
   unseen-tasks protocol);
 - algorithm: each benchmarked algorithm, named as in ``results.json``;

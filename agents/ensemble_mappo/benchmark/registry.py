@@ -25,10 +25,12 @@ from ensemble_mappo.benchmark.learners import LEARNERS, learner
 __all__ = [
     "ALGORITHMS",
     "DEFAULT_ALGORITHMS",
+    "UNSEEN_DEFAULT_ALGORITHMS",
     "Algorithm",
     "Answers",
     "baseline",
     "canonical",
+    "default_algorithms",
     "register_algorithm",
     "resolve",
     "uses_test_labels",
@@ -48,6 +50,28 @@ DEFAULT_ALGORITHMS = (
     "best_single(per_task)",
     "oracle_team(test)",
 )
+#: what ``ensemble-env benchmark --protocol unseen-tasks`` runs without --algorithms: the learners, every baseline of
+#: the protocol (``ensemble_env.baselines.online``) and the hindsight team (a reference that reads the scored labels)
+UNSEEN_DEFAULT_ALGORITHMS = (
+    "mappo",
+    "ippo",
+    "global_team",
+    "global_single",
+    "mean_probability_vote",
+    "ftl_team",
+    "ftl_team(no_delay)",
+    "ftl_single",
+    "ftl_team(window)",
+    "ucb_team",
+    "hindsight_team",
+)
+
+
+def default_algorithms(protocol: str = "standard") -> tuple[str, ...]:
+    """The algorithms ``ensemble-env benchmark --protocol PROTOCOL`` runs without ``--algorithms``."""
+    return UNSEEN_DEFAULT_ALGORITHMS if protocol == "unseen-tasks" else DEFAULT_ALGORITHMS
+
+
 #: registered algorithms: name -> (function, config recorded in the run key)
 ALGORITHMS: dict[str, tuple[Algorithm, dict[str, Any]]] = {}
 

@@ -10,7 +10,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -153,10 +153,7 @@ def benchmark(
     inputs = [*loaded, *(cache.path for cache in loaded.values())]
     inputs += [os.fspath(eval_cache), evaluation.path] if evaluation is not None else []
     plans = {name: _units(cache, protocol, folds, fold_seed, evaluation) for name, cache in loaded.items()}
-    scored = {
-        (f"{cache_name} -> {eval_cache}" if evaluation is not None else cache_name): plans[cache_name][1]
-        for cache_name in loaded
-    }
+    scored = {_scored_name(cache_name, loaded, eval_cache): plans[cache_name][1] for cache_name in loaded}
     if "marl-eval" in formats:
         marl_eval.check_names(scored, list(names))
     outputs = ["results.json", "results.md", *([marl_eval.FILE] if "marl-eval" in formats else [])]
@@ -208,13 +205,13 @@ def benchmark(
             for cache_name, (units, _) in plans.items()
             for name in names
         }  # fmt: skip
-        if evaluation is not None:
-            runs = {(f"{cache_name} -> {eval_cache}", name): group for (cache_name, name), group in runs.items()}
+        runs = {(_scored_name(key, loaded, eval_cache), name): group for (key, name), group in runs.items()}
         results = _results(scored, list(names), runs, alpha, budget, seeds, reused, digests)
         if protocol != "standard":
             results["protocol"] = {
                 "name": protocol,
                 "fold_seed": fold_seed,
+                "trained_on": {_scored_name(name, loaded, eval_cache): name for name in loaded},
                 "folds": {
                     cache_name: [
                         {"label": u.label, "held_out": list(u.held_out), "validation_tasks": list(u.validation_tasks)}
@@ -236,6 +233,14 @@ def benchmark(
         if bar is not None:
             bar.close()
     return results
+
+
+def _scored_name(cache_name: str, loaded: Mapping[str, Any], eval_cache: Any) -> str:
+    """The key of a training cache's results: the cache itself; with ``--eval-cache``, the scored cache (the
+    evaluation cache as given), or ``"TRAIN -> EVAL"`` when several training caches score it."""
+    if eval_cache is None:
+        return cache_name
+    return os.fspath(eval_cache) if len(loaded) == 1 else f"{cache_name} -> {os.fspath(eval_cache)}"
 
 
 #: the most processes ``--jobs`` starts

@@ -43,6 +43,7 @@ REFERENCES = (
     "best_single(per_task)",
     "global_team",
     "ftl_team",
+    "ftl_team(no_delay)",
 )
 
 

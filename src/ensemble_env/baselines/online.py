@@ -6,9 +6,17 @@ questions). Each held-out task is streamed from an empty history, in the order o
 normally; the questions of a task are its subsequence of ``test``, so tasks may be interleaved): after a
 question is answered its label is revealed, and with it (full information: the cache logs every model's output)
 every model's and every team's correctness on it, the outcomes the environment's statistics window sees. The
-choice for the t-th question of a held-out task reads the training questions (labels included) and the t - 1
-questions of the same task answered before it, nothing else: not the task's later questions, not the other
-held-out tasks. ValueError when a held-out task is also a training task.
+choice for the t-th question of a held-out task reads the training questions (labels included) and the outcomes of
+the questions of the same task revealed when its team is committed, nothing else: not the task's later questions,
+not the other held-out tasks. ValueError when a held-out task is also a training task.
+
+**Timing: the game's.** The environment's decider commits the team of question t + 1 in the step that answers
+question t, before question t's outcome is revealed: when it chooses, it has the outcomes of the t - 1 questions
+before the last one answered (its window and the task's record count question t only after that step). Every
+online baseline here waits the same :data:`GAME_DELAY` = 1 question (``delay``), so it reads exactly the outcomes
+the decider's observation holds. ``ftl_team(no_delay)`` reads the outcome of the question just answered too (the
+follow-the-leader of a game where the team is chosen after the previous answer is scored): a stronger rule on
+information this game does not give, kept as a second yardstick.
 
 Teams are the 2**N - 1 non-empty subsets of the N models, in :func:`~ensemble_env.baselines.routing.all_teams`
 order (N <= :data:`~ensemble_env.baselines.routing.MAX_TEAM_MODELS`), each answering by its mean-probability vote
@@ -24,6 +32,7 @@ baseline                   feedback   the team of the t-th question of a held-ou
 :func:`ftl_single`         full       follow the leader: the model with the best mean reward on the task's
                                       questions answered so far
 :func:`ftl_team`           full       the same over teams
+``ftl_team(no_delay)``     full       :func:`ftl_team` reading one more outcome than the game reveals (no delay)
 :func:`ftl_team_window`    full       the same over the last W answered questions of the task, W chosen on the
                                       training tasks (``ftl_team(window)``)
 :func:`ucb_team`           bandit     UCB1 over teams seeing only the played team's reward, started from the
@@ -70,6 +79,7 @@ ValueError: task 'task_1' is both a held-out task (test) and a training task (tr
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -84,6 +94,7 @@ from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings, model_costs
 
 __all__ = [
+    "GAME_DELAY",
     "PROTOCOL",
     "SCORE_DIGITS",
     "UCB_EXPLORATION_GRID",
@@ -107,6 +118,9 @@ __all__ = [
 
 #: the protocol's name, in every result's ``info["protocol"]``
 PROTOCOL = "unseen-tasks"
+#: the outcomes an online baseline waits for, as the game's decider does: it commits the team of question t + 1 in
+#: the step that answers question t, so the outcome of question t is not yet revealed (every earlier one is)
+GAME_DELAY = 1
 #: the windows (answered questions of the task) :func:`ftl_team_window` tries on the training tasks
 WINDOW_GRID = (8, 16, 32, 64, 128)
 #: the exploration constants c :func:`ucb_team` tries on the training tasks (0: greedy on the smoothed means)
@@ -228,30 +242,44 @@ def _first_of_rank(scores: np.ndarray, rank: np.ndarray) -> np.ndarray:
     return np.where(tied, rank[:, None], rank.size).argmin(axis=0)
 
 
-def ftl_choices(rewards: np.ndarray, rank: np.ndarray, window: int | None = None) -> np.ndarray:
+def ftl_choices(rewards: np.ndarray, rank: np.ndarray, window: int | None = None, delay: int = 0) -> np.ndarray:
     """(T,) int64: follow the leader on one stream of T questions over A arms (teams or models).
 
     ``rewards`` (A, T): each arm's reward on each question of the stream, in stream order (full information: all
     of a question's rewards are known once it is answered); ``rank`` (A,): the tie-break (:func:`prior_rank`, 0
-    first). The arm of question t maximises the summed reward over questions ``max(0, t - window) .. t - 1``
-    (every earlier one when ``window`` is None); every arm sums the same number of questions, so this is the
-    best mean reward. Ties, the empty history (t = 0) included, go to the lowest rank. Column t never reads
-    column t or later.
+    first). With ``delay`` d the outcomes of the last d answered questions are not revealed yet (the game's decider
+    has d = :data:`GAME_DELAY`): the arm of question t maximises the summed reward over questions
+    ``max(0, e - window) .. e - 1``, e = max(0, t - d) (every earlier one when ``window`` is None); every arm sums
+    the same number of questions, so this is the best mean reward. Ties, the empty history included, go to the
+    lowest rank. Column t never reads column t - d or later.
 
     >>> ftl_choices(np.array([[1.0, -1.0, -1.0, 1.0], [-1.0, 1.0, 1.0, 1.0]]), np.array([0, 1])).tolist()
     [0, 0, 0, 1]
     >>> ftl_choices(np.array([[1.0, -1.0, -1.0, 1.0], [-1.0, 1.0, 1.0, 1.0]]), np.array([0, 1]), window=1).tolist()
     [0, 0, 1, 1]
+    >>> ftl_choices(np.array([[1.0, -1.0, -1.0, 1.0], [-1.0, 1.0, 1.0, 1.0]]), np.array([0, 1]), delay=1).tolist()
+    [0, 0, 0, 0]
     """
     rewards = np.asarray(rewards, dtype=np.float64)
     n_arms, length = rewards.shape
     if window is not None:
         window = _window(window, "window")
+    delay = _delay(delay)
     cumulative = np.zeros((n_arms, length + 1))
     np.cumsum(rewards, axis=1, out=cumulative[:, 1:])
-    steps = np.arange(length)
-    start = np.zeros(length, dtype=np.int64) if window is None else np.maximum(0, steps - window)
-    return _first_of_rank(cumulative[:, steps] - cumulative[:, start], np.asarray(rank))
+    end = np.maximum(0, np.arange(length) - delay)
+    start = np.zeros(length, dtype=np.int64) if window is None else np.maximum(0, end - window)
+    return _first_of_rank(cumulative[:, end] - cumulative[:, start], np.asarray(rank))
+
+
+def _delay(value: Any) -> int:
+    try:
+        delay = operator.index(value)
+    except TypeError:
+        delay = -1
+    if isinstance(value, bool) or delay < 0:
+        raise ValueError(f"delay: {value!r} is not an integer >= 0")
+    return delay
 
 
 def _check_ucb_constants(exploration: np.ndarray, pseudo_count: np.ndarray) -> None:
@@ -262,13 +290,20 @@ def _check_ucb_constants(exploration: np.ndarray, pseudo_count: np.ndarray) -> N
 
 
 def _ucb(
-    rewards: np.ndarray, lengths: np.ndarray, prior: np.ndarray, rank: np.ndarray, c: np.ndarray, n0: np.ndarray
+    rewards: np.ndarray,
+    lengths: np.ndarray,
+    prior: np.ndarray,
+    rank: np.ndarray,
+    c: np.ndarray,
+    n0: np.ndarray,
+    delay: int = 0,
 ) -> np.ndarray:
     """(G, S, T) int64: UCB's arms on S streams at once, for G (c, n0) pairs at once.
 
     ``rewards`` (S, A, T) normalised to [0, 1], stream s valid up to ``lengths[s]`` (the rest is padding, never
     read); ``prior`` (A,) the arms' normalised training means; ``rank`` (A,); ``c``, ``n0`` (G,). Only the played
-    arm's reward of a question is read (bandit feedback). Padding steps get arm -1.
+    arm's reward of a question is read (bandit feedback), ``delay`` questions after it is played. Padding steps get
+    arm -1.
     """
     n_streams, n_arms, length = rewards.shape
     grid = c.size
@@ -277,18 +312,19 @@ def _ucb(
     chosen = np.full((grid, n_streams, length), -1, dtype=np.int64)
     pseudo = n0[:, None, None]
     weighted_prior = pseudo * prior[None, None, :]
-    streams = np.arange(n_streams)[None, :]
     for t in range(length):
-        active = t < lengths  # (S,)
+        revealed = t - delay  # the outcomes of questions 0 .. revealed - 1 are known
+        if revealed >= 1:  # the outcome of question revealed - 1 arrives now
+            played = chosen[:, :, revealed - 1]  # (G, S), -1 on padding
+            g, s = np.nonzero(played >= 0)
+            plays[g, s, played[g, s]] += 1.0
+            sums[g, s, played[g, s]] += rewards[s, played[g, s], revealed - 1]
         counts = pseudo + plays
-        index = (weighted_prior + sums) / counts + c[:, None, None] * np.sqrt(2.0 * np.log1p(t) / counts)
-        rounded = np.round(index, SCORE_DIGITS)
+        bonus = c[:, None, None] * np.sqrt(2.0 * np.log1p(max(0, revealed)) / counts)
+        rounded = np.round((weighted_prior + sums) / counts + bonus, SCORE_DIGITS)
         tied = rounded == rounded.max(axis=2, keepdims=True)
         arm = np.where(tied, rank, n_arms).argmin(axis=2)  # (G, S)
-        observed = rewards[streams, arm, t]  # (G, S): the played arm's reward only
-        g, s = np.nonzero(np.broadcast_to(active, arm.shape))
-        plays[g, s, arm[g, s]] += 1.0
-        sums[g, s, arm[g, s]] += observed[g, s]
+        active = t < lengths  # (S,)
         chosen[:, active, t] = arm[:, active]
     return chosen
 
@@ -300,6 +336,7 @@ def ucb_choices(
     exploration: float,
     pseudo_count: float,
     bounds: tuple[float, float] | None = None,
+    delay: int = 0,
 ) -> np.ndarray:
     """(T,) int64: UCB1 with a prior, on one stream of T questions over A arms, with bandit feedback.
 
@@ -313,7 +350,9 @@ def ucb_choices(
         (n0 * prior_k + s_k) / (n0 + m_k) + c * sqrt(2 ln(1 + t) / (n0 + m_k))
 
     (UCB1's bonus scaled by ``exploration`` c). The highest index plays (indices rounded to
-    :data:`SCORE_DIGITS` decimals, ties to the lowest rank): the first question goes to the best prior.
+    :data:`SCORE_DIGITS` decimals, ties to the lowest rank): the first question goes to the best prior. With
+    ``delay`` d a played arm's reward is read d questions later (t counts the revealed questions only), as the game's
+    decider (d = :data:`GAME_DELAY`) sees it.
 
     Greedy (c = 0) on a team whose training mean was +1 (normalised 1) and is now always wrong (-2, normalised 0),
     against one at 0 (normalised 2/3) now always right: the prior's 4 pseudo-plays hold for three questions (4/6
@@ -330,7 +369,7 @@ def ucb_choices(
     scale = (rewards - low) / (high - low)
     prior_scaled = (np.asarray(prior, dtype=np.float64) - low) / (high - low)
     lengths = np.array([rewards.shape[1]])
-    return _ucb(scale[None], lengths, prior_scaled, np.asarray(rank), c, n0)[0, 0]
+    return _ucb(scale[None], lengths, prior_scaled, np.asarray(rank), c, n0, _delay(delay))[0, 0]
 
 
 # -- the protocol: checks, streams, prior ------------------------------------------------------------
@@ -496,16 +535,18 @@ def global_team(
     return _fixed("global_team", p, np.arange(p.teams.shape[0]))
 
 
-def _ftl(name: str, p: _Protocol, arms: np.ndarray, window: int | None, info: dict[str, Any]) -> BaselineResult:
+def _ftl(
+    name: str, p: _Protocol, arms: np.ndarray, window: int | None, delay: int, info: dict[str, Any]
+) -> BaselineResult:
     rank = p.arm_rank(arms)
     rows = np.empty(p.test.size, dtype=np.int64)
     switches: dict[str, int] = {}
     for task, positions in p.held_out_streams():
-        chosen = arms[ftl_choices(_held_out_rewards(p, arms, positions), rank, window)]
+        chosen = arms[ftl_choices(_held_out_rewards(p, arms, positions), rank, window, delay)]
         rows[positions] = chosen
         switches[task_names(p.cache)[task]] = int(np.count_nonzero(np.diff(chosen)))
     first = _team_label(p.cache, p.teams[arms[np.argmin(rank)]])
-    return _result(name, p, rows, p.info(**info, window=window, first_team=first, switches=switches))
+    return _result(name, p, rows, p.info(**info, window=window, delay=delay, first_team=first, switches=switches))
 
 
 def ftl_team(
@@ -516,20 +557,28 @@ def ftl_team(
     reward: RewardSettings = DEFAULT_REWARD,
     validation: ArrayLike | None = None,
     window: int | None = None,
+    delay: int = GAME_DELAY,
     outcomes: TeamOutcomes | None = None,
 ) -> BaselineResult:
     """Follow the leader over teams: the t-th question of a held-out task goes to the team with the best mean
-    ``reward`` on the task's questions answered before it (the last ``window`` of them when given), ties to the
-    prior rank (the teams' pooled training reward, :func:`prior_rank`); the first to the global team.
+    ``reward`` on the task's questions whose outcomes are revealed when its team is committed (the last ``window``
+    of them when given), ties to the prior rank (the teams' pooled training reward, :func:`prior_rank`); the first
+    questions to the global team.
 
-    Full information: once a question is answered every team's reward on it is known (:func:`ftl_choices`).
-    Named ``"ftl_team"`` (``"ftl_team(window=W)"`` with a window); ``info["first_team"]`` is the global team,
-    ``info["switches"]`` the number of team changes per held-out task, ``info["teams_used"]`` the questions each
-    team answered.
+    Full information: once a question's outcome is revealed every team's reward on it is known
+    (:func:`ftl_choices`). ``delay`` (default :data:`GAME_DELAY`, the game's timing) is how many of the last
+    answered questions are not revealed yet; ``delay=0`` reads the outcome of the question just answered, one the
+    game's decider never has (``"ftl_team(no_delay)"`` in the registry). Named ``"ftl_team"``, with options
+    ``"ftl_team(no_delay)"``, ``"ftl_team(window=W)"``, ``"ftl_team(window=W, delay=D)"``; ``info["first_team"]``
+    is the global team, ``info["switches"]`` the number of team changes per held-out task, ``info["teams_used"]``
+    the questions each team answered.
     """
     p = _protocol(cache, train, test, reward, validation, outcomes)
-    name = "ftl_team" if window is None else f"ftl_team(window={window})"
-    return _ftl(name, p, np.arange(p.teams.shape[0]), window, {})
+    delay = _delay(delay)
+    options = ([] if window is None else [f"window={window}"]) + ([] if delay == GAME_DELAY else [f"delay={delay}"])
+    name = "ftl_team" + (f"({', '.join(options)})" if options else "")
+    name = "ftl_team(no_delay)" if options == ["delay=0"] else name
+    return _ftl(name, p, np.arange(p.teams.shape[0]), window, delay, {})
 
 
 def ftl_single(
@@ -545,7 +594,7 @@ def ftl_single(
     questions, ties to the models' pooled training rank; the first question to :func:`global_single`'s model.
     Named ``"ftl_single"``."""
     p = _protocol(cache, train, test, reward, validation, outcomes)
-    return _ftl("ftl_single", p, p.outcomes.singles, None, {})
+    return _ftl("ftl_single", p, p.outcomes.singles, None, GAME_DELAY, {})
 
 
 def _check_grid(values: Iterable[Any], name: str, kind: Callable[[Any], Any]) -> list[Any]:
@@ -592,10 +641,10 @@ def ftl_team_window(
     arms = np.arange(p.teams.shape[0])
     rank = p.arm_rank(arms)
     streams = [p.outcomes.rewards[:, columns] for columns in p.training_streams()]
-    scores = {w: _stream_means(streams, [ftl_choices(r, rank, w) for r in streams]) for w in grid}
+    scores = {w: _stream_means(streams, [ftl_choices(r, rank, w, GAME_DELAY) for r in streams]) for w in grid}
     best = max(grid, key=lambda w: (round(scores[w], SCORE_DIGITS), w))
     info = {"fitted_on": "training tasks' streams", "window_scores": scores}
-    return _ftl("ftl_team(window)", p, arms, best, info)
+    return _ftl("ftl_team(window)", p, arms, best, GAME_DELAY, info)
 
 
 def ucb_team(
@@ -633,7 +682,7 @@ def ucb_team(
         padded = np.zeros((len(streams), prior.size, int(lengths.max())))
         for s, columns in enumerate(streams):
             padded[s, :, : columns.size] = normalised[:, columns]
-        return _ucb(padded, lengths, prior, p.rank, grid_c, grid_n0)
+        return _ucb(padded, lengths, prior, p.rank, grid_c, grid_n0, GAME_DELAY)
 
     training = p.training_streams()
     chosen = play(training, c, n0)  # (G, S, T)
@@ -649,6 +698,7 @@ def ucb_team(
         rows[positions] = picked[0, s, : positions.size]
     info = p.info(
         feedback="bandit",
+        delay=GAME_DELAY,
         fitted_on="training tasks' streams",
         exploration=float(c[best]),
         pseudo_count=float(n0[best]),
@@ -701,6 +751,7 @@ UNSEEN_BASELINES: dict[str, Callable[..., BaselineResult]] = {
     "mean_probability_vote": _mean_vote,
     "ftl_single": ftl_single,
     "ftl_team": ftl_team,
+    "ftl_team(no_delay)": functools.partial(ftl_team, delay=0),
     "ftl_team(window)": ftl_team_window,
     "ucb_team": ucb_team,
     "hindsight_team": hindsight_team,

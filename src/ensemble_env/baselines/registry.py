@@ -21,7 +21,8 @@ reference that shows the headroom, never a competitor). The baselines of the uns
 >>> lookup("stacking").name
 'stacking(per_task)'
 >>> [entry.name for entry in BASELINES.values() if entry.unseen_tasks]  # doctest: +NORMALIZE_WHITESPACE
-['mean_probability_vote', 'global_single', 'global_team', 'ftl_single', 'ftl_team', 'ftl_team(window)', 'ucb_team',
+['mean_probability_vote', 'global_single', 'global_team', 'ftl_single', 'ftl_team', 'ftl_team(no_delay)',
+ 'ftl_team(window)', 'ucb_team',
  'hindsight_team']
 """
 
@@ -231,6 +232,7 @@ for _entry in (
     _online("global_team"),
     _online("ftl_single"),
     _online("ftl_team"),
+    _online("ftl_team(no_delay)"),
     _online("ftl_team(window)"),
     _online("ucb_team"),
     _online("hindsight_team", uses_test_labels=True),
