@@ -12,6 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import ensemble_env  # noqa: E402
 from ensemble_env.cache import save_cache  # noqa: E402
 from ensemble_env.synthetic import make_cache  # noqa: E402
 from ensemble_mappo import benchmark  # noqa: E402
@@ -55,7 +56,8 @@ def test_an_eval_cache_must_hold_the_same_models() -> None:
         protocols.units(train, k=4, seed=0, eval_cache=renamed)
 
 
-def test_the_learner_reads_held_out_labels_only_online(tmp_path: Path) -> None:
+@pytest.mark.parametrize("algorithm", ["mappo", "rlae_ppo"])
+def test_the_learner_reads_held_out_labels_only_online(algorithm: str, tmp_path: Path) -> None:
     """Flipping every label of the held-out tasks leaves the deployed policy (its networks) and every choice
     unchanged: the held-out labels reach the agents only online, through the outcomes an episode reveals after each
     answer (the teams played on the held-out tasks do change: they follow what is revealed)."""
@@ -66,10 +68,11 @@ def test_the_learner_reads_held_out_labels_only_online(tmp_path: Path) -> None:
     labels[test] = (labels[test] + 1) % np.asarray(unit.cache.n_choices)[test]
     flipped = dataclasses.replace(unit.cache, labels=labels)
     chosen = []
+    config_class = benchmark.learners.algorithms.get(algorithm).config_class
     for index, which in enumerate((unit.cache, flipped)):
-        overrides = protocols.learner_overrides("mappo", benchmark.learners.algorithms.get("mappo").config_class, 3)
+        overrides = protocols.learner_overrides(algorithm, config_class, 3)
         answers = benchmark.learner_answers(
-            which, 0, 1.0, tmp_path / str(index), passes=4.0, checkpoints=2,
+            which, 0, 1.0, tmp_path / str(index), algorithm=algorithm, passes=4.0, checkpoints=2,
             overrides={**overrides, "num_envs": 8, "num_steps": 16},
         )  # fmt: skip
         chosen.append((answers.info["selected_iteration"], answers.info["checkpoint"], answers.info["validation"]))
@@ -81,8 +84,21 @@ def test_the_learner_reads_held_out_labels_only_online(tmp_path: Path) -> None:
     for name, state in first.items():
         for key, tensor in state.items():
             assert torch.equal(tensor, second[name][key]), (name, key)
-    with pytest.raises(ValueError, match="observes the task one-hot"):
-        benchmark.learners.learner("rlae_ppo", "tiny", "unseen-tasks")
+    with pytest.raises(ValueError, match="rlae_mappo's per-model agents observe the task one-hot"):
+        benchmark.learners.learner("rlae_mappo", "tiny", "unseen-tasks")
+
+
+def test_rlae_plays_the_scenario_without_the_task() -> None:
+    """rlae_ppo under the protocol: task episodes, and the fusion agent's observation holds each model's record on
+    the task instead of the task one-hot (the layout has no task block)."""
+    config_class = benchmark.learners.algorithms.get("rlae_ppo").config_class
+    overrides = protocols.learner_overrides("rlae_ppo", config_class, 3)
+    assert overrides == {"env": {"episodes": "task", "fusion_extras": ["member_record"]}}
+    config = config_class(env=overrides["env"])
+    options = config.env_options(has_features=True)
+    assert options["fusion_extras"] == ["member_record"] and options["decider"] is False
+    venv = ensemble_env.vector_env(2, small_cache(), **options)
+    assert "task" not in venv.layout.fusion and "member_record" in venv.layout.fusion
 
 
 def test_parallel_runs_equal_serial_ones_and_the_folds_are_reported(tmp_path: Path) -> None:

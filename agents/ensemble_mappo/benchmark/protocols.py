@@ -166,13 +166,21 @@ def units(
 
 def learner_overrides(name: str, config_class: type, n_models: int) -> dict[str, Any]:
     """The config a learner plays the unseen-task scenario with: ``ensemble_env/EnsembleUnseen-v1``'s options
-    (episodes of one task, the task's record, no task one-hot) and no question features (they may name the task);
-    ValueError for a learner whose observations show the task (RLAE's game reads the task one-hot)."""
+    (episodes of one task, the task's record, no task one-hot) and no question features (they may name the task).
+
+    MAPPO and IPPO play the scenario as it is. RLAE's one weighting agent (``rlae_ppo``) plays its own game (no
+    decider, the fusion agent sets the pool's weights) with the scenario's episodes and, instead of the task one-hot,
+    ``member_record``: each model's count and correct rate on the task so far. ValueError for ``rlae_mappo``, whose
+    per-model agents observe the task one-hot."""
     fields = {field.name for field in dataclasses.fields(config_class)}
     if "question_features" not in fields:
-        raise ValueError(
-            f"--protocol unseen-tasks: {name} observes the task one-hot (RLAE's game); it is not posed on tasks "
-            "never seen yet"
-        )
+        if name == "rlae_mappo" or "algorithm" not in fields:
+            raise ValueError(
+                f"--protocol unseen-tasks: {name}'s per-model agents observe the task one-hot; it is not posed on "
+                "tasks never seen yet (rlae_ppo is)"
+            )
+        game = {"episodes": "task", "fusion_extras": ("member_record",)}
+        unseen_game(n_models, {**game, "decider": False, "decider_extras": ()})  # shows no task: checked
+        return {"env": {key: list(value) if isinstance(value, tuple) else value for key, value in game.items()}}
     env = {key: list(value) if isinstance(value, tuple) else value for key, value in unseen_game(n_models).items()}
     return {"env": env, "question_features": False}
