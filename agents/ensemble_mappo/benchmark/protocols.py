@@ -174,7 +174,8 @@ def learner_overrides(name: str, config_class: type, n_models: int) -> dict[str,
     per-model agents observe the task one-hot."""
     fields = {field.name for field in dataclasses.fields(config_class)}
     if "question_features" not in fields:
-        if name == "rlae_mappo" or "algorithm" not in fields:
+        rlae = config_class(algorithm=name) if "algorithm" in fields else None
+        if rlae is None or rlae.env_options(has_features=False).get("fusion_agents") != "one":
             raise ValueError(
                 f"--protocol unseen-tasks: {name}'s per-model agents observe the task one-hot; it is not posed on "
                 "tasks never seen yet (rlae_ppo is)"
