@@ -320,7 +320,8 @@ def _draw_selection(
     bars.set_xlabel("selection frequency")
     bars.set_title(
         "frozen policy on the test split"
-        + ("" if len(evaluations) == 1 else f" (mean of {len(evaluations)} runs, +- std)")
+        + ("" if len(evaluations) == 1 else f"\n(mean of {len(evaluations)} runs, +- std)"),
+        fontsize=10,
     )
     bars.grid(alpha=0.3, axis="x")
     fig.suptitle(f"{title}: how often each model is in the team")

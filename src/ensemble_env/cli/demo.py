@@ -124,8 +124,9 @@ def _baselines(args: argparse.Namespace) -> int:
             file=notes,
         )
     if args.frontier is not None:
+        bar = sys.stderr.isatty()  # a bar redraws its line: on a terminal only (elsewhere the status lines say it)
         with status(f"sweeping alpha over {len(alphas)} values for the frontier"):
-            points = comparison.frontier(cache, alphas, reward=reward, **common, routers=routers)
+            points = comparison.frontier(cache, alphas, reward=reward, **common, routers=routers, progress=bar)
         against = "cost" if args.use_costs else "team size" + (" and cost" if cache.costs is not None else "")
         title = f"{os.path.basename(label)}: accuracy on {args.split} against {against} (numbers: alpha)"
         path = comparison.plot_frontier(
