@@ -350,9 +350,13 @@ def _report(evaluation: Any, cache: Any, args: argparse.Namespace, extra_baselin
 def _plot(args: argparse.Namespace) -> int:
     if not extras.require("plot", "mappo", ["torch", "matplotlib"]):  # torch: a run's missing evaluation is played
         return extras.EXIT_STATUS
-    from ensemble_mappo.plots import plot_runs
+    with status("loading torch and matplotlib"):
+        from ensemble_mappo.plots import plot_runs, pyplot
 
-    for path in plot_runs([Path(run) for run in args.runs], Path(args.out) if args.out else None, args.cache):
+        pyplot()
+
+    runs = [Path(run) for run in args.runs]
+    for path in plot_runs(runs, Path(args.out) if args.out else None, args.cache, status=status):
         print(path)
     return 0
 

@@ -493,7 +493,8 @@ def _which(evaluation: Evaluation) -> str:
 
 def format_report(evaluation: Evaluation, cache: LogitCache, baseline_results: list[BaselineResult] | None) -> str:
     """The text ``ensemble-env evaluate`` prints: names in full, each column's numbers with one format
-    (accuracies and rewards 4 decimals, team sizes 2, costs :func:`ensemble_env.baselines.cost_format`)."""
+    (accuracies and rewards 4 decimals, team sizes 2, costs :func:`ensemble_env.baselines.cost_format`, in fixed
+    notation, their unit said under the first line: :func:`ensemble_env.baselines.cost_note`)."""
 
     summary = evaluation.summary(cache)
     cost = baselines.cost_format(cache)
@@ -506,6 +507,7 @@ def format_report(evaluation: Evaluation, cache: LogitCache, baseline_results: l
         f"accuracy {summary['accuracy']:.4f}   reward {summary['reward']:+.4f}   "
         f"mean team size {summary['mean_team_size']:.2f} of {n_models}   "
         f"mean cost {cost.format(summary['mean_cost'])} ({100 * summary['relative_cost']:.0f}% of the whole pool)",
+        baselines.cost_note(cache),
         "",
     ]
     task_rows = [

@@ -13,20 +13,23 @@ cache with costs. Every file of a run is read through
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ensemble_env import extras
+from ensemble_env.cache.datasets import cost_unit
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.files import save_figure
 from ensemble_mappo.progress import read_progress
 from ensemble_mappo.runs import RunConfig, read_config, run_cache
 
-__all__ = ["PLOT_NAMES", "plot_runs", "read_progress"]
+__all__ = ["PLOT_NAMES", "plot_runs", "pyplot", "read_progress", "step_label"]
 
 #: the files :func:`plot_runs` writes, in order
 PLOT_NAMES = (
@@ -37,7 +40,9 @@ PLOT_NAMES = (
 )
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (files only, no window); ValueError with the one message of
+    :mod:`ensemble_env.extras` when matplotlib is missing."""
     try:
         import matplotlib
     except ImportError:
@@ -46,6 +51,40 @@ def _pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+#: how :func:`plot_runs` says what it is doing: ``status(message)``, a context manager around each step that takes
+#: seconds (``ensemble-env plot`` passes :func:`ensemble_env.cli.options.status`); the default says nothing
+Status = Callable[[str], AbstractContextManager[Any]]
+
+
+def _quiet(message: str) -> AbstractContextManager[None]:
+    return contextlib.nullcontext()
+
+
+#: the most ticks on an axis of env steps (with their labels as 50k, 1.5M: they never run together)
+MAX_STEP_TICKS = 6
+
+
+def _steps_axis(ax: Any) -> None:
+    """An x axis of env steps: at most :data:`MAX_STEP_TICKS` round ticks, labelled short (``250k``, ``1.5M``)."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=MAX_STEP_TICKS, steps=[1, 2, 2.5, 5, 10], integer=True))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: step_label(value)))
+    ax.set_xlabel("env steps")
+
+
+def step_label(steps: float) -> str:
+    """A tick label of env steps: ``0``, ``800``, ``50k``, ``1.5M``.
+
+    >>> [step_label(value) for value in (0, 800, 50_000, 262_144, 1_500_000, 2e9)]
+    ['0', '800', '50k', '262k', '1.5M', '2G']
+    """
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(steps) >= scale:
+            return f"{steps / scale:.3g}{suffix}"
+    return f"{steps:.0f}"
 
 
 #: the learning curves' smoothing: a trailing mean over this many updates (said in every legend)
@@ -128,24 +167,33 @@ def _policy_point(name: str, alpha: float, evaluation: dict[str, Any]) -> Any:
     return FrontierPoint(name, alpha, float(evaluation["macro_accuracy"]), float("nan"), size, cost)
 
 
-def _evaluation(run_dir: Path, run: RunConfig, cache: LogitCache) -> dict[str, Any]:
+def _evaluation(run_dir: Path, run: RunConfig, cache: LogitCache, status: Status = _quiet) -> dict[str, Any]:
     from ensemble_mappo.evaluation import evaluate_run, evaluation_path, read_evaluation
 
     path = evaluation_path(run_dir, "test", "frozen")
     if path.exists():
         return read_evaluation(path, run.models)
-    return evaluate_run(run_dir, cache).summary(cache)
+    with status(f"playing the test split with the policy of {run_dir} (it has no {path.name} yet)"):
+        return evaluate_run(run_dir, cache).summary(cache)
 
 
-def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: str | None = None) -> list[Path]:
+def plot_runs(
+    run_dirs: Sequence[Path],
+    out_dir: Path | None = None,
+    cache_arg: str | None = None,
+    *,
+    status: Status = _quiet,
+) -> list[Path]:
     """Write the :data:`PLOT_NAMES` PNGs for ``run_dirs`` into ``out_dir`` (default: the first run's folder).
 
     The runs must share a pool (their per-model curves are drawn together); each run's files are checked whole.
+    ``status(message)`` wraps each step that takes seconds: playing a run's test split when it has no
+    ``evaluation_test.json``, fitting the baselines, drawing the figures.
     """
     from ensemble_env.baselines import comparison
     from ensemble_mappo.evaluation import reward_settings
 
-    plt = _pyplot()
+    plt = pyplot()
     if not run_dirs:
         raise ValueError("plot needs at least one run directory")
     runs = [read_config(Path(run_dir)) for run_dir in run_dirs]
@@ -169,13 +217,42 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
     except OSError as error:
         raise ValueError(f"--out {out}: cannot create the folder ({error.strerror or error})") from None
     cache = run_cache(runs[0], cache_arg)
-    evaluations = [_evaluation(Path(run_dir), run, cache) for run_dir, run in zip(run_dirs, runs, strict=True)]
-    config, run = runs[0].config, runs[0].description  # every input read and checked: now the figures
+    evaluations = [_evaluation(Path(run_dir), run, cache, status) for run_dir, run in zip(run_dirs, runs, strict=True)]
+    config, run = runs[0].config, runs[0].description  # every input read and checked: now the baselines
     models = list(run["models"])
     label = runs[0].algorithm + (f" ({config.mode})" if hasattr(config, "mode") else "")
+    reward = reward_settings(config, cache)
+    with (
+        status(f"fitting the baselines on train and scoring them on test (alpha {reward.alpha:g})"),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        points = comparison.frontier(cache, (reward.alpha,), reward=reward, k=min(3, cache.n_models), progress=False)
+    name = f"{label}, frozen policy" + ("" if len(evaluations) == 1 else f": {len(evaluations)} runs")
+    for evaluation in evaluations:
+        points.append(_policy_point(name, reward.alpha, evaluation))
+    if len(evaluations) > 1:
+        keys = ("macro_accuracy", "mean_team_size", "mean_cost")
+        mean = {key: float(np.mean([e[key] for e in evaluations])) for key in keys if key in evaluations[0]}
+        points.append(_policy_point(f"{label} mean of {len(evaluations)} runs", reward.alpha, mean))
     title = f"{label}, {len(run_dirs)} run(s)"
     paths = [out / name for name in PLOT_NAMES]
+    with status(f"drawing {len(paths)} plots into {out}"):
+        _draw_learning_curves(plt, logs, title, paths[0])
+        _draw_team_size(plt, logs, title, len(models), paths[1])
+        _draw_selection(plt, logs, evaluations, models, title, paths[2])
+        comparison.plot_frontier(
+            points,
+            paths[3],
+            title=f"test accuracy against team size{' and cost' if cache.costs is not None else ''}: {label} and "
+            f"every baseline of `ensemble-env baselines` (alpha {reward.alpha:g})",
+            dpi=120,
+            cost_unit=cost_unit(cache),
+        )
+    return paths
 
+
+def _draw_learning_curves(plt: Any, logs: list[dict[str, np.ndarray]], title: str, path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     _curves(axes[0], logs, "env/reward", "mean reward per step")
     axes[0].set_ylabel("reward (sampled actions)")
@@ -184,7 +261,7 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
         _curves(axes[1], logs, "env/episode_accuracy", "accuracy of finished episodes")
     axes[1].set_ylabel("accuracy on the train stream")
     for ax in axes:
-        ax.set_xlabel("env steps")
+        _steps_axis(ax)
         ax.grid(alpha=0.3)
         ax.legend(loc="best", fontsize=7)
     fig.suptitle(
@@ -193,27 +270,38 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
         fontsize=9,
     )
     fig.tight_layout()
-    save_figure(fig, paths[0], dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
+
+def _draw_team_size(plt: Any, logs: list[dict[str, np.ndarray]], title: str, n_models: int, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     _curves(ax, logs, "env/team_size", "mean team size")
-    ax.axhline(len(models), color="grey", ls=":", label=f"whole pool ({len(models)})")
-    ax.set_xlabel("env steps")
+    ax.axhline(n_models, color="grey", ls=":", label=f"whole pool ({n_models})")
+    _steps_axis(ax)
     ax.set_ylabel("models per question")
-    ax.set_ylim(0, len(models) + 0.5)
+    ax.set_ylim(0, n_models + 0.5)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title(f"{title}: team size during training", fontsize=9)
     fig.tight_layout()
-    save_figure(fig, paths[1], dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
+
+def _draw_selection(
+    plt: Any,
+    logs: list[dict[str, np.ndarray]],
+    evaluations: list[dict[str, Any]],
+    models: list[str],
+    title: str,
+    path: Path,
+) -> None:
     fig, (ax, bars) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
     colors = plt.get_cmap("tab20" if len(models) > 10 else "tab10")
     for index, model in enumerate(models):
         _selection_curve(ax, logs, f"env/select/{model}", model.split("__")[-1], colors(index % colors.N))
-    ax.set_xlabel("env steps")
+    _steps_axis(ax)
     ax.set_ylabel("selection frequency (sampled teams)")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
@@ -232,30 +320,11 @@ def plot_runs(run_dirs: Sequence[Path], out_dir: Path | None = None, cache_arg: 
     bars.set_xlabel("selection frequency")
     bars.set_title(
         "frozen policy on the test split"
-        + ("" if len(evaluations) == 1 else f" (mean of {len(evaluations)} runs, +- std)")
+        + ("" if len(evaluations) == 1 else f"\n(mean of {len(evaluations)} runs, +- std)"),
+        fontsize=10,
     )
     bars.grid(alpha=0.3, axis="x")
     fig.suptitle(f"{title}: how often each model is in the team")
     fig.tight_layout()
-    save_figure(fig, paths[2], dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
-
-    reward = reward_settings(config, cache)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        points = comparison.frontier(cache, (reward.alpha,), reward=reward, k=min(3, cache.n_models), progress=False)
-    name = f"{label}, frozen policy" + ("" if len(evaluations) == 1 else f": {len(evaluations)} runs")
-    for evaluation in evaluations:
-        points.append(_policy_point(name, reward.alpha, evaluation))
-    if len(evaluations) > 1:
-        keys = ("macro_accuracy", "mean_team_size", "mean_cost")
-        mean = {key: float(np.mean([e[key] for e in evaluations])) for key in keys if key in evaluations[0]}
-        points.append(_policy_point(f"{label} mean of {len(evaluations)} runs", reward.alpha, mean))
-    comparison.plot_frontier(
-        points,
-        paths[3],
-        title=f"test accuracy against team size{' and cost' if cache.costs is not None else ''}: {label} and every "
-        f"baseline of `ensemble-env baselines` (alpha {reward.alpha:g})",
-        dpi=120,
-    )
-    return paths

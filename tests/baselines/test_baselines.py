@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
+import re
 
 import numpy as np
 import pytest
 
-from ensemble_env import baselines
+from ensemble_env import baselines, datasets
 from ensemble_env.baselines import (
     BaselineResult,
     best_single,
+    cost_format,
+    cost_note,
+    fixed_decimals,
     format_table,
     greedy_focal_team,
     mean_probability_vote,
@@ -498,15 +503,16 @@ def test_run_all_runs_every_baseline_on_the_named_splits() -> None:
 
 
 def test_format_table_lists_every_baseline_and_full_task_names_aligned() -> None:
-    cache = random_cache()
+    cache = random_cache()  # tasks of unequal sizes, no costs
     results = run_all(cache)
     table = format_table(cache, results, RewardSettings(0.5))
     summary, per_task = table.split("\n\n")
     lines = summary.splitlines()
-    assert lines[0].split() == ["baseline", "accuracy", "overall", "reward(alpha=0.5)", "team", "cost"]
-    assert len(lines) == 2 + len(results)
+    header = ["baseline", "accuracy", "accuracy(all questions)", "reward(alpha=0.5)", "team"]  # no cost column
+    assert re.split(r"\s{2,}", lines[0]) == header
+    assert len(lines) == 2 + len(results) + 2  # the header, its rule, a row per result, two lines of notes
     assert len({len(line) for line in lines[:2]}) == 1  # the rule spans the header
-    for number, (result, line) in enumerate(zip(results, lines[2:], strict=True), start=1):
+    for number, (result, line) in enumerate(zip(results, lines[2:], strict=False), start=1):
         cells = line.split()
         assert cells[:2] == [f"b{number}", result.name]
         scores = result.scores(cache, RewardSettings(0.5))
@@ -515,8 +521,9 @@ def test_format_table_lists_every_baseline_and_full_task_names_aligned() -> None
             f"{result.accuracy:.4f}",
             f"{scores['reward']:.4f}",
             f"{result.mean_team_size:.2f}",
-            f"{scores['cost']:.2f}",
         ]
+    assert lines[-2].startswith("accuracy: mean over tasks; accuracy(all questions): over every question;")
+    assert lines[-1] == "no cost column: the cache has no costs (every model costs 1, so a team's cost is its size)"
     task_lines = per_task.splitlines()[1:]
     assert task_lines[0].split() == ["task", *(f"b{n}" for n in range(1, len(results) + 1))]
     for name, line in zip(cache.task_names, task_lines[2:], strict=True):
@@ -529,6 +536,27 @@ def test_format_table_lists_every_baseline_and_full_task_names_aligned() -> None
     assert rows[-1].split()[-1] == "-" and rows[-2].split()[-1] == "-"
     with pytest.raises(ValueError, match="results"):
         format_table(cache, [])
+
+
+def test_format_table_shows_costs_in_fixed_notation_with_their_unit_and_one_accuracy_when_tasks_are_alike() -> None:
+    """Tasks of one size: the accuracy over all questions is the macro one, so one column says both; costs are
+    never in scientific notation (5.027e+00), and a note says their unit."""
+    base = random_cache(n_questions=240, n_tasks=3)
+    tasks = np.repeat(np.arange(3), 80)  # every task as large as the others, in both splits
+    split = np.tile(np.repeat([TRAIN, TEST], [48, 32]), 3)
+    costs = np.array([0.0003, 0.002, 0.0005, 0.001, 0.0004])  # e.g. dollars per question
+    cache = dataclasses.replace(base, tasks=tasks, split=split, costs=costs)
+    results = run_all(cache)
+    lines = format_table(cache, results).split("\n\n")[0].splitlines()
+    assert re.split(r"\s{2,}", lines[0]) == ["baseline", "accuracy", "reward(alpha=1)", "team", "cost"]
+    oracle = next(line for line in lines if " oracle " in line)
+    assert oracle.split()[-1] == f"{costs.sum():.6f}" == "0.004200"  # 3 significant digits of the cheapest model
+    assert not re.search(r"\de[-+]\d", "\n".join(lines))
+    assert lines[-2].startswith("accuracy: mean over tasks (here also over all questions); reward, team (models), cost")
+    assert lines[-1].startswith("cost unit: the cache maker's")
+    bbh5 = datasets.load("bbh5")
+    assert cost_note(bbh5) == "cost unit: billion active parameters x thousand prompt characters"
+    assert cost_format(bbh5).format(39.4687) == "39.47" and fixed_decimals(5.027) == 2
 
 
 def test_every_baseline_records_its_teams() -> None:

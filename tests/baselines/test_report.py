@@ -102,10 +102,18 @@ def test_format_summary_table(tiny_cache: LogitCache) -> None:
     assert cells[6] == "1.000" and cells[8:] == ["1.000", "1.000"]
     beta = next(line for line in lines if line.startswith("beta"))
     assert beta.split()[:3] == ["beta", "3", "2-3"]
-    assert lines[-1].split()[:4] == ["all", "questions", "6", "0.833"]
-    assert any(line.startswith("macro (mean of tasks)") for line in lines)
+    # two tasks of 3 questions: the mean of the tasks is the accuracy over all questions, one row says both
+    assert lines[-1].split()[:8] == ["all", "questions", "=", "mean", "of", "tasks", "6", "0.833"]
+    assert not any(line.startswith("macro") for line in lines)
     widths = {len(line) for line in lines[lines.index(header) + 2 :]}
     assert max(widths) <= len(header)  # aligned columns
+    # tasks of 3 and 2 questions: the two differ, and each has its row
+    lines = format_summary(summarize(tiny_cache.subset(np.arange(5)))).split("\n")
+    assert lines[-2].split()[:4] == ["macro", "(mean", "of", "tasks)"] and lines[-1].split()[:3] == [
+        "all",
+        "questions",
+        "5",
+    ]
 
 
 def test_error_correlation_by_hand(tiny_cache: LogitCache) -> None:

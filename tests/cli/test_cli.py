@@ -173,27 +173,31 @@ def test_demo_text_names_the_default_cache(capsys: pytest.CaptureFixture[str]) -
     assert code == 0 and out.startswith(f"{datasets.DEFAULT} (the default cache): 4000 questions, 5 models")
 
 
-def test_a_baseline_has_one_id_in_every_command(capsys: pytest.CaptureFixture[str]) -> None:
-    """``b3`` is static_team in ``demo`` and ``baselines`` (and ``evaluate``: tests/learner/test_mappo_cli.py): the
-    registry's order numbers them, whichever baselines a command shows."""
-    from ensemble_env.baselines import comparison, registry
+def test_tables_number_the_baselines_they_show_b1_b2_and_so_on(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every table numbers the baselines it shows without gaps, in its own order (and ``evaluate``'s, with the policy
+    under its name: tests/learner/test_mappo_cli.py), and the per-task table's columns are those ids."""
+    from ensemble_env.baselines import comparison
 
-    def ids(text: str) -> dict[str, str]:
-        return dict(re.findall(r"^(b\d+) (\S+)", text, flags=re.MULTILINE))
+    def ids(text: str) -> list[tuple[str, str]]:
+        return re.findall(r"^(b\d+) (\S+)", text, flags=re.MULTILINE)
 
     code, demo, _ = _run(capsys, "demo", "--cache", "toy8", "--show", "0")
     assert code == 0
     code, table, _ = _run(capsys, "baselines", "toy8", "--only", "static_team,mean_probability_vote,oracle,stacking")
     assert code == 0
-    shown, listed = ids(demo), ids(table)
-    assert shown["b3"] == listed["b3"] == "static_team"  # demo shows static_team
-    assert set(listed.items()) <= set(shown.items())  # every id of the baselines table means the same in demo
-    assert next(iter(shown.values())) == "best_single" == shown["b1"]
-    for number, name in enumerate(registry.BASELINES, start=1):
-        assert comparison.baseline_id(name) == f"b{number}"
-    assert comparison.baseline_id("random_team(k=2)") == comparison.baseline_id("random_team")
-    assert comparison.baseline_id("stacking") == comparison.baseline_id("stacking(per_task)")
-    assert comparison.baseline_id("mappo") is None
+    for text in (demo, table):
+        numbers = [number for number, _ in ids(text)]
+        assert numbers == [f"b{n}" for n in range(1, len(numbers) + 1)] and len(numbers) >= 4, text
+        header = next(line for line in text.splitlines() if line.startswith("task "))
+        assert header.split()[1:] == numbers  # the per-task columns
+    assert ids(table) == [
+        ("b1", "static_team"),
+        ("b2", "stacking(per_task)"),
+        ("b3", "mean_probability_vote"),
+        ("b4", "oracle"),
+    ]
+    assert comparison.is_baseline("random_team(k=2)") and comparison.is_baseline("stacking")
+    assert not comparison.is_baseline("mappo")
 
 
 def test_table_commands_have_json() -> None:
@@ -206,14 +210,16 @@ def test_table_commands_have_json() -> None:
 
 
 def _table_rows(text: str, header_start: str) -> list[list[str]]:
-    """The rows of the plain-text table whose header line starts with ``header_start`` (up to a blank line)."""
+    """The rows of the plain-text table whose header line starts with ``header_start`` (up to a blank line or a line
+    of text, such as the notes under the baselines table)."""
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
     rows = []
     for line in lines[start + 2 :]:
-        if not line.strip():
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) < 2:
             break
-        rows.append(re.split(r"\s{2,}", line.strip()))
+        rows.append(cells)
     return rows
 
 
@@ -282,8 +288,9 @@ def test_head_reads_the_first_lines_without_a_traceback() -> None:
 
 
 def test_status_says_what_a_wait_is_for_and_ends_its_line() -> None:
+    """On a terminal: one line, left open while the work runs, ended by ``done (N s)``."""
     stream = io.StringIO()
-    with cli.options.status("fitting", stream, enabled=True):
+    with cli.options.status("fitting", stream, inline=True):
         pass
     assert re.fullmatch(r"ensemble-env: fitting\.\.\. done \(\d+\.\d s\)\n", stream.getvalue())
     quiet = io.StringIO()
@@ -291,16 +298,29 @@ def test_status_says_what_a_wait_is_for_and_ends_its_line() -> None:
         pass
     assert quiet.getvalue() == ""
     failed = io.StringIO()
-    with pytest.raises(KeyError), cli.options.status("fitting", failed, enabled=True):
+    with pytest.raises(KeyError), cli.options.status("fitting", failed, inline=True):
         raise KeyError("x")
     assert failed.getvalue() == "ensemble-env: fitting... \n"
+
+
+def test_status_off_a_terminal_writes_whole_lines_when_the_wait_starts_and_ends() -> None:
+    """A pipe or a log (a StringIO is no terminal): two whole lines, no open line, no carriage return."""
+    stream = io.StringIO()
+    with cli.options.status("fitting", stream):
+        assert stream.getvalue() == "ensemble-env: fitting...\n"  # said before the work, not after it
+    assert re.fullmatch(r"ensemble-env: fitting\.\.\.\nensemble-env: fitting: done \(\d+\.\d s\)\n", stream.getvalue())
+    failed = io.StringIO()
+    with pytest.raises(KeyError), cli.options.status("fitting", failed):
+        raise KeyError("x")
+    assert failed.getvalue() == "ensemble-env: fitting...\n"  # the error follows on a line of its own
+    assert "\r" not in stream.getvalue() + failed.getvalue()
 
 
 def test_text_written_during_a_status_line_gets_its_own_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """The first-run compile message inside ``evaluate``'s wait: not glued to the open status line."""
     err = io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
-    with cli.options.status("playing the test split", enabled=True):
+    with cli.options.status("playing the test split", inline=True):
         print("ensemble-env: compiling the environment's kernels...", file=sys.stderr)
     assert sys.stderr is err
     lines = err.getvalue().splitlines()
@@ -311,16 +331,19 @@ def test_text_written_during_a_status_line_gets_its_own_line(monkeypatch: pytest
     assert re.fullmatch(r"ensemble-env: playing the test split\.\.\. done \(\d+\.\d s\)", lines[2]) and len(lines) == 3
 
 
-def test_baselines_say_what_they_fit_on_a_terminal_only(
+def test_baselines_say_what_they_fit_on_and_off_a_terminal(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = str(save_cache(tmp_path / "long.h5", long_names_cache()))
-    code, _, err = _run(capsys, "baselines", path, "--only", "best_single")
-    assert code == 0 and "fitting" not in err  # stderr is not a terminal: nothing
-    monkeypatch.setattr(cli.options, "_stderr_is_terminal", lambda: True)
+    code, out, err = _run(capsys, "baselines", path, "--only", "best_single", "--json")
+    assert code == 0 and list(json.loads(out)) == ["best_single"]  # stdout: the JSON alone
+    fitting = "ensemble-env: fitting the baselines on train and scoring them on test"
+    assert err.splitlines()[0] == f"{fitting}..."  # stderr is not a terminal here: whole lines
+    assert re.fullmatch(rf"{fitting}: done \(\d+\.\d s\)", err.splitlines()[1]), err
+    monkeypatch.setattr(cli.options, "_is_terminal", lambda stream: True)
     code, out, err = _run(capsys, "baselines", path, "--only", "best_single", "--json")
     assert code == 0 and list(json.loads(out)) == ["best_single"]
-    assert re.search(r"ensemble-env: fitting the baselines on train and scoring them on test\.\.\. done \(", err)
+    assert re.search(rf"{fitting}\.\.\. done \(", err)
 
 
 @pytest.fixture

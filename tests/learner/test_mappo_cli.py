@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import itertools
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from test_cli import _decimals_per_column, _table_rows  # noqa: E402
 
-from ensemble_env import cli, datasets  # noqa: E402
+from ensemble_env import datasets  # noqa: E402
 from ensemble_env.baselines import comparison  # noqa: E402
 from ensemble_env.cli import main  # noqa: E402
 from ensemble_env.game.reward import RewardSettings  # noqa: E402
@@ -28,6 +30,16 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("mappo") / "run"
     assert main(["train", "--out", str(out), "--seed", "3", *TINY]) == 0
     return out
+
+
+def _assert_waits(err: str, waits: list[str]) -> None:
+    """``err`` (stderr off a terminal) says each wait in order, as whole lines: ``ensemble-env: WAIT...`` when it
+    starts, ``ensemble-env: WAIT: done (N s)`` when it ends; nothing else but the first-run compile message."""
+    lines = [line for line in err.splitlines() if "compiling the environment's kernels" not in line]
+    assert len(lines) == 2 * len(waits) and "\r" not in err, err
+    for wait, started, ended in zip(waits, lines[0::2], lines[1::2], strict=True):
+        assert started == f"ensemble-env: {wait}...", err
+        assert re.fullmatch(rf"ensemble-env: {re.escape(wait)}: done \(\d+\.\d s\)", ended), err
 
 
 def test_train_writes_config_progress_and_checkpoint(run_dir: Path) -> None:
@@ -76,13 +88,13 @@ def test_evaluate_text_and_online_is_labelled(run_dir: Path, capsys: pytest.Capt
 
 
 def test_evaluate_tables_keep_names_whole_format_columns_alike_and_list_static_team(
-    run_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli.options, "_stderr_is_terminal", lambda: True)  # the waits say what they are for
     assert main(["evaluate", str(run_dir)]) == 0
     text, err = capsys.readouterr()
-    assert "ensemble-env: fitting the baselines on train and scoring them on test... done (" in err
-    assert "ensemble-env: playing the test split with the run's policy... done (" in err
+    # stderr is no terminal here (a pipe, a log): the waits still say what they are for, in whole lines
+    waits = ["playing the test split with the run's policy", "fitting the baselines on train and scoring them on test"]
+    _assert_waits(err, waits)
     tables = [_table_rows(text, header) for header in ("task ", "model ", "baseline ")]
     assert [row[0] for row in tables[0]] == ["iris", "wine", "breast_cancer", "digits", "diabetes"]
     assert [row[0] for row in tables[1]][:2] == ["logreg", "naive_bayes"]
@@ -90,8 +102,8 @@ def test_evaluate_tables_keep_names_whole_format_columns_alike_and_list_static_t
         assert all(len(found) == 1 for found in _decimals_per_column(rows).values()), rows
     names = [row[0].split(" ", 1)[-1] for row in tables[2]]
     assert names[:2] == ["best_single", "static_team"] and names[-1] == "mappo"
-    # the registry's ids, as in `demo` and `baselines`; the policy is no baseline: its name alone
-    assert [row[0] for row in tables[2]][:2] == ["b1 best_single", "b3 static_team"] and tables[2][-1][0] == "mappo"
+    # the baselines numbered without gaps, as in `demo` and `baselines`; the policy is no baseline: its name alone
+    assert [row[0] for row in tables[2]][:2] == ["b1 best_single", "b2 static_team"] and tables[2][-1][0] == "mappo"
     summary = json.loads((run_dir / "evaluation_test.json").read_text())
     assert {"static_team", "stacking(per_task)", "oracle"} <= set(summary["baselines"])
     mappo = tables[2][-1]  # the table's row of the policy: the summary's numbers, same rounding
@@ -170,16 +182,29 @@ def test_train_options_from_a_config_file_and_flags(tmp_path: Path) -> None:
                             "window": 50, "tasks": ["iris", "wine"]}  # fmt: skip
 
 
-def test_plot_writes_pngs(run_dir: Path, tmp_path: Path) -> None:
+def test_plot_writes_pngs_and_says_what_it_waits_for(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pytest.importorskip("matplotlib")
+    (run_dir / "evaluation_test.json").unlink(missing_ok=True)  # plot plays the test split itself
     assert main(["plot", str(run_dir), "--out", str(tmp_path)]) == 0
-    names = {path.name for path in tmp_path.glob("mappo_*.png")}
-    assert names == {
+    out, err = capsys.readouterr()
+    names = [Path(line).name for line in out.splitlines()]
+    assert names == [
         "mappo_learning_curves.png",
         "mappo_team_size.png",
         "mappo_selection_frequency.png",
         "mappo_accuracy_vs_team_size.png",
-    }
+    ]
+    assert all((tmp_path / name).is_file() for name in names)
+    # stderr is no terminal here: each wait is a line when it starts and one when it ends, in order
+    waits = [
+        "loading torch and matplotlib",
+        f"playing the test split with the policy of {run_dir} (it has no evaluation_test.json yet)",
+        "fitting the baselines on train and scoring them on test (alpha 1)",
+        f"drawing 4 plots into {tmp_path}",
+    ]
+    _assert_waits(err, waits)
 
 
 def test_learning_curves_say_their_smoothing_end_on_the_last_update_and_draw_one_value_as_a_marker() -> None:
@@ -199,6 +224,43 @@ def test_learning_curves_say_their_smoothing_end_on_the_last_update_and_draw_one
     assert "accuracy (trailing mean of 5 updates)" in labels and "last update: 0.900" in labels  # train's last line
     [one] = [line for line in axes.get_lines() if line.get_label() == "finished episodes (one value)"]
     assert one.get_linestyle() == "None" and one.get_marker() == "o" and one.get_xdata().tolist() == [400.0]
+
+
+@pytest.mark.parametrize("last", [4_096, 53_248, 262_144, 409_600, 2_621_440, 40_960_000, 999_999_999])
+def test_env_step_ticks_never_run_together(last: int) -> None:
+    """The learning curves' x axis at any budget: round ticks labelled short (50k, 1.5M), no offset text (1e6), a
+    gap of a label's height at least between labels (matplotlib's own ticks touched at 160 passes of bbh5,
+    409,600 steps: 0 50000 100000 ... 400000)."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from ensemble_mappo import plots
+
+    figure = Figure(figsize=(11, 4))  # the learning curves' size: two panels side by side
+    FigureCanvasAgg(figure)
+    for ax in figure.subplots(1, 2):
+        ax.plot(np.linspace(last / 64, last, 64), np.linspace(0, 1, 64))
+        plots._steps_axis(ax)
+        ax.set_ylabel("accuracy")
+    figure.tight_layout()
+    figure.canvas.draw()
+    ax, renderer = figure.axes[0], figure.canvas.get_renderer()
+    low, high = ax.get_xlim()
+    ticks = [tick for tick in ax.xaxis.get_major_ticks() if low <= tick.get_loc() <= high]
+    labels = [tick.label1.get_text() for tick in ticks]
+    assert 3 <= len(ticks) <= plots.MAX_STEP_TICKS + 1 and ax.xaxis.get_offset_text().get_text() == ""
+    assert all(len(label) <= 4 for label in labels), labels  # e.g. 250k, 1.5M
+    boxes = sorted((tick.label1.get_window_extent(renderer) for tick in ticks), key=lambda box: box.x0)
+    assert all(right.x0 - left.x1 >= left.height for left, right in itertools.pairwise(boxes)), labels
+    assert [plots.step_label(value) for value in (0, 800, 50_000, 262_144, 1_500_000)] == [
+        "0",
+        "800",
+        "50k",
+        "262k",
+        "1.5M",
+    ]
 
 
 @pytest.mark.parametrize("module", ["config", "checkpoint", "networks", "optim", "ppo", "progress", "training"])

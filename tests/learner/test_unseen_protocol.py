@@ -178,3 +178,18 @@ def test_eval_cache_converted_from_lm_eval_runs_through_the_command(tmp_path: Pa
     with pytest.raises(ValueError, match="same models"):
         benchmark.benchmark(["ftl_team"], [0], [str(tmp_path / "train.h5")], tmp_path / "x", protocol="unseen-tasks",
                             eval_cache=str(tmp_path / "other.h5"), plot=False, progress=False)  # fmt: skip
+
+
+def test_task_names_without_questions_are_never_held_out() -> None:
+    """A cache cut by ``subset`` keeps every task name: the folds deal only the tasks that hold questions."""
+    cache = small_cache(n_tasks=6)
+    kept = np.isin(np.asarray(cache.tasks), [0, 2, 3, 5])
+    part = cache.subset(kept)
+    assert len(part.task_names) == 6
+    units, _ = protocols.units(part, k=2, seed=0)
+    dealt = sorted(name for unit in units for name in unit.held_out)
+    assert dealt == sorted(protocols.tasks_with_questions(part)) == sorted(np.take(cache.task_names, [0, 2, 3, 5]))
+    for unit in units:
+        assert set(unit.validation_tasks) <= set(dealt) and unit.cache.select("test").size > 0
+    (unit,), _ = protocols.units(small_cache(), k=2, seed=0, eval_cache=part)
+    assert sorted(unit.held_out) == dealt

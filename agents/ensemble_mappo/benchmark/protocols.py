@@ -36,6 +36,7 @@ __all__ = [
     "learner_overrides",
     "scored_cache",
     "task_folds",
+    "tasks_with_questions",
     "units",
 ]
 
@@ -137,6 +138,13 @@ def combined_cache(train: LogitCache, evaluation: LogitCache, validation_tasks: 
     )
 
 
+def tasks_with_questions(cache: LogitCache) -> tuple[str, ...]:
+    """The names of the cache's tasks that hold at least one question, in the cache's order (a cache cut by
+    ``subset`` keeps every task name, with no question under some): the only tasks a fold can hold out or validate
+    on."""
+    return tuple(cache.task_names[i] for i in np.unique(np.asarray(cache.tasks)))
+
+
 def scored_cache(cache: LogitCache) -> LogitCache:
     """``cache`` with every question in test: the cache the unseen-task protocol scores (every question of every
     held-out task, in the cache's order)."""
@@ -148,12 +156,12 @@ def units(
 ) -> tuple[list[Unit], LogitCache]:
     """The folds of the unseen-task protocol on ``cache`` (or, with ``eval_cache``, the one unit of training on
     ``cache`` and scoring ``eval_cache``), and the scored cache."""
-    names = tuple(cache.task_names)
+    names = tasks_with_questions(cache)
     if eval_cache is not None:
         validation = _validation_tasks(names, seed, 0)
         combined = combined_cache(cache, eval_cache, validation)
         scored = np.arange(eval_cache.n_questions)
-        unit = Unit("all tasks", combined, scored, tuple(eval_cache.task_names), validation)
+        unit = Unit("all tasks", combined, scored, tasks_with_questions(eval_cache), validation)
         return [unit], scored_cache(eval_cache)
     found = []
     for fold, held_out in enumerate(task_folds(names, k, seed)):

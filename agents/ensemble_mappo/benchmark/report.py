@@ -14,6 +14,7 @@ import numpy as np
 
 from ensemble_env import extras
 from ensemble_env.baselines import comparison
+from ensemble_env.baselines.simple import describe_costs, fixed_decimals
 from ensemble_env.files import check_output
 
 __all__ = ["PLOT_EXTRA", "TEST_LABELS_ROLE", "format_markdown", "plot_names", "plot_skipped", "write_plots"]
@@ -46,6 +47,7 @@ def format_markdown(results: dict[str, Any]) -> str:
         "questions it is scored on, so it shows the headroom and is never a competitor.",
         "",
     ]
+    units = results.get("cost_units", {})  # absent from the results of earlier versions: the unit is then unknown
     for cache_name, per_algorithm in results["caches"].items():
         lines += [
             f"## {cache_name}",
@@ -53,12 +55,16 @@ def format_markdown(results: dict[str, Any]) -> str:
             "| algorithm | role | accuracy | reward | team size | cost |",
             "|---|---|---|---|---|---|",
         ]
+        costs = [entry["aggregate"]["cost"]["mean"] for entry in per_algorithm.values() if entry["aggregate"]["cost"]]
+        digits = fixed_decimals(min((cost for cost in costs if cost > 0), default=1.0))
         for name, entry in per_algorithm.items():
             aggregate_ = entry["aggregate"]
             cells = [_role(entry), _interval(aggregate_["accuracy"]), _interval(aggregate_["reward"])]
-            cells += [_interval(aggregate_["team_size"], 2), _interval(aggregate_["cost"], 2)]
+            cells += [_interval(aggregate_["team_size"], 2), _interval(aggregate_["cost"], digits)]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
-        lines.append("")
+            points = [_frontier_point(name, entry, results["alpha"]) for name, entry in per_algorithm.items()]
+        note = describe_costs(comparison.priced(points), units.get(cache_name))
+        lines += ["", f"Cost: mean per question; {note}.", ""]
         lines += _routing_table(per_algorithm)
         pairs = [(name, entry["versus"]) for name, entry in per_algorithm.items() if entry.get("versus")]
         if pairs:
@@ -159,16 +165,17 @@ def write_plots(results: Mapping[str, Any], out: Path, inputs: Sequence[str]) ->
     written = []
     for cache_name, per_algorithm in results["caches"].items():
         points = [_frontier_point(name, entry, results["alpha"]) for name, entry in per_algorithm.items()]
-        priced = all(point.cost is not None for point in points) and any(
-            not np.isclose(point.cost, point.team_size) for point in points if point.cost is not None
-        )
+        priced = comparison.priced(points)
         seeds = len(results["seeds"])
         title = (
             f"{cache_name}: test accuracy against team size{' and cost' if priced else ''} (alpha "
             f"{results['alpha']:g}); mean over {seeds} seed{'s' if seeds != 1 else ''}, bars: 95% intervals"
         )
         try:
-            written.append(comparison.plot_frontier(points, out / names[cache_name], title=title))
+            path = comparison.plot_frontier(
+                points, out / names[cache_name], title=title, cost_unit=results.get("cost_units", {}).get(cache_name)
+            )
+            written.append(path)
         except ModuleNotFoundError:
             return None
     return written

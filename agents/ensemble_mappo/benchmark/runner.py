@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ensemble_env.cache.datasets import cost_unit
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.digest import cache_digest
 from ensemble_env.cache.logit_cache import LogitCache
@@ -341,7 +342,8 @@ def _results(
     digests: dict[str, str],
 ) -> dict[str, Any]:
     """What ``results.json`` holds: per cache and algorithm, the runs, the aggregate, the routing and the paired
-    differences to the references."""
+    differences to the references; per cache, its content digest and the unit of its costs (``cost_units``: None
+    for a cache without costs or of unknown unit, :func:`ensemble_env.cache.datasets.cost_unit`)."""
     results: dict[str, Any] = {"alpha": alpha, "budget": budget, "seeds": seeds, "reused_runs": reused, "caches": {}}
     for cache_name, cache in loaded.items():
         per_algorithm = {}
@@ -361,6 +363,7 @@ def _results(
             }
         results["caches"][cache_name] = per_algorithm
     results["cache_digests"] = digests
+    results["cost_units"] = {cache_name: cost_unit(cache) for cache_name, cache in loaded.items()}
     return results
 
 

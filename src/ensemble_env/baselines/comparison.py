@@ -12,9 +12,9 @@ scored on an eval split,
 - :func:`frontier` sweeps ``alpha`` (the baselines that choose their teams by reward move along it, the
   others stay put) and :func:`plot_frontier` draws accuracy against mean team size or cost (matplotlib, the
   ``plot`` or ``mappo`` extra);
-- :func:`baseline_id` and :func:`format_table`: every command's tables (``demo``, ``baselines``, ``evaluate``)
-  number a baseline by its place in the registry, so ``b3`` is the same baseline everywhere;
-  :func:`evaluate_baselines`: the short list ``demo`` and ``evaluate`` show.
+- :func:`format_table`: every command's tables (``demo``, ``baselines``, ``evaluate``), the baselines numbered
+  ``b1``, ``b2``, ... in the order of the table; :func:`evaluate_baselines`: the short list ``demo`` and
+  ``evaluate`` show.
 
 >>> from ensemble_env import datasets
 >>> cache = datasets.load("toy8")
@@ -23,8 +23,8 @@ scored on an eval split,
 ['best_single', 'static_team', 'oracle']
 >>> list(scores(cache, results)["static_team"])
 ['accuracy', 'reward', 'team_size', 'cost', 'tasks']
->>> [baseline_id(result.name) for result in results], baseline_id("mappo")
-(['b1', 'b3', 'b17'], None)
+>>> [is_baseline(result.name) for result in results], is_baseline("mappo")
+([True, True, True], False)
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from ensemble_env.text import align_table
 __all__ = [
     "DEFAULT_ALPHAS",
     "FrontierPoint",
-    "baseline_id",
+    "baseline_names",
     "bootstrap_difference",
     "compare",
     "default_baselines",
@@ -59,7 +59,9 @@ __all__ = [
     "format_frontier",
     "format_table",
     "frontier",
+    "is_baseline",
     "plot_frontier",
+    "priced",
     "scores",
 ]
 
@@ -88,31 +90,47 @@ def evaluate_baselines(cache: LogitCache) -> tuple[str, ...]:
     return tuple(name for name in default_baselines(cache) if BASELINES[name].in_evaluate)
 
 
-def baseline_id(name: str) -> str | None:
-    """``b<k>``: the place (from 1) in :data:`~ensemble_env.baselines.registry.BASELINES` of the baseline a result
-    ``name`` comes from (``random_team(k=3)``: ``random_team``; an alias: its baseline), the id every command's
-    table gives it; None for a name that is no baseline (a learned policy)."""
+def is_baseline(name: str) -> bool:
+    """Whether a result ``name`` comes from a baseline of the registry (``random_team(k=3)``: ``random_team``; an
+    alias: its baseline), not from a learned policy such as ``mappo``."""
     try:
-        entry = lookup(_base(name))
+        lookup(_base(name))
     except ValueError:
-        return None
-    return f"b{list(BASELINES).index(entry.name) + 1}"
+        return False
+    return True
 
 
 def format_table(cache: LogitCache, results: Sequence[BaselineResult], reward: RewardSettings = DEFAULT_REWARD) -> str:
-    """:func:`ensemble_env.baselines.simple.format_table` with each baseline under its :func:`baseline_id` (a
-    result that is no baseline, such as a learned policy, under its name)."""
-    ids = [baseline_id(result.name) or result.name for result in results]
+    """:func:`ensemble_env.baselines.simple.format_table` with the baselines numbered in the order of the table
+    (``b1``, ``b2``, ...: the per-task table's columns) and a result that is no baseline, such as a learned policy,
+    under its name."""
+    ids, number = [], 0
+    for result in results:
+        if is_baseline(result.name):
+            number += 1
+            ids.append(f"b{number}")
+        else:
+            ids.append(result.name)
     return simple.format_table(cache, results, reward, ids=ids)
 
 
-def _names(cache: LogitCache, names: Iterable[str] | None) -> tuple[str, ...]:
+def baseline_names(cache: LogitCache, names: Iterable[str] | None) -> tuple[str, ...]:
+    """The baselines ``names`` stand for on ``cache`` (None: :func:`default_baselines`), each once, under its own
+    name (an alias: its baseline's); ValueError for an unknown name, no name, or a baseline that enumerates every
+    team on a pool of more than :data:`~ensemble_env.baselines.routing.MAX_TEAM_MODELS` models. Commands call it
+    before any work, so that bad names are one error line."""
     if names is None:
         return default_baselines(cache)
-    chosen = tuple(lookup(name).name for name in names)
+    chosen = tuple(dict.fromkeys(lookup(name).name for name in names))
     if not chosen:
         raise ValueError("no baseline named: give at least one of " + ", ".join(BASELINES))
-    return tuple(dict.fromkeys(chosen))
+    too_big = [name for name in chosen if BASELINES[name].enumerates_teams and cache.n_models > routing.MAX_TEAM_MODELS]
+    if too_big:
+        raise ValueError(
+            f"{', '.join(too_big)} enumerate{'s' if len(too_big) == 1 else ''} every team: at most "
+            f"{routing.MAX_TEAM_MODELS} models, and this cache has {cache.n_models}"
+        )
+    return chosen
 
 
 def _validation(cache: LogitCache, split: str, train_split: str) -> np.ndarray | None:
@@ -134,7 +152,9 @@ def fit_routers(
     validation = _validation(cache, split, train_split)
     train = cache.select(train_split)
     return {
-        name: fit(cache, train, validation) for name in _names(cache, names) if (fit := BASELINES[name].fit) is not None
+        name: fit(cache, train, validation)
+        for name in baseline_names(cache, names)
+        if (fit := BASELINES[name].fit) is not None
     }
 
 
@@ -158,7 +178,7 @@ def compare(
     :data:`~ensemble_env.baselines.registry.BASELINES`. ValueError for an unknown name, a bad split, or a
     routing baseline on more than :data:`ensemble_env.baselines.routing.MAX_TEAM_MODELS` models.
     """
-    chosen = _names(cache, names)
+    chosen = baseline_names(cache, names)
     setting = Setting(
         cache,
         cache.select(train_split),
@@ -288,7 +308,7 @@ def frontier(
     values = [check_alpha(alpha) for alpha in alphas]
     if not values:
         raise ValueError("alphas is empty: give at least one size penalty to sweep")
-    chosen = _names(cache, names)
+    chosen = baseline_names(cache, names)
     moving = [name for name in chosen if BASELINES[name].alpha_dependent]
     fitted = dict(routers or {})
     fitting = [name for name in moving if BASELINES[name].fit is not None and name not in fitted]
@@ -431,7 +451,7 @@ def _dodge(spots: Sequence[tuple[float, float]], width: float, height: float) ->
     return offsets
 
 
-def _draw_frontier(axes: Any, points: Sequence[FrontierPoint], x: str) -> None:
+def _draw_frontier(axes: Any, points: Sequence[FrontierPoint], x: str, cost_unit: str | None = None) -> None:
     """One panel of :func:`plot_frontier`: accuracy against ``x`` (``"team_size"`` or ``"cost"``)."""
     names = list(dict.fromkeys(point.name for point in points))
     reference = {name: any(p.uses_test_labels for p in points if p.name == name) for name in names}
@@ -534,10 +554,20 @@ def _draw_frontier(axes: Any, points: Sequence[FrontierPoint], x: str) -> None:
         axes.set_ylim(top=top)
     spread = any(offset != 0.0 for offset in offsets)
     axis = "mean team size (models per question)" if x == "team_size" else "mean cost per question"
+    if x == "cost" and cost_unit:
+        axis += f"\n({cost_unit})"
     axes.set_xlabel(axis + ("\n(overlapping points spread sideways)" if spread else ""))
     axes.set_ylabel("accuracy (macro over tasks)")
     axes.set_title(f"accuracy against {'team size' if x == 'team_size' else 'cost'}", fontsize=9)
     axes.grid(alpha=0.3)
+
+
+def priced(points: Sequence[FrontierPoint]) -> bool:
+    """Whether ``points`` come from a cache with costs: every point has a cost and some cost is not the team size
+    (without costs every model costs 1)."""
+    return all(point.cost is not None for point in points) and any(
+        not np.isclose(point.cost, point.team_size) for point in points if point.cost is not None
+    )
 
 
 def plot_frontier(
@@ -547,6 +577,7 @@ def plot_frontier(
     x: str = "auto",
     title: str = "",
     dpi: int = 100,
+    cost_unit: str | None = None,
 ) -> Path:
     """Draw accuracy against mean team size (``x="team_size"``), mean cost (``"cost"``) or, by default
     (``"auto"``), against team size and, in a second panel, against cost when the points' costs are not their team
@@ -561,7 +592,8 @@ def plot_frontier(
     reference) is a hollow grey marker labelled "(uses test labels)"; an oracle far above the rest is drawn at the
     top edge with its accuracy in the legend. A point's intervals, where it carries them, are error bars. Markers
     that would hide one another are spread sideways by a fixed step (the axis label says so when it happens). Each
-    panel's title names what it plots (team size or cost); ``title`` is the figure's. Names are in the
+    panel's title names what it plots (team size or cost); ``title`` is the figure's; ``cost_unit`` (e.g.
+    :func:`ensemble_env.cache.datasets.cost_unit`) is said under the cost axis. Names are in the
     legend, never on the plot. Needs matplotlib (the ``plot`` or ``mappo`` extra); ModuleNotFoundError saying so
     (:func:`ensemble_env.extras.message`) otherwise. Written atomically.
     """
@@ -577,10 +609,7 @@ def plot_frontier(
     if x == "cost" and any(point.cost is None for point in points):
         raise ValueError("x='cost' needs a cost in every point")
     if x == "auto":
-        priced = all(point.cost is not None for point in points) and any(
-            not np.isclose(point.cost, point.team_size) for point in points if point.cost is not None
-        )
-        panels = ["team_size", "cost"] if priced else ["team_size"]
+        panels = ["team_size", "cost"] if priced(points) else ["team_size"]
     else:
         panels = [x]
     path = Path(out)
@@ -590,7 +619,7 @@ def plot_frontier(
     figure = Figure(figsize=(4.2 * len(panels) + 3.3, 4.8), layout="constrained")
     all_axes = figure.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     for axes, panel in zip(all_axes, panels, strict=True):
-        _draw_frontier(axes, points, panel)
+        _draw_frontier(axes, points, panel, cost_unit)
     handles, labels = all_axes[0].get_legend_handles_labels()
     figure.legend(handles, labels, fontsize=7, loc="outside right center")
     figure.suptitle(title or "Cost-accuracy frontier (numbers: alpha)", fontsize=10)

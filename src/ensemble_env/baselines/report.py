@@ -203,10 +203,22 @@ def format_summary(summary: dict[str, Any]) -> str:
         [task["name"], str(task["n_eval"]), "-".join(dict.fromkeys(map(str, task["n_choices"]))), *cells(task)]
         for task in summary["tasks"]
     ]
-    if len(summary["tasks"]) > 1:
+    if len(summary["tasks"]) > 1 and not _same_accuracies(summary["macro"], summary["overall"]):
         rows.append(["macro (mean of tasks)", "", "", *cells(summary["macro"])])
-    rows.append(["all questions", str(summary["n_eval"]), "", *cells(summary["overall"])])
+        rows.append(["all questions", str(summary["n_eval"]), "", *cells(summary["overall"])])
+    else:  # one task, or tasks of one size: the mean of the tasks is the accuracy over all questions
+        label = "all questions" + (" = mean of tasks" if len(summary["tasks"]) > 1 else "")
+        rows.append([label, str(summary["n_eval"]), "", *cells(summary["overall"])])
     return "\n".join(lines + align_table(header, rows))
+
+
+def _same_accuracies(first: dict[str, Any], second: dict[str, Any]) -> bool:
+    """Whether two rows of the summary hold the same accuracies (to rounding: 1e-9)."""
+    return all(
+        math.isclose(first[group][name], second[group][name], rel_tol=0.0, abs_tol=1e-9)
+        for group in ("models", "baselines")
+        for name in first[group]
+    )
 
 
 # -- teams -----------------------------------------------------------------------------------------

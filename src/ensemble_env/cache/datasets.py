@@ -30,8 +30,10 @@ from ensemble_env.files import atomic_path
 
 __all__ = [
     "BUILTINS",
+    "COST_UNITS",
     "DEFAULT",
     "available",
+    "cost_unit",
     "default_cache_path",
     "describe",
     "load",
@@ -56,6 +58,9 @@ BUILTINS: dict[str, tuple[str, str]] = {
 }
 #: the cache used when none is given (``resolve(None)``, ``cache.load_default_cache()``)
 DEFAULT = "bbh5"
+#: the unit of each built-in cache's ``costs`` (``toy8`` has none); the format leaves the unit to whoever makes a
+#: cache (``docs/cache-format.md``), bbh5's is in ``src/ensemble_env/data/README.md`` ("Costs")
+COST_UNITS: dict[str, str] = {"bbh5": "billion active parameters x thousand prompt characters"}
 
 
 def available() -> tuple[str, ...]:
@@ -67,6 +72,22 @@ def _entry(name: str) -> tuple[str, str]:
     if not isinstance(name, str) or name not in BUILTINS:
         raise ValueError(f"unknown built-in cache {name!r}; the built-in caches are {', '.join(BUILTINS)}")
     return BUILTINS[name]
+
+
+def cost_unit(cache: LogitCache) -> str | None:
+    """The unit of ``cache``'s costs when it is a built-in cache or a copy of one (its ``source`` starts with the
+    built-in's name, as ``ensemble-env cache split`` keeps it): :data:`COST_UNITS`; else None, the unit being the
+    cache maker's (any unit, ``docs/cache-format.md``). None too for a cache without costs.
+
+    >>> cost_unit(load("bbh5")), cost_unit(load("toy8"))
+    ('billion active parameters x thousand prompt characters', None)
+    """
+    if cache.costs is None:
+        return None
+    for name, unit in COST_UNITS.items():
+        if cache.source.startswith(f"{name}: "):
+            return unit
+    return None
 
 
 def describe(name: str) -> str:

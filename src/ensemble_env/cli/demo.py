@@ -57,7 +57,7 @@ def _demo(args: argparse.Namespace) -> int:
         f"  ... {steps} steps in all: accuracy {accuracy:.3f}, mean team size {np.mean(team_sizes):.2f}, "
         f"return {total_reward:.1f}\n"
     )
-    names = comparison.evaluate_baselines(cache)  # those `evaluate` lists, under the same ids
+    names = comparison.evaluate_baselines(cache)  # those `evaluate` lists
     with status(f"fitting the baselines on train and scoring them on {args.split}"):
         results = comparison.compare(cache, split=args.split, k=team_size, seed=args.seed, names=names)
     if args.json:
@@ -73,7 +73,7 @@ def _demo(args: argparse.Namespace) -> int:
         summary = {"cache": cache_label(args.cache), "episode": episode, "baselines": comparison.scores(cache, results)}
         print(json.dumps(summary, indent=2))
         return 0
-    print(f"Baselines (fitted on train, scored on {args.split}; ids as in `ensemble-env baselines`):")
+    print(f"Baselines (fitted on train, scored on {args.split}):")
     print(comparison.format_table(cache, results))
     return 0
 
@@ -93,7 +93,7 @@ def _baselines(args: argparse.Namespace) -> int:
     require_split(cache, args.cache, args.train_split, "--train-split")
     if cache.n_models == 1:
         print(f"note: {cache_label(args.cache)} holds one model: every baseline is that model", file=sys.stderr)
-    names = args.only
+    names = None if args.only is None else comparison.baseline_names(cache, args.only)  # checked before the work
     reward = RewardSettings(args.alpha, args.size_penalty_mode, args.use_costs)
     k = min(3, cache.n_models) if args.k is None else args.k  # the default fits pools of fewer than 3 models
     common = {"split": args.split, "train_split": args.train_split, "k": k, "seed": args.seed, "names": names}
@@ -124,14 +124,22 @@ def _baselines(args: argparse.Namespace) -> int:
             file=notes,
         )
     if args.frontier is not None:
+        bar = sys.stderr.isatty()  # a bar redraws its line: on a terminal only (elsewhere the status lines say it)
         with status(f"sweeping alpha over {len(alphas)} values for the frontier"):
-            points = comparison.frontier(cache, alphas, reward=reward, **common, routers=routers)
+            points = comparison.frontier(cache, alphas, reward=reward, **common, routers=routers, progress=bar)
         against = "cost" if args.use_costs else "team size" + (" and cost" if cache.costs is not None else "")
         title = f"{os.path.basename(label)}: accuracy on {args.split} against {against} (numbers: alpha)"
-        path = comparison.plot_frontier(points, args.frontier, x="cost" if args.use_costs else "auto", title=title)
+        path = comparison.plot_frontier(
+            points,
+            args.frontier,
+            x="cost" if args.use_costs else "auto",
+            title=title,
+            cost_unit=datasets.cost_unit(cache),
+        )
         if not args.json:
             print(f"\nCost-accuracy frontier (alpha swept over {', '.join(f'{a:g}' for a in alphas)}):")
             print(comparison.format_frontier(points, simple.cost_format(cache)))
+            print(simple.cost_note(cache))
         print(f"frontier plot written to {path}", file=notes)
     return 0
 

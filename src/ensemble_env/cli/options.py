@@ -67,8 +67,12 @@ class ListOption(argparse.Action):
         setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), *items])
 
 
-def _stderr_is_terminal() -> bool:
-    return sys.stderr.isatty()
+def _is_terminal(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal (a stream without ``isatty``, e.g. a test's capture, is not)."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed file
+        return False
 
 
 class _OpenLine:
@@ -89,19 +93,31 @@ class _OpenLine:
 
 
 @contextlib.contextmanager
-def status(message: str, stream: TextIO | None = None, *, enabled: bool | None = None) -> Iterator[None]:
-    """Say on stderr what a wait of seconds is for: ``ensemble-env: MESSAGE... done (8.1 s)``.
+def status(
+    message: str, stream: TextIO | None = None, *, enabled: bool = True, inline: bool | None = None
+) -> Iterator[None]:
+    """Say on stderr what a wait of seconds is for, and how long it took.
 
-    ``enabled=None`` writes only when stderr is a terminal (so pipes, logs and ``--json`` stay clean, like
-    the progress bars). The line is ended even when the work fails. When the work writes to stderr meanwhile
-    (``sys.stderr``, e.g. the first-run compile message), that text gets lines of its own and the message is
-    said again when done: ``ensemble-env: MESSAGE... done (8.1 s)`` on a line of its own.
+    On a terminal (``inline=None``: when the stream is one) it is one line, left open while the work runs:
+    ``ensemble-env: MESSAGE... done (8.1 s)``; when the work writes to stderr meanwhile (``sys.stderr``, e.g. the
+    first-run compile message), that text gets lines of its own and the message is said again when done. Elsewhere
+    (a pipe, a log file, a CI job) it is two whole lines, one when the wait starts and one when it ends:
+    ``ensemble-env: MESSAGE...`` and ``ensemble-env: MESSAGE: done (8.1 s)``, with no line left open and no
+    carriage return. Stdout is never touched, so ``--json`` and tables stay clean. On a failure the open line is
+    ended and nothing more is said (the error follows). ``enabled=False`` says nothing.
     """
     stream = sys.stderr if stream is None else stream
-    if not (_stderr_is_terminal() if enabled is None else enabled):
+    if not enabled:
         yield
         return
     start = time.perf_counter()
+    if not (_is_terminal(stream) if inline is None else inline):
+        stream.write(f"ensemble-env: {message}...\n")
+        stream.flush()
+        yield
+        stream.write(f"ensemble-env: {message}: done ({time.perf_counter() - start:.1f} s)\n")
+        stream.flush()
+        return
     stream.write(f"ensemble-env: {message}... ")
     stream.flush()
     guard = _OpenLine(stream)

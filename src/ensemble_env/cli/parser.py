@@ -48,9 +48,9 @@ Conventions every command follows (and plugins should)
 - **Closed pipes**: when the reader of stdout goes away (``ensemble-env baselines | head -3``) the command
   stops quietly with exit status 141 (128 + SIGPIPE, what a shell reports for ``seq 1 100000 | head -1``), no
   traceback.
-- **Waits**: a step that takes seconds says what it is doing on stderr (:func:`~ensemble_env.cli.options.status`, when
-stderr is a
-  terminal) or draws a progress bar; the one-time compile of the kernels says so itself
+- **Waits**: a step that takes seconds says what it is doing on stderr (:func:`~ensemble_env.cli.options.status`:
+  one line on a terminal, ``ensemble-env: MESSAGE... done (8.1 s)``; elsewhere, a pipe or a log, a whole line when
+  it starts and one when it ends) or draws a progress bar; the one-time compile of the kernels says so itself
   (:mod:`ensemble_env.game.jit`).
 """
 
