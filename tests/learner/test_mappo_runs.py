@@ -81,11 +81,15 @@ def _edit_checkpoint(path: Path, edit: Callable[[dict[str, Any]], None]) -> None
 
 
 def _refused(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str) -> str:
-    """Run ``ensemble-env argv`` in-process: exit 2 and one message naming every needle."""
+    """Run ``ensemble-env argv`` in-process: exit 2 and one message naming every needle (after, at most, the status
+    lines of what the command had started: ``ensemble-env: ...``)."""
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 2, err
-    assert err.startswith(f"ensemble-env {argv[0]}: error: ") and "Traceback" not in err, err
+    error = err.index(f"ensemble-env {argv[0]}: error: ") if f"ensemble-env {argv[0]}: error: " in err else -1
+    assert error >= 0 and "Traceback" not in err, err
+    assert all(line.startswith("ensemble-env: ") for line in err[:error].splitlines()), err
+    assert err.count(": error: ") == 1, err
     for needle in needles:
         assert needle in err, (needle, err)
     return err
