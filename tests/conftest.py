@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -84,6 +85,15 @@ def _tiny_fields() -> dict[str, Any]:
         "features": np.arange(12, dtype=np.float64).reshape(6, 2) / 10,
         "source": "hand-built tiny cache (tests/conftest.py)",
     }
+
+
+def flip_labels(cache: LogitCache, questions: Any) -> LogitCache:
+    """``cache`` with the label of each of ``questions`` moved to the next valid choice (every answer that was right
+    there is now wrong): the label-flip checks' one way of hiding what a fit or a choice must not read."""
+    labels = np.asarray(cache.labels).copy()
+    questions = np.asarray(questions)
+    labels[questions] = (labels[questions] + 1) % np.asarray(cache.n_choices)[questions]
+    return dataclasses.replace(cache, labels=labels)
 
 
 @pytest.fixture

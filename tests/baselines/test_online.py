@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import flip_labels
 
 from ensemble_env import datasets
 from ensemble_env.baselines import BaselineResult, comparison, online, registry, routing, unseen
@@ -268,22 +269,6 @@ ONLINE = (
 )
 
 
-def flip(cache: LogitCache, questions: np.ndarray) -> LogitCache:
-    """``cache`` with the labels of ``questions`` moved to the next choice."""
-    labels = cache.labels.copy()
-    labels[questions] = (labels[questions] + 1) % cache.n_choices[questions]
-    return LogitCache(
-        scores=cache.scores,
-        labels=labels,
-        models=cache.models,
-        score_kind=cache.score_kind,
-        n_choices=cache.n_choices,
-        tasks=cache.tasks,
-        task_names=cache.task_names,
-        split=cache.split,
-    )
-
-
 @pytest.mark.parametrize("name", ONLINE)
 def test_flipping_later_labels_never_changes_an_earlier_choice(name: str) -> None:
     """The choice for the t-th question of a held-out task reads only the questions before it (of its task): flip
@@ -300,7 +285,7 @@ def test_flipping_later_labels_never_changes_an_earlier_choice(name: str) -> Non
     for task in (2, 3):
         positions = np.flatnonzero(cache.tasks[test] == task)
         for t in (0, 5, 30):
-            flipped = flip(cache, test[positions[t:]])
+            flipped = flip_labels(cache, test[positions[t:]])
             after = run(flipped, train, test, reward=REWARD, **options)
             kept = positions[: t + 1]
             assert np.array_equal(members(after)[kept], members(before)[kept]), (name, task, t)
@@ -313,7 +298,7 @@ def test_flipping_later_labels_never_changes_an_earlier_choice(name: str) -> Non
 def test_flipping_the_held_out_labels_never_changes_what_training_chose() -> None:
     cache = three_task_cache(seed=4)
     train, test = cache.select(tasks=["task_0", "task_1", "task_3"]), cache.select(tasks=["task_2"])
-    flipped = flip(cache, test)
+    flipped = flip_labels(cache, test)
     keys = {
         "global_team": ("team", "train_reward"),
         "global_single": ("team", "train_reward"),

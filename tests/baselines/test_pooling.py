@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from conftest import flip_labels
 
 from ensemble_env.baselines import pooling, routing
 from ensemble_env.baselines.registry import Setting, lookup
@@ -70,9 +71,7 @@ def test_the_pooled_static_team_never_reads_the_scored_labels() -> None:
     split[np.flatnonzero(split == 0)[::4]] = 2  # a validation split
     cache = dataclasses.replace(cache, split=split)
     train, validation, test = (cache.select(name) for name in ("train", "validation", "test"))
-    labels = np.asarray(cache.labels).copy()
-    labels[test] = (labels[test] + 1) % 4
-    flipped = dataclasses.replace(cache, labels=labels)
+    flipped = flip_labels(cache, test)
     entry = lookup("static_team(pooled)")
     first, second = (entry.run(Setting(c, train, test, validation=validation)) for c in (cache, flipped))
     assert first.info["teams"] == second.info["teams"] and first.info["strength"] == second.info["strength"]

@@ -3,6 +3,7 @@ is known by construction."""
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
 import itertools
 
@@ -106,17 +107,7 @@ def split(cache: LogitCache) -> tuple[np.ndarray, np.ndarray]:
 
 
 def with_labels(cache: LogitCache, labels: np.ndarray) -> LogitCache:
-    return LogitCache(
-        scores=cache.scores,
-        labels=labels,
-        models=cache.models,
-        score_kind=cache.score_kind,
-        n_choices=cache.n_choices,
-        tasks=cache.tasks,
-        task_names=cache.task_names,
-        split=cache.split,
-        features=cache.features,
-    )
+    return dataclasses.replace(cache, labels=labels)
 
 
 # -- teams ---------------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -102,16 +104,7 @@ def test_observations_never_reveal_the_next_label(cache: LogitCache) -> None:
     """Two caches that differ only in the label of question 1 give identical observations until q1 is answered."""
     labels = cache.labels.copy()
     labels[1] = (labels[1] + 1) % cache.n_choices[1]
-    other = LogitCache(
-        scores=cache.scores,
-        labels=labels,
-        models=cache.models,
-        score_kind=cache.score_kind,
-        n_choices=cache.n_choices,
-        tasks=cache.tasks,
-        task_names=cache.task_names,
-        split=cache.split,
-    )
+    other = dataclasses.replace(cache, labels=labels)
     options = {"split": "all", "metrics": list(ensemble_env.metrics.METRICS), "decider_extras": ["model_accuracy"]}
     first, second = ensemble_env.vector_env(1, cache, **options), ensemble_env.vector_env(1, other, **options)
     obs_a, _ = first.reset(seed=0)

@@ -11,6 +11,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from conftest import flip_labels
+
 from ensemble_env.baselines import comparison
 from ensemble_env.synthetic import make_cache
 from ensemble_mappo import benchmark
@@ -128,9 +130,7 @@ LABEL_FLIP_CASES = {
 def test_test_labels_do_not_influence_the_selected_checkpoint(tmp_path: Path, options: dict, selection: str):
     cache = small_cache()
     test = cache.select("test")
-    labels = np.asarray(cache.labels).copy()
-    labels[test] = (labels[test] + 1) % 4
-    flipped = dataclasses.replace(cache, labels=labels)
+    flipped = flip_labels(cache, test)
     chosen = []
     for index, which in enumerate((cache, flipped)):
         answers = benchmark.learner_answers(
@@ -180,9 +180,7 @@ def test_the_headroom_is_in_every_table_and_the_oracles_are_marked(cache_file: s
     rewards = {name: per[name]["aggregate"]["reward"]["mean"] for name in names}
     assert rewards["oracle_team(test)"] >= max(rewards["static_team"], rewards["static_team(train+val)"])
     # flipping the test labels moves the oracle, never the competitor
-    labels = np.asarray(cache.labels).copy()
-    labels[test] = (labels[test] + 1) % 4
-    flipped = dataclasses.replace(cache, labels=labels)
+    flipped = flip_labels(cache, test)
     teams = {which: {name: benchmark.registry.baseline(name)(c, 0, 1.0, tmp_path).teams for name in names[1:3]}
              for which, c in (("same", cache), ("flipped", flipped))}  # fmt: skip
     assert np.array_equal(teams["same"]["static_team(train+val)"], teams["flipped"]["static_team(train+val)"])

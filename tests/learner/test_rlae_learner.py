@@ -7,7 +7,6 @@ reads a test label; the weighted vote against a hand-computed table, per-task we
 
 from __future__ import annotations
 
-import dataclasses
 import doctest
 import importlib
 import json
@@ -17,6 +16,8 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from conftest import flip_labels  # noqa: E402
 
 from ensemble_env import LogitCache  # noqa: E402
 from ensemble_env.baselines import registry, weights  # noqa: E402
@@ -282,9 +283,7 @@ def test_benchmark_runs_both_learners_and_the_weight_baselines(tmp_path: Path) -
 def test_test_labels_do_not_influence_the_rlae_selection(tmp_path: Path) -> None:
     cache = planted_cache(300)
     test = cache.select("test")
-    labels = np.asarray(cache.labels).copy()
-    labels[test] = (labels[test] + 1) % 4
-    flipped = dataclasses.replace(cache, labels=labels)
+    flipped = flip_labels(cache, test)
     chosen = []
     for index, which in enumerate((cache, flipped)):
         answers = benchmark.learner_answers(
@@ -342,9 +341,7 @@ def test_per_question_weights_learn_the_task_weighting_and_choose_on_validation(
     assert result.accuracy == 1.0
     assert set(result.info["validation_accuracy"]) == {f"{p:g}" for p in weights.L2_GRID}
     # choosing never reads the test labels
-    labels = np.asarray(cache.labels).copy()
-    labels[test] = (labels[test] + 1) % 4
-    flipped = dataclasses.replace(cache, labels=labels)
+    flipped = flip_labels(cache, test)
     again = weights.per_question_weights(flipped, train, test, validation=validation)
     assert again.info["l2"] == result.info["l2"]
     np.testing.assert_array_equal(again.predictions, result.predictions)

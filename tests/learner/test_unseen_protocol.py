@@ -12,6 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import flip_labels  # noqa: E402
+
 import ensemble_env  # noqa: E402
 from ensemble_env.cache import save_cache  # noqa: E402
 from ensemble_env.synthetic import make_cache  # noqa: E402
@@ -63,10 +65,8 @@ def test_the_learner_reads_held_out_labels_only_online(algorithm: str, tmp_path:
     answer (the teams played on the held-out tasks do change: they follow what is revealed)."""
     cache = small_cache()
     (unit, *_), _ = protocols.units(cache, k=3, seed=0)
-    labels = np.asarray(unit.cache.labels).copy()
     test = unit.cache.select("test")
-    labels[test] = (labels[test] + 1) % np.asarray(unit.cache.n_choices)[test]
-    flipped = dataclasses.replace(unit.cache, labels=labels)
+    flipped = flip_labels(unit.cache, test)
     chosen = []
     config_class = benchmark.learners.algorithms.get(algorithm).config_class
     for index, which in enumerate((unit.cache, flipped)):

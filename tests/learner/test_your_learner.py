@@ -15,6 +15,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from conftest import flip_labels
+
 from ensemble_env.cache import save_cache
 from ensemble_env.synthetic import make_cache
 from ensemble_mappo import benchmark
@@ -78,9 +80,7 @@ def test_the_rl_learner_reads_no_test_label_and_a_seed_reproduces_it(tmp_path: P
     learner = example.make_learner(tiny)
     cache = _cache()
     test = cache.select("test")
-    labels = np.asarray(cache.labels).copy()
-    labels[test] = (labels[test] + 1) % np.asarray(cache.n_choices)[test]  # every test answer now wrong
-    flipped = dataclasses.replace(cache, labels=labels)
+    flipped = flip_labels(cache, test)  # every test answer now wrong
     runs = []
     for name, pool in (("first", cache), ("again", cache), ("flipped", flipped)):
         (tmp_path / name).mkdir()  # the benchmark gives each run a folder of its own
