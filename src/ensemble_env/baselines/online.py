@@ -272,14 +272,19 @@ def ftl_choices(rewards: np.ndarray, rank: np.ndarray, window: int | None = None
     return _first_of_rank(cumulative[:, end] - cumulative[:, start], np.asarray(rank))
 
 
-def _delay(value: Any) -> int:
+def _count(value: Any, name: str, minimum: int) -> int:
+    """``value`` as an int (any integer type but bool), ValueError naming ``name`` unless it is >= ``minimum``."""
     try:
-        delay = operator.index(value)
+        count = operator.index(value)
     except TypeError:
-        delay = -1
-    if isinstance(value, bool) or delay < 0:
-        raise ValueError(f"delay: {value!r} is not an integer >= 0")
-    return delay
+        count = minimum - 1
+    if isinstance(value, bool) or count < minimum:
+        raise ValueError(f"{name}: {value!r} is not an integer >= {minimum}")
+    return count
+
+
+def _delay(value: Any) -> int:
+    return _count(value, "delay", 0)
 
 
 def _check_ucb_constants(exploration: np.ndarray, pseudo_count: np.ndarray) -> None:
@@ -608,13 +613,7 @@ def _check_grid(values: Iterable[Any], name: str, kind: Callable[[Any], Any]) ->
 
 
 def _window(value: Any, name: str = "windows") -> int:
-    try:
-        window = operator.index(value)
-    except TypeError:
-        window = 0
-    if window < 1:
-        raise ValueError(f"{name}: {value!r} is not an integer >= 1")
-    return window
+    return _count(value, name, 1)
 
 
 def ftl_team_window(
