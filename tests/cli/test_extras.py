@@ -74,17 +74,21 @@ IDS = [f"{' '.join(argv[:2])} {'+'.join(absent)}" for argv, absent, _ in CASES]
 
 def _no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every way a command starts its work fails the test: reading a cache, running the benchmark. The modules that
-    bind ``datasets.resolve`` at import are imported first, so that the patch never outlives the test in them."""
+    bind ``datasets.resolve`` at import (as ``resolve_cache``) are imported first and patched too: patched only at
+    its source, a module first imported during the test would keep the patch after it, and one imported before
+    would not be guarded."""
     from ensemble_mappo.benchmark import cli as benchmark_cli
-
-    for name in ("ensemble_mappo.cli", "ensemble_mappo.runs", "ensemble_mappo.benchmark.runner"):
-        with contextlib.suppress(ImportError):  # a learner module may need torch, which a test may hide
-            importlib.import_module(name)
 
     def work(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the command started its work before checking its extra")
 
+    bound = []
+    for name in ("ensemble_mappo.cli", "ensemble_mappo.runs", "ensemble_mappo.benchmark.runner"):
+        with contextlib.suppress(ImportError):  # a learner module may need torch, which a test may hide
+            bound.append(importlib.import_module(name))  # before the patch, so it binds the real function
     monkeypatch.setattr("ensemble_env.cache.datasets.resolve", work)
+    for module in bound:
+        monkeypatch.setattr(module, "resolve_cache", work)
     monkeypatch.setattr(benchmark_cli, "benchmark", work)
     monkeypatch.setattr(benchmark_cli, "load_plugins", work)
 
