@@ -86,7 +86,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "decider_credit": DECIDER_CREDITS,
     "decider_start": DECIDER_STARTS,
     "selection": SELECTIONS,
-    "offline_estimator": ("pooled", "mean"),
+    "offline_estimator": ("certified", "pooled", "mean"),
     "algorithm": ("rlae_ppo", "rlae_mappo"),
 }
 
@@ -335,11 +335,16 @@ class TrainConfig(LearnerConfig):
     offline_temperature: float = 0.05
     """Temperature of the offline start's softmax over teams, in reward units (the median gap between a bbh5 task's
     best and second-best team on train is 0.044)."""
-    offline_estimator: str = "pooled"
-    """How the offline start estimates each team's reward per task: "pooled", shrunk toward the team's reward over
-    all tasks with a strength chosen by 5-fold cross-validation on the train questions (choosing the best of 31 teams
-    on ~140 questions per task otherwise picks by noise; ensemble_env.baselines.pooling), or "mean", the task's own
-    mean. When the run deploys its start, the start is refitted on train + validation."""
+    offline_estimator: str = "certified"
+    """How the offline start estimates each team's reward per task: "certified", the task's best single model unless
+    the best team's paired gain over it is certified at ``offline_level`` (a one-sided bootstrap over the task's
+    train questions: a team of 31 candidates wins the in-sample comparison by chance more often than a single model
+    does); "pooled", shrunk toward the team's reward over all tasks with a strength chosen by 5-fold
+    cross-validation on the train questions; or "mean", the task's own mean (ensemble_env.baselines.pooling). When
+    the run deploys its start, the start is refitted on train + validation."""
+    offline_level: float = 0.95
+    """The confidence level of the certified start (``offline_estimator="certified"``): a team replaces the task's
+    best single model only where its gain is above 0 at this one-sided level."""
     decider_kl_coef: float = 0.05
     """Weight of the KL divergence of the decider's policy from its start policy (``decider_start``) in its loss:
     the trust region that keeps PPO's fine-tuning near the start; 0: none (team decider only)."""
@@ -358,6 +363,7 @@ class TrainConfig(LearnerConfig):
         "stage_one_fraction": (0.0, 1.0, False),
         "decider_initial_prob": (1e-3, 1.0 - 1e-3, False),
         "offline_temperature": (1e-6, math.inf, False),
+        "offline_level": (0.5, 0.999, False),
         "decider_kl_coef": (0.0, math.inf, False),
         "decider_ent_coef": (-1.0, math.inf, False),
     }

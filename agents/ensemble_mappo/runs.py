@@ -110,6 +110,7 @@ LEGACY_FIELDS: dict[str, Any] = {
     "checkpoints": 0,  # the run's policy was its last checkpoint
     "selection": "safe",  # unused without kept checkpoints
     "offline_estimator": "mean",
+    "offline_level": 0.95,  # unused before the certified start
 }
 #: the keys of config.json's "run" entry
 RUN_KEYS = ("cache", "models", "tasks", "n_questions", "digest")

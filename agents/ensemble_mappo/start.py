@@ -14,8 +14,8 @@ held near it by a KL penalty (``TrainConfig.decider_kl_coef``, the trust region)
   offline-to-online learner. The decider's network is set to play it exactly (:func:`write_table`: a lookup on
   the task one-hot) before PPO starts, or, where it cannot be (no task in the observation, hidden layers narrower
   than the number of tasks), fitted to it (:func:`fit_decider`, a few hundred cross-entropy steps on the decider's
-  observations of one rollout). Each team's reward per task is estimated pooled across tasks by default
-  (``offline_estimator``, :mod:`ensemble_env.baselines.pooling`).
+  observations of one rollout). By default each task keeps its best single model unless a team's gain over it
+  is certified on the fitting questions (``offline_estimator="certified"``, :mod:`ensemble_env.baselines.pooling`).
 
 Only the train stream's labels are read (``venv.questions``, the questions the run trains on); the policy
 depends on the task of the question the team will answer (the decider's ``"task"`` extra), and is the pooled
@@ -51,6 +51,7 @@ def team_train_rewards(
     estimator: str = "mean",
     questions: np.ndarray | None = None,
     seed: int = 0,
+    level: float = pooling.CERTIFIED_LEVEL,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each team's estimated mean reward when its mean-probability vote answers: ``(per_task (n_tasks, K),
     pooled (K,))`` for the K ``teams`` ((K, N) 0/1), from the logged outcomes of ``questions`` (None: the training
@@ -59,7 +60,9 @@ def team_train_rewards(
     ``venv`` gives the run's reward (alpha, size penalty mode, costs; a diversity bonus is left out).
     ``estimator`` (:data:`ensemble_env.baselines.pooling.ESTIMATORS`): "mean", each task's own mean (a task without
     questions gets the pooled row); "pooled", shrunk toward the team's reward over all tasks with a strength chosen
-    by cross-validation on these questions (seeded by ``seed``).
+    by cross-validation on these questions (seeded by ``seed``); "certified", the per-task means with every team set
+    below the task's best single model unless the best team's gain over it is certified at ``level``
+    (:func:`ensemble_env.baselines.pooling.certified_teams`, resampled from ``seed``).
     """
     cache = venv.cache
     questions = np.asarray(venv.questions if questions is None else questions, dtype=np.int64)
@@ -70,8 +73,10 @@ def team_train_rewards(
     rewards = settings.rewards(correct, share)  # (K, Q)
     pooled = rewards.mean(axis=1)
     tasks = np.asarray(cache.tasks)[questions]
-    if estimator == "pooled":
-        fit = pooling.estimate_teams(cache, rewards, tasks, share.mean(axis=1), seed=seed)
+    if estimator in ("pooled", "certified"):
+        fit = pooling.estimate_teams(
+            cache, rewards, tasks, share, estimator=estimator, seed=seed, correct=correct, teams=members, level=level
+        )
         return fit.estimates, pooled
     per_task = np.tile(pooled, (cache.n_tasks, 1))
     for task in np.unique(tasks):
@@ -110,12 +115,15 @@ class StartPolicy:
         estimator: str = "mean",
         questions: np.ndarray | None = None,
         seed: int = 0,
+        level: float = pooling.CERTIFIED_LEVEL,
     ) -> StartPolicy:
         """Per task, the softmax of each team's estimated reward under its vote, at ``temperature``
         (:func:`team_train_rewards` of ``questions``, by ``estimator``); teams the decider may not play get
         probability 0."""
         teams = decider.teams.numpy()
-        per_task, pooled = team_train_rewards(venv, teams, estimator=estimator, questions=questions, seed=seed)
+        per_task, pooled = team_train_rewards(
+            venv, teams, estimator=estimator, questions=questions, seed=seed, level=level
+        )
         table = torch.from_numpy(np.vstack([per_task, pooled[None, :]]) / temperature).to(torch.float32)
         table = table.masked_fill(decider.allowed <= 0, torch.finfo(torch.float32).min)
         return cls(torch.log_softmax(table, -1), venv.layout.decider.get("task"))
@@ -317,7 +325,7 @@ def start_decider(
     else:
         start = StartPolicy.offline(
             decider, venv, config.offline_temperature, estimator=config.offline_estimator, questions=questions,
-            seed=config.seed,
+            seed=config.seed, level=config.offline_level,
         )  # fmt: skip
         pooled = team_train_rewards(venv, decider.teams.numpy(), questions=questions)[1]
         record = record_start(decider, venv, config.offline_temperature, pooled)

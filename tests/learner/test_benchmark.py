@@ -103,6 +103,7 @@ def results_runs(out: Path) -> list[dict]:
 LEARNER_OPTIONS = {
     "defaults": {},
     "per-task mean start": {"offline_estimator": "mean"},
+    "pooled start": {"offline_estimator": "pooled"},
     "greedy credit, size prior": {
         "decider_credit": "greedy",
         "decider_start": "prior",

@@ -57,6 +57,29 @@ def test_the_train_rewards_of_every_team_are_static_teams_scores() -> None:
     assert np.array_equal(team_train_rewards(flipped, teams)[0], per_task)
 
 
+def test_the_default_start_keeps_the_single_model_where_no_team_is_certified() -> None:
+    """On a task where a 3-model team wins on train by chance (the per-task mean's choice), the default start
+    (``offline_estimator="certified"``) plays the task's best single model, as ``static_team(certified)`` does."""
+    cache = make_cache(n_models=4, n_questions=300, n_tasks=2, accuracy=[0.7, 0.68, 0.66, 0.64], seed=2)
+    train, test = cache.select("train"), cache.select("test")
+    mean, certified = (routing.static_team(cache, train, test, estimator=name) for name in ("mean", "certified"))
+    assert mean.info["teams"] != certified.info["teams"]  # the case this test is about
+    config = TrainConfig(offline_temperature=0.02, **TINY)
+    assert config.offline_estimator == "certified"
+    venv = _env(cache, config)
+    torch.manual_seed(0)
+    agents = Agents.build(venv, 16, decider_policy="teams")
+    start_decider(agents, venv, config, fit=True)
+    obs, _ = venv.reset(seed=5)
+    inputs = torch.from_numpy(obs["decider"])
+    tasks = inputs[:, venv.layout.decider["task"]].argmax(-1)
+    with torch.no_grad():
+        played = agents.decider.mode(agents.decider(inputs)).numpy().astype(bool)
+    for row, task in enumerate(tasks.tolist()):
+        names = tuple(model for model, kept in zip(cache.models, played[row], strict=True) if kept)
+        assert names == certified.info["teams"][cache.task_names[task]]
+
+
 def test_the_offline_start_plays_static_teams_team_of_each_task() -> None:
     cache = small_cache()
     config = TrainConfig(decider_start="offline", offline_temperature=0.02, **TINY)

@@ -44,6 +44,7 @@ DEFAULT_ALGORITHMS = (
     "static_team",
     "static_team(train+val)",
     "static_team(pooled)",
+    "static_team(certified)",
     "router",
     "stacking",
     "best_single",

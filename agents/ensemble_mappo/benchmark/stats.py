@@ -39,6 +39,7 @@ REFERENCES = (
     "static_team",
     "static_team(train+val)",
     "static_team(pooled)",
+    "static_team(certified)",
     "best_single",
     "best_single(per_task)",
     "global_team",

@@ -14,8 +14,10 @@ reference that shows the headroom, never a competitor). The baselines of the uns
 (:mod:`ensemble_env.baselines.online`: fitted on training tasks, streamed over held-out tasks) are marked
 ``unseen_tasks`` and run only by name.
 
->>> [entry.name for entry in BASELINES.values() if entry.alpha_dependent and not entry.unseen_tasks]
-['static_team', 'static_team(train+val)', 'static_team(pooled)', 'router', 'router(tasks)', 'oracle_team(test)']
+>>> swept = [entry.name for entry in BASELINES.values() if entry.alpha_dependent and not entry.unseen_tasks]
+>>> swept  # doctest: +NORMALIZE_WHITESPACE
+['static_team', 'static_team(train+val)', 'static_team(pooled)', 'static_team(certified)', 'router', 'router(tasks)',
+ 'oracle_team(test)']
 >>> [entry.name for entry in BASELINES.values() if entry.uses_test_labels and not entry.unseen_tasks]
 ['oracle_team(test)', 'oracle']
 >>> lookup("stacking").name
@@ -111,8 +113,9 @@ def _static_team(name: str, fitted_on: str, estimator: str = "mean") -> Baseline
     """static_team fitted on the train and validation questions (``fitted_on="train+val"``; the train ones alone
     when the setting has no validation questions) or on the scored questions themselves (``"test"``: the best
     fixed team per task in hindsight, an oracle); ``estimator="pooled"``: each team's reward per task shrunk
-    toward its reward over all tasks, the strength cross-validated on the fitting questions
-    (:mod:`ensemble_env.baselines.pooling`)."""
+    toward its reward over all tasks, the strength cross-validated on the fitting questions; ``"certified"``: each
+    task's best single model unless the best team's gain over it is certified at 95% (one-sided bootstrap over the
+    fitting questions) (:mod:`ensemble_env.baselines.pooling`)."""
 
     def run(s: Setting) -> BaselineResult:
         if fitted_on == "test":
@@ -172,6 +175,7 @@ for _entry in (
     ),
     _static_team("static_team(train+val)", "train+val"),
     _static_team("static_team(pooled)", "train+val", "pooled"),
+    _static_team("static_team(certified)", "train+val", "certified"),
     Baseline(
         "static_team_acc",
         lambda s: routing.static_team(s.cache, s.train, s.test, reward=s.reward, criterion="accuracy"),

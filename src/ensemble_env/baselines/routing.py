@@ -158,6 +158,8 @@ def static_team(
     criterion: str = "reward",
     estimator: str = "mean",
     strength: float | None = None,
+    level: float = pooling.CERTIFIED_LEVEL,
+    seed: int = 0,
 ) -> BaselineResult:
     """Per task, the fixed team with the best train score, answering by its mean-probability vote.
 
@@ -167,8 +169,10 @@ def static_team(
     the pool, then to the earlier team of :func:`all_teams`. A task without train questions takes the team
     chosen on all train questions. ``estimator="pooled"`` (with the reward criterion) estimates each team's
     reward per task shrunk toward its reward over all tasks, the strength chosen by cross-validation on the train
-    questions (:mod:`ensemble_env.baselines.pooling`; ``strength`` fixes it); ``"mean"``, the default, is the
-    task's own mean.
+    questions (:mod:`ensemble_env.baselines.pooling`; ``strength`` fixes it); ``"certified"`` keeps the task's best
+    single model unless the best team's paired gain over it is certified at ``level`` (a one-sided bootstrap over
+    the task's train questions, resampled from ``seed``: :func:`~ensemble_env.baselines.pooling.certified_teams`);
+    ``"mean"``, the default, is the task's own mean.
 
     Returns
     -------
@@ -196,12 +200,19 @@ def static_team(
 
     train_tasks, test_tasks = task_ids(cache)[train], task_ids(cache)[test]
     pooled: dict[str, Any] = {}
-    if estimator == "pooled":
+    if estimator in ("pooled", "certified"):
         if criterion != "reward":
-            raise ValueError("estimator='pooled' estimates rewards: use criterion='reward'")
-        fit = pooling.estimate_teams(cache, rewards, train_tasks, share.mean(axis=1), strength=strength)
+            raise ValueError(f"estimator={estimator!r} estimates rewards: use criterion='reward'")
+        fit = pooling.estimate_teams(
+            cache, rewards, train_tasks, share, estimator=estimator, strength=strength, seed=seed, correct=correct,
+            teams=teams, level=level,
+        )  # fmt: skip
         chosen = fit.chosen
-        pooled = {"estimator": "pooled", "strength": fit.strength, "cv_reward": fit.scores}
+        if estimator == "pooled":
+            pooled = {"estimator": "pooled", "strength": fit.strength, "cv_reward": fit.scores}
+        else:
+            per_task = {key: dict(zip(task_names(cache), values, strict=True)) for key, values in fit.certified.items()}
+            pooled = {"estimator": "certified", "level": fit.level, **per_task}
     elif estimator == "mean":
         fallback = choose(np.arange(train.size))
         chosen = np.full(cache.n_tasks, fallback)

@@ -1,0 +1,117 @@
+"""The small-sample stress of the learner's start (issue 39): does what ``train`` deploys ever lose to one model?
+
+For each size n, the cache (bbh5 by default) is cut so that every task keeps n of its fitting questions (train +
+validation, in the cache's train:validation ratio, drawn with ``--cut-seed``; the test questions are all kept),
+written to ``OUT/cut{n}.h5``, and ``ensemble-env benchmark`` runs on it (``OUT/size{n}/``): MAPPO at the default
+budget (what ``train`` deploys: a trained checkpoint only where validation certifies its gain over the start, else
+the start refitted on train + validation), ``best_single(per_task)`` and ``static_team(train+val)``, over
+``--seeds`` seeds. Printed per size: MAPPO's test reward and its paired differences to both, mean [95% interval
+over seeds and test questions], and how many runs deployed their start. Finished runs are read back, not redone.
+
+    python benchmarks/small_sample.py --out stress                 # sizes 40, 80, 120; 5 seeds; bbh5
+    python benchmarks/small_sample.py --out stress --sizes 40 --seeds 3 --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ensemble_env.cache.datasets import resolve as resolve_cache
+from ensemble_env.cache.io import save_cache
+from ensemble_env.cache.logit_cache import SPLITS, LogitCache
+from ensemble_mappo.benchmark import benchmark
+
+#: the opponents of the stress: the best single model per task (on train) and the best fixed team per task (on
+#: train + validation)
+REFERENCES = ("best_single(per_task)", "static_team(train+val)")
+ALGORITHM = "mappo"
+
+
+def cut_cache(cache: LogitCache, n: int, seed: int) -> LogitCache:
+    """``cache`` with each task's fitting questions (train + validation) cut to ``n`` (all of them where the task has
+    fewer), drawn at random from ``seed`` in the task's train:validation ratio (at least one of each where the task
+    has both); the test questions are kept."""
+    rng = np.random.default_rng(seed)
+    split, tasks = np.asarray(cache.split), np.asarray(cache.tasks)
+    keep = split == SPLITS["test"]
+    for task in range(cache.n_tasks):
+        train = np.flatnonzero((tasks == task) & (split == SPLITS["train"]))
+        validation = np.flatnonzero((tasks == task) & (split == SPLITS["validation"]))
+        total = train.size + validation.size
+        if total <= n:
+            keep[train] = keep[validation] = True
+            continue
+        n_validation = round(n * validation.size / total) if validation.size else 0
+        n_validation = min(max(n_validation, 1 if validation.size else 0), n - 1, validation.size)
+        keep[rng.choice(train, n - n_validation, replace=False)] = True
+        if n_validation:
+            keep[rng.choice(validation, n_validation, replace=False)] = True
+    return cache.subset(keep)
+
+
+def _interval(entry: dict[str, float]) -> str:
+    return f"{entry['mean']:+.4f} [{entry['low']:+.4f}, {entry['high']:+.4f}]"
+
+
+def stress(
+    cache: str, sizes: list[int], seeds: int, out: Path, *, jobs: int = 1, cut_seed: int = 0, budget: str = "default"
+) -> list[dict[str, Any]]:
+    """Run the stress; return one row per size (MAPPO's reward, its paired differences, the starts deployed)."""
+    loaded = resolve_cache(cache)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for n in sizes:
+        path = out / f"cut{n}.h5"
+        if not path.exists():
+            save_cache(path, cut_cache(loaded, n, cut_seed))
+        results = benchmark(
+            [ALGORITHM, *REFERENCES], range(seeds), [str(path)], out / f"size{n}", budget=budget, jobs=jobs, plot=False
+        )
+        (scored,) = results["caches"].values()
+        mine = scored[ALGORITHM]
+        starts = sum(int(run["info"].get("selected_iteration", -1) == 0) for run in mine["runs"])
+        rows.append(
+            {
+                "size": n,
+                "reward": mine["aggregate"]["reward"],
+                "versus": {reference: mine["versus"][reference]["reward"] for reference in REFERENCES},
+                "starts": starts,
+                "runs": len(mine["runs"]),
+            }
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cache", default="bbh5", help="a built-in cache name or an HDF5 file (default: bbh5)")
+    parser.add_argument("--sizes", default="40,80,120", help="fitting questions kept per task (default: 40,80,120)")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds 0..S-1 (default: 5)")
+    parser.add_argument("--out", required=True, type=Path, help="folder of the cut caches and the benchmarks")
+    parser.add_argument("--jobs", type=int, default=1, help="processes for the runs (default: 1)")
+    parser.add_argument("--cut-seed", type=int, default=0, help="seed of the questions kept (default: 0)")
+    parser.add_argument("--budget", default="default", help="the learners' budget (default: default)")
+    args = parser.parse_args(argv)
+    try:
+        sizes = [int(size) for size in args.sizes.split(",")]
+    except ValueError:
+        parser.error(f"--sizes must be whole numbers separated by commas, got {args.sizes!r}")
+    if not sizes or min(sizes) < 2:
+        parser.error(f"--sizes must be whole numbers >= 2, got {args.sizes!r}")
+    rows = stress(args.cache, sizes, args.seeds, args.out, jobs=args.jobs, cut_seed=args.cut_seed, budget=args.budget)
+    print(f"\nsmall-sample stress on {args.cache}: test reward per question, mean [95% interval], {args.seeds} seeds")
+    print("| fitting questions per task | mappo | mappo - " + " | mappo - ".join(REFERENCES) + " | start deployed |")
+    print("|---|---|" + "---|" * len(REFERENCES) + "---|")
+    for row in rows:
+        versus = " | ".join(_interval(row["versus"][reference]) for reference in REFERENCES)
+        print(f"| {row['size']} | {_interval(row['reward'])} | {versus} | {row['starts']} of {row['runs']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
