@@ -21,6 +21,7 @@ from ensemble_mappo.networks import (
     FusionActor,
     LocalCritics,
     TeamDeciderActor,
+    TeamScorerActor,
     ValueNormalizer,
 )
 from ensemble_mappo.ppo import Rollout
@@ -52,7 +53,8 @@ class Agents:
         "central" (MAPPO: one critic of the state) or "local" (IPPO: :class:`LocalCritics`, each agent's
         values from its own observation). ``decider_initial_prob``: each model's probability of being in the
         untrained decider's team (either policy). ``decider_policy``: "bernoulli" (:class:`DeciderActor`), "teams"
-        (:class:`TeamDeciderActor`, a categorical over the non-empty teams) or
+        (:class:`TeamDeciderActor`, a categorical over the non-empty teams), "scorer" (:class:`TeamScorerActor`,
+        the same categorical scored per team from the task's record) or
         "auto" (teams for pools of up to :data:`ensemble_env.game.actions.MAX_SUBSET_MODELS` models).
         """
         layout = venv.layout
@@ -66,10 +68,14 @@ class Agents:
         decider: DeciderActor | TeamDeciderActor
         if decider_policy == "teams":
             decider = TeamDeciderActor(layout.decider_size, venv.n_models, hidden, min_size, decider_initial_prob)
+        elif decider_policy == "scorer":
+            decider = TeamScorerActor(
+                layout.decider, layout.decider_size, venv.n_models, hidden, min_size, decider_initial_prob
+            )
         elif decider_policy == "bernoulli":
             decider = DeciderActor(layout.decider_size, venv.n_models, hidden, decider_initial_prob, min_size)
         else:
-            raise ValueError(f"decider_policy={decider_policy!r} is not 'auto', 'teams' or 'bernoulli'")
+            raise ValueError(f"decider_policy={decider_policy!r} is not 'auto', 'teams', 'scorer' or 'bernoulli'")
         return cls(
             decider=decider,
             fusion=FusionActor(layout.fusion, venv.n_models, venv.max_choices),

@@ -68,7 +68,7 @@ ORDERS = ("sequential", "shuffled")
 CRITICS = ("central", "local")
 #: the decider's policy: one Bernoulli per model, a categorical over the non-empty teams, or "auto" (teams for
 #: pools of up to ensemble_env.baselines.routing.MAX_TEAM_MODELS models, else Bernoulli)
-DECIDER_POLICIES = ("auto", "teams", "bernoulli")
+DECIDER_POLICIES = ("auto", "teams", "scorer", "bernoulli")
 #: the reward a decider's team is credited with: the fusion agent's sampled answer's, its most probable answer's,
 #: or the expectation over its policy (see ensemble_mappo.collection.decider_credit)
 DECIDER_CREDITS = ("sampled", "greedy", "expected")
@@ -279,9 +279,11 @@ class TrainConfig(LearnerConfig):
     from its own observation only (IPPO, the Dec-POMDP ablation; ensemble_mappo.networks.LocalCritics)."""
     decider_policy: str = "auto"
     """"teams": a categorical over the 2**N - 1 non-empty teams (N <= 12; ensemble_mappo.networks.TeamDeciderActor),
-    which compares whole teams. "bernoulli": the decider draws each model in or out (one Bernoulli per model,
-    starting at ``decider_initial_prob``), changing a team one model at a time. "auto": teams for pools of up to 12
-    models, else bernoulli. Chosen on bbh5's validation split (docs/mappo.md)."""
+    which compares whole teams. "scorer": the same categorical, each team's logit from one network shared by the
+    teams reading what the task's record shows of that team (the record extras, tasks never seen;
+    ensemble_mappo.networks.TeamScorerActor). "bernoulli": the decider draws each model in or out (one Bernoulli
+    per model, starting at ``decider_initial_prob``), changing a team one model at a time. "auto": teams for pools of
+    up to 12 models, else bernoulli. Chosen on bbh5's validation split (docs/mappo.md)."""
     decider_credit: str = "expected"
     """The reward the decider's team is credited with for the question it answers. "sampled": the reward of the
     fusion agent's sampled answer (what the environment paid). "greedy": the reward the fusion agent's most

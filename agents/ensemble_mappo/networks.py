@@ -2,7 +2,9 @@
 
 - :class:`DeciderActor`: the decider's observation -> one Bernoulli per model (the ``MultiBinary`` team mask);
   its greedy team is never smaller than ``max(1, min_team_size)``. :class:`TeamDeciderActor`
-  (``decider_policy="teams"``): a categorical over the 2**N - 1 non-empty teams instead.
+  (``decider_policy="teams"``): a categorical over the 2**N - 1 non-empty teams instead. :class:`TeamScorerActor`
+  (``decider_policy="scorer"``): the same categorical, each team's logit from one network shared by the teams,
+  reading what the task's record shows of that team (tasks never seen).
 - :class:`FusionActor`: the fusion observation -> a categorical over the answer choices, masked by the
   valid-choice mask (a masked choice has probability exactly 0). It scores every choice by a weighted sum
   of that choice's features (each team member's probability of it, its log-probability and whether the
@@ -289,6 +291,11 @@ class TeamDeciderActor(Actor):
     def forward(self, inputs: Tensor) -> Tensor:
         return masked_logits(self.net(inputs), self.allowed)
 
+    def prior_logits(self) -> Tensor:
+        """(K,) the untrained decider's logits, the same for every observation: the size prior of its
+        ``initial_prob`` (its output bias)."""
+        return cast(nn.Linear, self.net[-1]).bias
+
     def team_index(self, actions: Tensor) -> Tensor:
         """(B,) the index of each team mask (B, N)."""
         return (actions @ self.powers).long() - 1
@@ -319,6 +326,63 @@ class TeamDeciderActor(Actor):
         # masked teams have probability 0: their terms vanish (log-probabilities clamped, so 0 x finite)
         kl = (probs * (log_probs.clamp(min=-1e4) - self.start.of(inputs))).sum(-1)
         return log_prob, entropy, kl
+
+
+class TeamScorerActor(TeamDeciderActor):
+    """Decider on the task's record: a categorical over the teams whose logit for team k is one network, shared by
+    every team, of what the record shows of team k and of the whole observation.
+
+    Team k's inputs: its record's rate and count feature (``team_record`` and ``team_record_count`` under partial
+    feedback; with every output revealed, every team's count is the task's, ``task_record``'s first entry), its
+    members (N bits) and its size / N; the whole observation enters as context. The logit is
+    ``g(W_t [rate_k, count_k, members_k, size_k] + W_o obs) + b_k``: a two-layer ReLU network g, and a per-team bias b
+    that starts at the size prior of ``initial_prob`` (:class:`TeamDeciderActor`'s), with g's output near 0 (gain
+    0.01): the untrained scorer plays the size prior, uniform over the teams at 0.5, and encodes no rule of which
+    team to play. What it learns about "a team whose record is high and long" holds for every team at once: an index
+    policy over the teams, learned rather than written.
+    """
+
+    def __init__(
+        self,
+        layout: Mapping[str, slice],
+        obs_size: int,
+        n_models: int,
+        hidden: int = 64,
+        min_team_size: int = 0,
+        initial_prob: float = 0.5,
+    ) -> None:
+        super().__init__(obs_size, n_models, hidden, min_team_size, initial_prob)
+        if "team_record" not in layout or ("team_record_count" not in layout and "task_record" not in layout):
+            raise ValueError(
+                "decider_policy='scorer' reads the task's team record: the decider's extras must include "
+                "'task_record' and 'team_record' (ensemble_env/EnsembleUnseen-v1 and -v2 have them)"
+            )
+        self.rate_slice = layout["team_record"]
+        count = layout.get("team_record_count")
+        if count is None:  # every output revealed: every team's count is the task's (task_record's first entry)
+            count = slice(layout["task_record"].start, layout["task_record"].start + 1)
+        self.count_slice = count
+        features = torch.cat([self.teams, self.teams.sum(-1, keepdim=True) / n_models], -1)  # (K, N + 1)
+        self.register_buffer("team_features", features, persistent=False)
+        self.team_in = layer_init(nn.Linear(2 + n_models + 1, hidden))
+        self.context_in = layer_init(nn.Linear(obs_size, hidden))
+        self.net = nn.Sequential(
+            nn.ReLU(), layer_init(nn.Linear(hidden, hidden)), nn.ReLU(), layer_init(nn.Linear(hidden, 1), gain=0.01)
+        )
+        self.team_bias = nn.Parameter(self.teams.sum(-1) * math.log(initial_prob / (1.0 - initial_prob)))
+
+    def prior_logits(self) -> Tensor:
+        return self.team_bias
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        rates = inputs[:, self.rate_slice]  # (B, K)
+        counts = inputs[:, self.count_slice].expand_as(rates)
+        batch, n_teams = rates.shape
+        teams = torch.cat(
+            [rates.unsqueeze(-1), counts.unsqueeze(-1), self.team_features.expand(batch, n_teams, -1)], -1
+        )
+        hidden = self.team_in(teams) + self.context_in(inputs).unsqueeze(1)  # (B, K, H)
+        return masked_logits(self.net(hidden).squeeze(-1) + self.team_bias, self.allowed)
 
 
 class StartLogProbs(Protocol):

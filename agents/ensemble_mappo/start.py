@@ -100,7 +100,7 @@ class StartPolicy:
     def size_prior(cls, decider: TeamDeciderActor, n_tasks: int, task_slice: slice | None) -> StartPolicy:
         """The untrained decider's own policy (its output bias: the size prior), the same for every task."""
         with torch.no_grad():
-            bias = decider.net[-1].bias.detach().clone()  # type: ignore[union-attr]
+            bias = decider.prior_logits().detach().clone()
             logits = bias.masked_fill(decider.allowed <= 0, torch.finfo(bias.dtype).min)
             row = torch.log_softmax(logits, -1)
         return cls(row.expand(n_tasks + 1, -1).clone(), task_slice)

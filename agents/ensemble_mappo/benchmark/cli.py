@@ -19,8 +19,13 @@ from ensemble_env.cli.options import ListOption
 from ensemble_env.text import listed, show
 from ensemble_mappo.benchmark import marl_eval
 from ensemble_mappo.benchmark.learners import BUDGETS, LEARNERS, budget_help
-from ensemble_mappo.benchmark.protocols import PROTOCOLS
-from ensemble_mappo.benchmark.registry import DEFAULT_ALGORITHMS, UNSEEN_DEFAULT_ALGORITHMS, default_algorithms
+from ensemble_mappo.benchmark.protocols import FEEDBACKS, PROTOCOLS
+from ensemble_mappo.benchmark.registry import (
+    DEFAULT_ALGORITHMS,
+    PARTIAL_DEFAULT_ALGORITHMS,
+    UNSEEN_DEFAULT_ALGORITHMS,
+    default_algorithms,
+)
 from ensemble_mappo.benchmark.report import format_markdown, plot_skipped, write_plots
 from ensemble_mappo.benchmark.runner import Interrupted, benchmark, checked_alpha
 from ensemble_mappo.benchmark.stats import REFERENCES
@@ -71,7 +76,7 @@ def _command(args: Any) -> int:
 
 
 def _run(args: Any) -> int:
-    algorithms = list(args.algorithms or default_algorithms(args.protocol))
+    algorithms = list(args.algorithms or default_algorithms(args.protocol, args.feedback))
     learners = [name for name in algorithms if name in LEARNERS]
     if learners and not extras.require("benchmark", "mappo", ["torch"], option=f"--algorithms {','.join(learners)}"):
         return extras.EXIT_STATUS
@@ -95,6 +100,7 @@ def _run(args: Any) -> int:
         eval_cache=args.eval_cache,
         jobs=args.jobs,
         formats=args.format or (),
+        feedback=args.feedback,
     )
     plots = write_plots(results, Path(args.out), list(results["caches"]))
     print(format_markdown(results))
@@ -171,6 +177,14 @@ def register_command(commands: Any) -> None:
         "algorithm fitted and chosen on some tasks (its validation is tasks too) and scored on every question of the "
         "others, each streamed from an empty history: --folds folds of the cache's tasks, or --eval-cache "
         "(default: %(default)s; docs/benchmark.md)",
+    )
+    parser.add_argument(
+        "--feedback",
+        choices=FEEDBACKS,
+        default="all",
+        help="unseen-tasks: what the game reveals after each answer: every model's output (all), or only the "
+        "answering team's (team: partial feedback, the learners play ensemble_env/EnsembleUnseen-v2; its default "
+        f"algorithms: {', '.join(PARTIAL_DEFAULT_ALGORITHMS)}) (default: %(default)s)",
     )
     parser.add_argument(
         "--folds", type=int, default=4, metavar="K", help="unseen-tasks: folds of the tasks (default: %(default)s)"

@@ -93,6 +93,7 @@ def learner_answers(
     test = evaluate_agents(policy.networks, config, cache, split="test", seed=seed, source=str(policy.path))
     info = {
         "selected_iteration": chosen["update"],
+        "steps_per_iteration": config.num_envs * config.num_steps,
         "checkpoint": chosen["checkpoint"],
         "of_iterations": policy.num_iterations,
         "selection": {key: chosen[key] for key in ("rule", "delta", "z") if key in chosen},
@@ -102,20 +103,22 @@ def learner_answers(
     return Answers(test.questions, test.answers, np.asarray(test.teams, dtype=bool), info)
 
 
-def learner(name: str, budget: str, protocol: str = "standard") -> tuple[Algorithm, dict[str, Any]] | None:
+def learner(
+    name: str, budget: str, protocol: str = "standard", feedback: str = "all"
+) -> tuple[Algorithm, dict[str, Any]] | None:
     """The function and run-key config of the learner ``name`` at ``budget`` (one of :data:`BUDGETS`) under
-    ``protocol`` (``"unseen-tasks"``: the scenario of tasks never seen, :func:`protocols.learner_overrides`); None
-    when ``name`` is not a learner."""
+    ``protocol`` (``"unseen-tasks"``: the scenario of tasks never seen, :func:`protocols.learner_overrides`, with
+    ``feedback``); None when ``name`` is not a learner."""
     if name not in algorithms.ALGORITHMS:
         return None
     entry = algorithms.get(name)
     passes, checkpoints = entry.budget(budget)
     unseen = protocol == "unseen-tasks"
     if unseen:
-        protocols.learner_overrides(name, entry.config_class, 1)  # a learner that shows the task is refused now
+        protocols.learner_overrides(name, entry.config_class, 1, feedback)  # a learner not posed is refused now
 
     def run(cache: LogitCache, seed: int, alpha: float, out_dir: Path) -> Answers:
-        overrides = protocols.learner_overrides(name, entry.config_class, cache.n_models) if unseen else None
+        overrides = protocols.learner_overrides(name, entry.config_class, cache.n_models, feedback) if unseen else None
         return learner_answers(
             cache, seed, alpha, out_dir, algorithm=name, passes=passes, checkpoints=checkpoints, overrides=overrides
         )
@@ -125,7 +128,9 @@ def learner(name: str, budget: str, protocol: str = "standard") -> tuple[Algorit
     defaults = {key: value for key, value in config.items() if key not in ("seed", "env")}
     defaults.update({key: value for key, (value, _) in RETIRED_FIELDS.items()})  # the keys of the runs stored before
     key = {"budget": budget, "passes": passes, "checkpoints": checkpoints, "config": defaults}
-    return run, {**key, "protocol": protocol} if unseen else key
+    if not unseen:
+        return run, key
+    return run, {**key, "protocol": protocol, **({"feedback": feedback} if feedback != "all" else {})}
 
 
 def budget_help() -> str:

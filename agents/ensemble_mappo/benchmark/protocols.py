@@ -29,6 +29,7 @@ from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.config import unseen_game
 
 __all__ = [
+    "FEEDBACKS",
     "PROTOCOLS",
     "Unit",
     "combined_cache",
@@ -42,6 +43,12 @@ __all__ = [
 
 #: the protocols of ``ensemble-env benchmark --protocol``
 PROTOCOLS = ("standard", "unseen-tasks")
+#: what the game reveals after each answer (``--feedback``): every model's output ("all"), or only the answering
+#: team's ("team": partial feedback, ``ensemble_env/EnsembleUnseen-v2``; unseen-tasks only)
+FEEDBACKS = ("all", "team")
+#: the learner's settings under partial feedback: a start that encodes no hand rule (the size prior at 0.5: uniform
+#: over the teams, no KL to it) and the decider that scores each team from what the record shows of it
+PARTIAL_LEARNER: dict[str, Any] = {"decider_start": "prior", "decider_kl_coef": 0.0, "decider_policy": "scorer"}
 #: the codes of the cache's ``split`` array
 TRAIN, TEST, VALIDATION = 0, 1, 2
 
@@ -172,14 +179,19 @@ def units(
     return found, scored_cache(cache)
 
 
-def learner_overrides(name: str, config_class: type, n_models: int) -> dict[str, Any]:
+def learner_overrides(name: str, config_class: type, n_models: int, feedback: str = "all") -> dict[str, Any]:
     """The config a learner plays the unseen-task scenario with: ``ensemble_env/EnsembleUnseen-v1``'s options
-    (episodes of one task, the task's record, no task one-hot) and no question features (they may name the task).
+    (episodes of one task, the task's record, no task one-hot) and no question features (they may name the task);
+    with ``feedback="team"``, ``ensemble_env/EnsembleUnseen-v2``'s (only the answering team's outputs revealed, the
+    records counting what was revealed) and :data:`PARTIAL_LEARNER` (a start that encodes no hand rule).
 
     MAPPO and IPPO play the scenario as it is. RLAE's one weighting agent (``rlae_ppo``) plays its own game (no
     decider, the fusion agent sets the pool's weights) with the scenario's episodes and, instead of the task one-hot,
     ``member_record``: each model's count and correct rate on the task so far. ValueError for ``rlae_mappo``, whose
-    per-model agents observe the task one-hot."""
+    per-model agents observe the task one-hot, and for RLAE under partial feedback (it has no decider: every model
+    answers, so everything is revealed)."""
+    if feedback not in FEEDBACKS:
+        raise ValueError(f"--feedback {feedback!r} is not one of {', '.join(FEEDBACKS)}")
     fields = {field.name for field in dataclasses.fields(config_class)}
     if "question_features" not in fields:
         rlae = config_class(algorithm=name) if "algorithm" in fields else None
@@ -188,8 +200,15 @@ def learner_overrides(name: str, config_class: type, n_models: int) -> dict[str,
                 f"--protocol unseen-tasks: {name}'s per-model agents observe the task one-hot; it is not posed on "
                 "tasks never seen yet (rlae_ppo is)"
             )
+        if feedback != "all":
+            raise ValueError(
+                f"--feedback {feedback}: {name} has no decider (every model answers every question, so every output "
+                "is revealed); it is posed with --feedback all only"
+            )
         game = {"episodes": "task", "fusion_extras": ("member_record",)}
         unseen_game(n_models, {**game, "decider": False, "decider_extras": ()})  # shows no task: checked
         return {"env": {key: list(value) if isinstance(value, tuple) else value for key, value in game.items()}}
-    env = {key: list(value) if isinstance(value, tuple) else value for key, value in unseen_game(n_models).items()}
-    return {"env": env, "question_features": False}
+    options = {"feedback": "team"} if feedback == "team" else {}
+    game = unseen_game(n_models, options)
+    env = {key: list(value) if isinstance(value, tuple) else value for key, value in game.items()}
+    return {"env": env, "question_features": False, **(PARTIAL_LEARNER if feedback == "team" else {})}

@@ -17,6 +17,7 @@ import numpy as np
 
 from ensemble_env.baselines import comparison
 from ensemble_env.baselines import registry as baselines
+from ensemble_env.baselines.partial import PARTIAL_DEFAULT_BASELINES as PARTIAL_BASELINES
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import RewardSettings
 from ensemble_mappo.benchmark.answers import Algorithm, Answers
@@ -25,6 +26,7 @@ from ensemble_mappo.benchmark.learners import LEARNERS, learner
 __all__ = [
     "ALGORITHMS",
     "DEFAULT_ALGORITHMS",
+    "PARTIAL_DEFAULT_ALGORITHMS",
     "UNSEEN_DEFAULT_ALGORITHMS",
     "Algorithm",
     "Answers",
@@ -68,9 +70,19 @@ UNSEEN_DEFAULT_ALGORITHMS = (
 )
 
 
-def default_algorithms(protocol: str = "standard") -> tuple[str, ...]:
-    """The algorithms ``ensemble-env benchmark --protocol PROTOCOL`` runs without ``--algorithms``."""
-    return UNSEEN_DEFAULT_ALGORITHMS if protocol == "unseen-tasks" else DEFAULT_ALGORITHMS
+#: what ``ensemble-env benchmark --protocol unseen-tasks --feedback team`` runs without --algorithms: the learners
+#: (from a start that encodes no hand rule), the hand rules of partial feedback
+#: (``ensemble_env.baselines.partial``) and two references that this game does not allow: follow-the-leader with
+#: every model's output revealed, and the hindsight team (it reads the scored labels)
+PARTIAL_DEFAULT_ALGORITHMS = ("mappo", "ippo", "global_team", *PARTIAL_BASELINES, "ftl_team", "hindsight_team")
+
+
+def default_algorithms(protocol: str = "standard", feedback: str = "all") -> tuple[str, ...]:
+    """The algorithms ``ensemble-env benchmark --protocol PROTOCOL --feedback FEEDBACK`` runs without
+    ``--algorithms``."""
+    if protocol != "unseen-tasks":
+        return DEFAULT_ALGORITHMS
+    return PARTIAL_DEFAULT_ALGORITHMS if feedback == "team" else UNSEEN_DEFAULT_ALGORITHMS
 
 
 #: registered algorithms: name -> (function, config recorded in the run key)
@@ -136,11 +148,13 @@ def canonical(name: str) -> str:
         raise _unknown(name) from None
 
 
-def resolve(name: str, budget: str, protocol: str = "standard") -> tuple[Algorithm, dict[str, Any]]:
+def resolve(
+    name: str, budget: str, protocol: str = "standard", feedback: str = "all"
+) -> tuple[Algorithm, dict[str, Any]]:
     """The function and key config of algorithm ``name`` under ``protocol``: a learner, a baseline, or a registered
     one (a baseline or a registered algorithm runs the same under every protocol: the protocol is its cache's
     splits)."""
-    found = learner(name, budget, protocol)
+    found = learner(name, budget, protocol, feedback)
     if found is not None:
         return found
     with contextlib.suppress(ValueError):

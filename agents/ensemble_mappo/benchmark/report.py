@@ -16,6 +16,7 @@ from ensemble_env import extras
 from ensemble_env.baselines import comparison
 from ensemble_env.baselines.simple import describe_costs, fixed_decimals
 from ensemble_env.files import check_output
+from ensemble_mappo.benchmark import curves
 
 __all__ = ["PLOT_EXTRA", "TEST_LABELS_ROLE", "format_markdown", "plot_names", "plot_skipped", "write_plots"]
 
@@ -158,7 +159,8 @@ def _frontier_point(name: str, entry: Mapping[str, Any], alpha: float) -> compar
 
 def write_plots(results: Mapping[str, Any], out: Path, inputs: Sequence[str]) -> list[Path] | None:
     """Draw each cache's frontier into ``out`` (names: :func:`plot_names`; never over one of ``inputs``, the
-    caches); the paths written, or None when matplotlib is missing (nothing written)."""
+    caches), and under the unseen-task protocol its learners' learning curves (:mod:`~ensemble_mappo.benchmark.curves`:
+    ``learning_curves.png``, named as the frontier is); the paths written, or None when matplotlib is missing."""
     names = plot_names(list(results["caches"]), results["cache_digests"])
     for name in names.values():
         check_output(out / name, inputs)
@@ -176,6 +178,10 @@ def write_plots(results: Mapping[str, Any], out: Path, inputs: Sequence[str]) ->
                 points, out / names[cache_name], title=title, cost_unit=results.get("cost_units", {}).get(cache_name)
             )
             written.append(path)
+            curve = curves.plot_learning_curves(
+                results, cache_name, out / names[cache_name].replace("frontier", "learning_curves"), inputs
+            )
+            written += [curve] if curve is not None else []
         except ModuleNotFoundError:
             return None
     return written

@@ -22,9 +22,9 @@ from ensemble_env.cache.digest import cache_digest
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import check_alpha
 from ensemble_env.text import show
-from ensemble_mappo.benchmark import marl_eval, protocols
+from ensemble_mappo.benchmark import curves, marl_eval, protocols
 from ensemble_mappo.benchmark.answers import answers_to_json, check_answers
-from ensemble_mappo.benchmark.learners import BUDGETS
+from ensemble_mappo.benchmark.learners import BUDGETS, LEARNERS
 from ensemble_mappo.benchmark.registry import canonical, resolve, uses_test_labels
 from ensemble_mappo.benchmark.report import format_markdown, plot_skipped, write_plots
 from ensemble_mappo.benchmark.stats import REFERENCES, aggregate, paired_differences, routing, run_summary
@@ -110,6 +110,7 @@ def benchmark(
     eval_cache: str | os.PathLike[str] | None = None,
     jobs: int = 1,
     formats: Sequence[str] = (),
+    feedback: str = "all",
 ) -> dict[str, Any]:
     """Run every algorithm x seed x cache (finished runs are read back, not redone); write ``results.json``,
     ``results.md`` and the frontier plot in ``out``; return the results.
@@ -117,7 +118,9 @@ def benchmark(
     ``protocol="unseen-tasks"`` (:mod:`ensemble_mappo.benchmark.protocols`): every algorithm fits and chooses on
     some tasks and answers every question of the others, each task streamed from an empty history: ``folds`` folds
     of each cache's tasks dealt with ``fold_seed`` (printed), or, with ``eval_cache``, training on all tasks of each
-    cache and scoring all tasks of ``eval_cache``. ``jobs`` > 1 runs the missing runs in that many processes
+    cache and scoring all tasks of ``eval_cache``; ``feedback="team"`` poses it under partial feedback (the learners
+    play ``ensemble_env/EnsembleUnseen-v2``: only the answering team's outputs are revealed). ``jobs`` > 1 runs the
+    missing runs in that many processes
     (each run is seeded on its own: the results are those of a serial run). ``formats`` adds files in other
     formats: ``"marl-eval"`` writes ``marl_eval.json`` (:mod:`ensemble_mappo.benchmark.marl_eval`; names marl-eval
     cannot keep apart are refused before any run).
@@ -133,6 +136,11 @@ def benchmark(
         raise ValueError(f"--protocol {protocol!r} is not one of {', '.join(protocols.PROTOCOLS)}")
     if eval_cache is not None and protocol != "unseen-tasks":
         raise ValueError("--eval-cache scores tasks never seen: it goes with --protocol unseen-tasks")
+    if feedback not in protocols.FEEDBACKS:
+        raise ValueError(f"--feedback {feedback!r} is not one of {', '.join(protocols.FEEDBACKS)}")
+    if feedback != "all" and protocol != "unseen-tasks":
+        raise ValueError(f"--feedback {feedback} poses tasks never seen under partial feedback: it goes with "
+                         "--protocol unseen-tasks")  # fmt: skip
     if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
         raise ValueError(f"--jobs must be an integer from 1 to {MAX_JOBS}, got {show(jobs)}")
     formats = list(dict.fromkeys([formats] if isinstance(formats, str) else formats))
@@ -148,7 +156,7 @@ def benchmark(
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct, got {show(seeds)}")
     names = _unique_algorithms(algorithms)
-    resolved = {name: resolve(name, budget, protocol) for name in names}
+    resolved = {name: resolve(name, budget, protocol, feedback) for name in names}
     loaded, digests = _unique_caches([os.fspath(cache) for cache in caches])
     evaluation = resolve_cache(os.fspath(eval_cache)) if eval_cache is not None else None
     inputs = [*loaded, *(cache.path for cache in loaded.values())]
@@ -209,8 +217,10 @@ def benchmark(
         runs = {(_scored_name(key, loaded, eval_cache), name): group for (key, name), group in runs.items()}
         results = _results(scored, list(names), runs, alpha, budget, seeds, reused, digests)
         if protocol != "standard":
+            rules = list(names) if any(name in LEARNERS for name in names) else []
             results["protocol"] = {
                 "name": protocol,
+                "feedback": feedback,
                 "fold_seed": fold_seed,
                 "trained_on": {_scored_name(name, loaded, eval_cache): name for name in loaded},
                 "folds": {
@@ -218,6 +228,11 @@ def benchmark(
                         {"label": u.label, "held_out": list(u.held_out), "validation_tasks": list(u.validation_tasks)}
                         for u in units
                     ]
+                    for cache_name, (units, _) in plans.items()
+                },
+                # the hand rules on each fold's validation tasks: the lines of the learning curves
+                "validation_lines": {
+                    _scored_name(cache_name, loaded, eval_cache): curves.validation_lines(units, rules, rate)
                     for cache_name, (units, _) in plans.items()
                 },
             }

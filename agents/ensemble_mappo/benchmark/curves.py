@@ -1,0 +1,121 @@
+"""Learning curves of the unseen-task protocol: each learner's reward per question on its fold's validation tasks
+against environment steps, with the hand rules on the same tasks as horizontal lines (``learning_curves.png``).
+
+A learner run keeps its start (update 0) and evenly spaced checkpoints, and plays each on the validation split of
+its fold (the validation tasks, each streamed from an empty history) before choosing what to deploy
+(:mod:`ensemble_mappo.selection`); the run's ``info`` keeps those plays (``validation``: the update and its mean
+reward per question) and ``steps_per_iteration``. The hand rules (every baseline of the benchmark that reads no
+label of the questions it is scored on) are fitted on the fold's training tasks and streamed over the same
+validation tasks (:func:`validation_lines`): what a learner's curve has to cross. One panel per fold, since each
+fold has its own validation tasks; a learner's curve is its mean over seeds, the band its range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ensemble_env.baselines import comparison
+from ensemble_env.baselines import registry as baselines
+from ensemble_env.files import check_output, save_figure
+from ensemble_env.game.reward import RewardSettings
+from ensemble_mappo.benchmark import protocols
+
+__all__ = ["FILE", "learner_curves", "plot_learning_curves", "validation_lines"]
+
+#: the figure's file in the benchmark's folder
+FILE = "learning_curves.png"
+
+
+def validation_lines(units: Sequence[protocols.Unit], names: Sequence[str], alpha: float) -> list[dict[str, float]]:
+    """Per unit (fold), each baseline of ``names`` that reads no scored label: its mean reward per question on the
+    unit's validation tasks, fitted on its training tasks (the learners' validation plays, on the same questions)."""
+    rules = [name for name in names if _is_rule(name)]
+    lines = []
+    for unit in units:
+        if not rules:
+            lines.append({})
+            continue
+        results = comparison.compare(
+            unit.cache, split="validation", train_split="train", reward=RewardSettings(alpha=alpha), names=rules
+        )
+        lines.append({result.name: float(result.rewards(unit.cache, RewardSettings(alpha=alpha)).mean())
+                      for result in results})  # fmt: skip
+    return lines
+
+
+def _is_rule(name: str) -> bool:
+    try:
+        entry = baselines.lookup(name)
+    except ValueError:
+        return False
+    return entry.unseen_tasks and not entry.uses_test_labels
+
+
+def learner_curves(per_algorithm: Mapping[str, Any]) -> dict[str, list[dict[str, np.ndarray]]]:
+    """Per learner whose runs kept their validation plays: per fold, ``steps`` (P,) and ``rewards`` (S, P), the
+    validation reward per question of each seed's start and checkpoints."""
+    curves: dict[str, list[dict[str, np.ndarray]]] = {}
+    for name, entry in per_algorithm.items():
+        runs = [run["info"] for run in entry.get("runs", [])]
+        folds = [info.get("folds", [info]) for info in runs]
+        if not folds or not all(fold and "validation" in fold[0] for fold in folds):
+            continue
+        per_fold = []
+        for k in range(len(folds[0])):
+            plays = [fold[k] for fold in folds]
+            per_step = plays[0].get("steps_per_iteration", 1)
+            steps = np.array([row["iteration"] * per_step for row in plays[0]["validation"]], dtype=np.float64)
+            rewards = np.array([[row["validation_reward"] for row in play["validation"]] for play in plays])
+            per_fold.append({"label": plays[0].get("unit", "all"), "steps": steps, "rewards": rewards})
+        curves[name] = per_fold
+    return curves
+
+
+def plot_learning_curves(
+    results: Mapping[str, Any], cache_name: str, path: Path, inputs: Sequence[str] = ()
+) -> Path | None:
+    """Draw the learning curves of ``results`` on ``cache_name`` into ``path``; None (nothing written) when no learner
+    kept its validation plays or the protocol is the standard one. ModuleNotFoundError without matplotlib."""
+    curves = learner_curves(results["caches"][cache_name])
+    if not curves or "protocol" not in results:
+        return None
+    check_output(path, inputs)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    lines = results.get("protocol", {}).get("validation_lines", {}).get(cache_name, [])
+    n_folds = max(len(folds) for folds in curves.values())
+    figure, axes = plt.subplots(1, n_folds, figsize=(4.2 * n_folds, 3.8), squeeze=False, sharey=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, axis in enumerate(axes[0]):
+        for i, (name, folds) in enumerate(curves.items()):
+            fold = folds[k]
+            mean = fold["rewards"].mean(axis=0)
+            axis.plot(fold["steps"], mean, marker="o", color=colors[i % len(colors)], label=name)
+            axis.fill_between(fold["steps"], fold["rewards"].min(axis=0), fold["rewards"].max(axis=0),
+                              color=colors[i % len(colors)], alpha=0.15)  # fmt: skip
+        for j, (rule, value) in enumerate(sorted((lines[k] if k < len(lines) else {}).items(), key=lambda x: -x[1])):
+            axis.axhline(value, color="0.35", linestyle=("--", ":", "-.")[j % 3], linewidth=1, label=rule)
+        label = next(iter(curves.values()))[k]["label"]
+        axis.set_title(f"{label}: validation tasks", fontsize=9)
+        axis.set_xlabel("environment steps")
+        axis.grid(alpha=0.3)
+    axes[0][0].set_ylabel("reward per question (validation tasks)")
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    feedback = results.get("protocol", {}).get("feedback", "all")
+    figure.suptitle(
+        f"{cache_name}, tasks never seen (feedback {feedback}): the learners' start (step 0) and checkpoints on the "
+        f"validation tasks, mean over seeds (band: range); lines: the hand rules on the same tasks",
+        fontsize=9,
+    )
+    figure.tight_layout()
+    saved = save_figure(figure, path, dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return saved
