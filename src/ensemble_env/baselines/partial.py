@@ -28,10 +28,11 @@ rule                       the team of the t-th question of a held-out task (ind
 
 prior_k is team k's mean reward on the training questions and the prior rank is
 :func:`~ensemble_env.baselines.online.prior_rank` on them (the first question of a task goes to the global team,
-except :func:`etc_team`'s); (low, high) is :func:`~ensemble_env.baselines.online.reward_range`. The references of a
-partial-feedback table are :func:`~ensemble_env.baselines.online.ftl_team` (it reads every model's output: full
-feedback, a rule this protocol cannot play) and :func:`~ensemble_env.baselines.online.hindsight_team` (the scored
-labels); :data:`ensemble_env.baselines.registry.PARTIAL_DEFAULT_BASELINES` lists what a partial-feedback table shows.
+except :func:`etc_team`'s, to all N models, and by its draws :func:`thompson_team`'s); (low, high) is
+:func:`~ensemble_env.baselines.online.reward_range`. The references of a partial-feedback table are
+:func:`~ensemble_env.baselines.online.ftl_team` (it reads every model's output: full feedback, a rule this protocol
+cannot play) and :func:`~ensemble_env.baselines.online.hindsight_team` (the scored labels);
+:data:`ensemble_env.baselines.registry.PARTIAL_DEFAULT_BASELINES` lists what a partial-feedback table shows.
 
 **Constants chosen on the training tasks.** n0 (every rule), m (:func:`etc_team`), c (:func:`partial_ucb_team`) and
 sigma (:func:`thompson_team`) are chosen on a grid by streaming every *training task*: all its questions (``train``
@@ -88,7 +89,6 @@ __all__ = [
     "FEEDBACK",
     "PSEUDO_COUNT_GRID",
     "THOMPSON_SCALE_GRID",
-    "UCB_EXPLORATION_GRID",
     "contained_teams",
     "etc_team",
     "greedy_team",
@@ -263,7 +263,7 @@ def _play(
         padded[s, : lengths[s]] = stream.T
         if noise is not None:
             drawn[s, : lengths[s]] = noise[s]
-    full = int(np.flatnonzero(contains.all(axis=1))[0])  # the team of all N models
+    full = int(np.argmax(contains.sum(axis=1)))  # the team of all N models: it holds every team
     n_grid = grid.pseudo_count.size
     counts = np.zeros((n_grid, n_streams, n_teams))
     sums = np.zeros((n_grid, n_streams, n_teams))
