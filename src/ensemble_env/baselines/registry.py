@@ -12,7 +12,10 @@ reward, so the frontier sweeps it), whether it enumerates every team (so it runs
 other names it answers to, and whether it reads the labels of the questions it is scored on (an oracle: a
 reference that shows the headroom, never a competitor). The baselines of the unseen-task protocol
 (:mod:`ensemble_env.baselines.online`: fitted on training tasks, streamed over held-out tasks) are marked
-``unseen_tasks`` and run only by name.
+``unseen_tasks`` and run only by name; each says what it reads of a held-out task's answered questions
+(``feedback``, :data:`FEEDBACK`), so that a protocol revealing less (the partial-feedback rules of
+:mod:`ensemble_env.baselines.partial` see only the played team's outputs) shows a rule that reads more as a
+reference (:func:`reference`).
 
 >>> swept = [entry.name for entry in BASELINES.values() if entry.alpha_dependent and not entry.unseen_tasks]
 >>> swept  # doctest: +NORMALIZE_WHITESPACE
@@ -25,7 +28,11 @@ reference that shows the headroom, never a competitor). The baselines of the uns
 >>> [entry.name for entry in BASELINES.values() if entry.unseen_tasks]  # doctest: +NORMALIZE_WHITESPACE
 ['mean_probability_vote', 'global_single', 'global_team', 'ftl_single', 'ftl_team', 'ftl_team(no_delay)',
  'ftl_team(window)', 'ucb_team',
- 'hindsight_team']
+ 'hindsight_team', 'greedy_team', 'etc_team', 'ucb_team(partial)', 'thompson_team']
+>>> [(name, reference(name, "team")) for name in PARTIAL_DEFAULT_BASELINES]  # doctest: +NORMALIZE_WHITESPACE
+[('global_team', None), ('mean_probability_vote', None), ('ucb_team', None), ('greedy_team', None),
+ ('etc_team', None), ('ucb_team(partial)', None), ('thompson_team', None), ('ftl_team', 'full feedback'),
+ ('hindsight_team', 'test labels')]
 """
 
 from __future__ import annotations
@@ -41,7 +48,36 @@ from ensemble_env.baselines.simple import BaselineResult
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings
 
-__all__ = ["BASELINES", "Baseline", "Setting", "lookup", "register"]
+__all__ = [
+    "BASELINES",
+    "FEEDBACK",
+    "PARTIAL_DEFAULT_BASELINES",
+    "Baseline",
+    "Setting",
+    "lookup",
+    "reference",
+    "register",
+]
+
+#: what a baseline of the unseen-task protocol reads of a held-out task's answered questions, least first: nothing
+#: (a fixed team), the played team's reward (bandit), the label and the played team's members' outputs, so every
+#: sub-team's reward (team: :mod:`ensemble_env.baselines.partial`), every model's output (all: the environment's
+#: statistics window). A rule plays under a protocol's feedback when it reads no more (:func:`reference`).
+FEEDBACK = ("none", "bandit", "team", "all")
+#: what a table of the unseen-task protocol under team feedback shows: the competitors (the fixed team, the mean
+#: vote, the bandit and the partial-feedback rules), then the references: follow-the-leader (full feedback) and
+#: the hindsight team (test labels)
+PARTIAL_DEFAULT_BASELINES = (
+    "global_team",
+    "mean_probability_vote",
+    "ucb_team",
+    "greedy_team",
+    "etc_team",
+    "ucb_team(partial)",
+    "thompson_team",
+    "ftl_team",
+    "hindsight_team",
+)
 
 
 @dataclass(frozen=True)
@@ -92,6 +128,13 @@ class Baseline:
     """A baseline of the unseen-task protocol (:mod:`ensemble_env.baselines.online`): fitted on training tasks,
     scored on held-out tasks streamed from an empty history (``setting.test`` holds only tasks that are neither in
     ``setting.train`` nor in ``setting.validation``)."""
+    feedback: str = "all"
+    """What it reads of a held-out task's answered questions (:data:`FEEDBACK`): under a protocol revealing less it
+    is a reference, not a competitor (:func:`reference`). Baselines that stream nothing keep the default."""
+
+    def __post_init__(self) -> None:
+        if self.feedback not in FEEDBACK:
+            raise ValueError(f"baseline {self.name!r}: feedback {self.feedback!r} is not one of {', '.join(FEEDBACK)}")
 
 
 def _router(name: str, inputs: str) -> Baseline:
@@ -148,6 +191,21 @@ def register(baseline: Baseline) -> Baseline:
         raise ValueError(f"baseline name {clash[0]!r} is already registered")
     BASELINES[baseline.name] = baseline
     return baseline
+
+
+def reference(name: str, feedback: str = "all") -> str | None:
+    """Why baseline ``name`` is a reference, not a competitor, in a protocol whose held-out tasks reveal
+    ``feedback`` (:data:`FEEDBACK`): ``"test labels"`` when it reads the labels it is scored on, ``"full
+    feedback"`` (``"team feedback"``, ``"bandit feedback"``) when it reads more of the answered questions than the
+    protocol reveals; None for a competitor. ValueError for an unknown name or feedback."""
+    if feedback not in FEEDBACK:
+        raise ValueError(f"feedback {feedback!r} is not one of {', '.join(FEEDBACK)}")
+    entry = lookup(name)
+    if entry.uses_test_labels:
+        return "test labels"
+    if FEEDBACK.index(entry.feedback) > FEEDBACK.index(feedback):
+        return f"{'full' if entry.feedback == 'all' else entry.feedback} feedback"
+    return None
 
 
 def lookup(name: str) -> Baseline:
@@ -213,34 +271,43 @@ for _entry in (
     register(_entry)
 
 
-def _online(name: str, uses_test_labels: bool = False) -> Baseline:
-    """The baseline ``name`` of the unseen-task protocol (:data:`ensemble_env.baselines.online.UNSEEN_BASELINES`),
-    run by name only. The module is imported when the baseline runs, so that ``python -m
+def _online(name: str, feedback: str, uses_test_labels: bool = False) -> Baseline:
+    """The baseline ``name`` of the unseen-task protocol (:data:`ensemble_env.baselines.online.UNSEEN_BASELINES`,
+    or a partial-feedback rule, :func:`ensemble_env.baselines.partial.rules`, seeded by ``setting.seed``), reading
+    ``feedback``, run by name only. The modules are imported when the baseline runs, so that ``python -m
     ensemble_env.baselines.online`` does not find it imported already."""
 
     def run(s: Setting) -> BaselineResult:
-        from ensemble_env.baselines import online
+        from ensemble_env.baselines import online, partial
 
-        return online.UNSEEN_BASELINES[name](s.cache, s.train, s.test, reward=s.reward, validation=s.validation)
+        functions = {**online.UNSEEN_BASELINES, **partial.rules(s.seed)}
+        return functions[name](s.cache, s.train, s.test, reward=s.reward, validation=s.validation)
 
     return Baseline(
         name, run, alpha_dependent=True, enumerates_teams=True, in_evaluate=False, uses_test_labels=uses_test_labels,
-        by_default=False, unseen_tasks=True,
+        by_default=False, unseen_tasks=True, feedback=feedback,
     )  # fmt: skip
 
 
 # the unseen-task protocol (issue 32, ensemble_env.baselines.online): fitted on training tasks, streamed over
-# held-out ones; every one chooses among teams (or single models) by the reward at alpha
+# held-out ones; every one chooses among teams (or single models) by the reward at alpha. Then the rules under
+# partial feedback (issue 40, ensemble_env.baselines.partial): each reads only the played team's outputs.
 for _entry in (
-    _online("global_single"),
-    _online("global_team"),
-    _online("ftl_single"),
-    _online("ftl_team"),
-    _online("ftl_team(no_delay)"),
-    _online("ftl_team(window)"),
-    _online("ucb_team"),
-    _online("hindsight_team", uses_test_labels=True),
+    _online("global_single", "none"),
+    _online("global_team", "none"),
+    _online("ftl_single", "all"),
+    _online("ftl_team", "all"),
+    _online("ftl_team(no_delay)", "all"),
+    _online("ftl_team(window)", "all"),
+    _online("ucb_team", "bandit"),
+    _online("hindsight_team", "all", uses_test_labels=True),
+    _online("greedy_team", "team"),
+    _online("etc_team", "team"),
+    _online("ucb_team(partial)", "team"),
+    _online("thompson_team", "team"),
 ):
     register(_entry)
-# the mean vote fits nothing, so it is a baseline of the protocol too
-BASELINES["mean_probability_vote"] = dataclasses.replace(BASELINES["mean_probability_vote"], unseen_tasks=True)
+# the mean vote fits nothing and reads nothing of the stream, so it is a baseline of the protocol too
+BASELINES["mean_probability_vote"] = dataclasses.replace(
+    BASELINES["mean_probability_vote"], unseen_tasks=True, feedback="none"
+)

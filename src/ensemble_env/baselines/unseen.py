@@ -1,5 +1,6 @@
-"""Each task held out in turn: the unseen-task baselines of :mod:`ensemble_env.baselines.online` over a whole cache,
-their summary and its command (``python -m ensemble_env.baselines.unseen [CACHE] [--alpha A]``).
+"""Each task held out in turn: the unseen-task baselines of :mod:`ensemble_env.baselines.online` (and, under team
+feedback, the rules of :mod:`ensemble_env.baselines.partial`) over a whole cache, their summary and its command
+(``python -m ensemble_env.baselines.unseen [CACHE] [--alpha A] [--feedback team]``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ensemble_env.baselines import partial, registry
 from ensemble_env.baselines.online import UNSEEN_BASELINES, team_outcomes
 from ensemble_env.baselines.simple import BaselineResult, question_indices, task_ids
 from ensemble_env.cache import datasets
@@ -29,18 +31,27 @@ def leave_one_task_out(
     reward: RewardSettings = DEFAULT_REWARD,
     names: Iterable[str] | None = None,
     questions: ArrayLike | None = None,
+    feedback: str = "all",
+    seed: int | None = 0,
 ) -> dict[str, list[BaselineResult]]:
-    """Each task held out in turn: the baselines ``names`` (default every one of :data:`UNSEEN_BASELINES`) fitted
-    on the other tasks' questions (training tasks: every question of them, whatever its split), scored on every
-    question of the held-out task.
+    """Each task held out in turn: the baselines ``names`` fitted on the other tasks' questions (training tasks:
+    every question of them, whatever its split), scored on every question of the held-out task.
 
-    ``questions`` restricts both sides to some questions (default: all). Returns ``{name: [one result per task, in
-    task order]}``. One :class:`TeamOutcomes` serves every fold.
+    ``names`` default: every one of :data:`UNSEEN_BASELINES` with ``feedback="all"`` (the held-out tasks reveal
+    every model's output), :data:`~ensemble_env.baselines.registry.PARTIAL_DEFAULT_BASELINES` with
+    ``feedback="team"`` (only the played team's; the rules that read more are references there). ``seed`` seeds
+    :func:`~ensemble_env.baselines.partial.thompson_team`. ``questions`` restricts both sides to some questions
+    (default: all). Returns ``{name: [one result per task, in task order]}``. One :class:`TeamOutcomes` serves
+    every fold.
     """
-    chosen = list(UNSEEN_BASELINES if names is None else names)
-    unknown = [name for name in chosen if name not in UNSEEN_BASELINES]
+    defaults = {"all": tuple(UNSEEN_BASELINES), "team": registry.PARTIAL_DEFAULT_BASELINES}
+    if feedback not in defaults:
+        raise ValueError(f"feedback {feedback!r}: the protocol's held-out tasks reveal {' or '.join(defaults)}")
+    functions = {**UNSEEN_BASELINES, **partial.rules(seed)}
+    chosen = list(defaults[feedback] if names is None else names)
+    unknown = [name for name in chosen if name not in functions]
     if unknown:
-        raise ValueError(f"unknown unseen-task baseline {unknown[0]!r}; they are {', '.join(UNSEEN_BASELINES)}")
+        raise ValueError(f"unknown unseen-task baseline {unknown[0]!r}; they are {', '.join(functions)}")
     rows = np.arange(cache.n_questions) if questions is None else question_indices(cache, questions, "questions")
     rows = np.unique(rows)
     tasks = task_ids(cache)[rows]
@@ -52,7 +63,7 @@ def leave_one_task_out(
     for task in held_out:
         train, test = rows[tasks != task], rows[tasks == task]
         for name in chosen:
-            results[name].append(UNSEEN_BASELINES[name](cache, train, test, reward=reward, outcomes=outcomes))
+            results[name].append(functions[name](cache, train, test, reward=reward, outcomes=outcomes))
     return results
 
 
@@ -71,11 +82,16 @@ def summarize(
     return summary
 
 
-def format_summary(summary: Mapping[str, Mapping[str, float]], reward: RewardSettings = DEFAULT_REWARD) -> str:
-    """:func:`summarize`'s numbers as an aligned plain-text table (the test-label reference marked)."""
+def format_summary(
+    summary: Mapping[str, Mapping[str, float]], reward: RewardSettings = DEFAULT_REWARD, feedback: str = "all"
+) -> str:
+    """:func:`summarize`'s numbers as an aligned plain-text table, the references of a protocol revealing
+    ``feedback`` marked (:func:`~ensemble_env.baselines.registry.reference`: ``(test labels)``, ``(full
+    feedback)``)."""
+    notes = {name: registry.reference(name, feedback) for name in summary}
     rows = [
         [
-            f"{name} (test labels)" if name == "hindsight_team" else name,
+            name if notes[name] is None else f"{name} ({notes[name]})",
             f"{values['reward']:+.4f}",
             f"{values['accuracy']:.4f}",
             f"{values['team_size']:.2f}",
@@ -85,30 +101,45 @@ def format_summary(summary: Mapping[str, Mapping[str, float]], reward: RewardSet
     return "\n".join(align_table(["baseline", f"reward(alpha={reward.alpha:g})", "accuracy", "team"], rows))
 
 
+#: the constants each baseline chooses on the training tasks, printed per fold by :func:`main`
+_CONSTANTS = {
+    "ftl_team(window)": ("W", ("window",)),
+    "ucb_team": ("(c, n0)", ("exploration", "pseudo_count")),
+    "greedy_team": ("n0", ("pseudo_count",)),
+    "etc_team": ("(m, n0)", ("explore", "pseudo_count")),
+    "ucb_team(partial)": ("(c, n0)", ("exploration", "pseudo_count")),
+    "thompson_team": ("(sigma, n0)", ("scale", "pseudo_count")),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m ensemble_env.baselines.unseen [CACHE] [--alpha A] [--size-penalty-mode M] [--use-costs]``:
-    print the leave-one-task-out table of every unseen-task baseline on a cache (a built-in name or a file)."""
+    """``python -m ensemble_env.baselines.unseen [CACHE] [--alpha A] [--size-penalty-mode M] [--use-costs]
+    [--feedback {all,team}] [--seed S]``: print the leave-one-task-out table of the unseen-task baselines on a
+    cache (a built-in name or a file): every one of ``online`` under full feedback, the partial-feedback rules and
+    their references under ``--feedback team``."""
     parser = argparse.ArgumentParser(prog="python -m ensemble_env.baselines.unseen", description=main.__doc__)
     parser.add_argument("cache", nargs="?", default="bbh5", help="a built-in cache name or a cache file (bbh5)")
     parser.add_argument("--alpha", type=float, default=1.0)
     parser.add_argument("--size-penalty-mode", default="on_error")
     parser.add_argument("--use-costs", action="store_true")
+    parser.add_argument("--feedback", choices=("all", "team"), default="all", help="what a held-out task reveals")
+    parser.add_argument("--seed", type=int, default=0, help="the seed of thompson_team's draws (0)")
     options = parser.parse_args(argv)
     cache = datasets.resolve(options.cache)
     reward = RewardSettings(options.alpha, options.size_penalty_mode, options.use_costs)
-    results = leave_one_task_out(cache, reward=reward)
+    results = leave_one_task_out(cache, reward=reward, feedback=options.feedback, seed=options.seed)
     print(
         f"{options.cache}: {cache.n_questions} questions, {cache.n_models} models, {cache.n_tasks} tasks; "
         "each task held out in turn (trained on every question of the others, streamed over every question of it)"
+        + ("; team feedback (only the played team's outputs are revealed)" if options.feedback == "team" else "")
     )
     print("means over the held-out tasks of the mean reward per question, the accuracy and the team size")
-    print(format_summary(summarize(cache, results, reward), reward))
-    windows = [result.info["window"] for result in results.get("ftl_team(window)", [])]
-    if windows:
-        print(f"ftl_team(window): W per fold {windows}")
-    ucb = [(r.info["exploration"], r.info["pseudo_count"]) for r in results.get("ucb_team", [])]
-    if ucb:
-        print(f"ucb_team: (c, n0) per fold {[f'({c:g}, {n:g})' for c, n in ucb]}")
+    print(format_summary(summarize(cache, results, reward), reward, options.feedback))
+    for name, (label, keys) in _CONSTANTS.items():
+        values = [[r.info[key] for key in keys] for r in results.get(name, [])]
+        if values:
+            shown = [f"{v[0]:g}" if len(v) == 1 else f"({', '.join(f'{x:g}' for x in v)})" for v in values]
+            print(f"{name}: {label} per fold [{', '.join(shown)}]")
     return 0
 
 

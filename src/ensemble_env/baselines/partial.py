@@ -1,0 +1,584 @@
+"""Routing on tasks never seen under partial feedback (issue 40): the rules that read only the played team's outputs.
+
+**The feedback.** The unseen-task protocol (:mod:`ensemble_env.baselines.online`) streams each held-out task from
+an empty history, in the game's timing (:data:`~ensemble_env.baselines.online.GAME_DELAY`: the team of question
+t + 1 is committed before question t is scored). Under *team feedback* (:data:`FEEDBACK`), once question s is
+scored only its label and the outputs of the members of the team E_s that answered it are revealed: the reward of
+every sub-team of E_s on question s is known (each answers by its members' mean vote), and of no other team. So
+before the team of question t is chosen, team k has been observed on
+
+    n_k = #{s <= t - 1 - d : k is a sub-team of E_s}      questions, for a summed reward    S_k = sum of r_k(s) on them
+
+(d = ``delay``; :func:`partial_statistics` replays these for any sequence of played teams; playing all N models
+reveals every team, playing one model reveals that model alone). Each rule below reads n_k, S_k, the training
+questions and nothing else of the task.
+
+=========================  ===========================================================================================
+rule                       the team of the t-th question of a held-out task (index maximised, ties to the prior rank)
+=========================  ===========================================================================================
+:func:`greedy_team`        (S_k + n0 * prior_k) / (n0 + n_k): the observed mean shrunk toward the training mean
+:func:`etc_team`           all N models for the first m questions of the task (every team is observed), then greedy
+:func:`partial_ucb_team`   greedy's mean + c * (high - low) * sqrt(2 ln(1 + r) / (n0 + n_k)), r the revealed
+                           questions (UCB1 on rewards normalised to [0, 1], as :func:`~ensemble_env.baselines.online.
+                           ucb_team`, but a played team updates all its sub-teams); ``"ucb_team(partial)"``
+:func:`thompson_team`      greedy's mean + sigma * (high - low) * z_k / sqrt(n0 + n_k), z_k ~ N(0, 1) drawn per question
+                           and team: a sample of each team's mean from a Gaussian posterior whose prior is n0 pseudo
+                           observations at the training mean (seeded)
+=========================  ===========================================================================================
+
+prior_k is team k's mean reward on the training questions and the prior rank is
+:func:`~ensemble_env.baselines.online.prior_rank` on them (the first question of a task goes to the global team,
+except :func:`etc_team`'s, to all N models, and by its draws :func:`thompson_team`'s); (low, high) is
+:func:`~ensemble_env.baselines.online.reward_range`. The references of a partial-feedback table are
+:func:`~ensemble_env.baselines.online.ftl_team` (it reads every model's output: full feedback, a rule this protocol
+cannot play) and :func:`~ensemble_env.baselines.online.hindsight_team` (the scored labels);
+:data:`ensemble_env.baselines.registry.PARTIAL_DEFAULT_BASELINES` lists what a partial-feedback table shows.
+
+**Constants chosen on the training tasks.** n0 (every rule), m (:func:`etc_team`), c (:func:`partial_ucb_team`) and
+sigma (:func:`thompson_team`) are chosen on a grid by streaming every *training task*: all its questions (``train``
+and ``validation`` alike: the benchmark's folds pass the training tasks' train and validation questions, and each
+training task is streamed whole), in cache order, from an empty history, in the game's timing, under the same
+feedback, with the **other** training tasks as the prior (their mean rewards and their rank): the situation of a
+held-out task. The constants with the best mean over training tasks of the mean reward per question win (ties to
+the first of the grid: the smaller n0, m, c, sigma). Held-out labels are never read. Unlike
+:func:`~ensemble_env.baselines.online.ucb_team`, whose training streams keep the streamed task in the prior, the
+prior leaves it out: under partial feedback the prior is most of what a rule knows, and a prior that has seen the
+streamed task would favour trusting it. Hence at least two training tasks (a ValueError otherwise).
+
+**Randomness.** Only :func:`thompson_team` draws: the normal draws of a task's stream come from
+``numpy.random.default_rng([seed, part, task])`` (part 0 for a held-out task, 1 for a training task's stream), so
+they depend on the seed and the task alone (not on the labels, nor on the other tasks held out), and the grid's
+values are compared on the same draws.
+
+>>> from ensemble_env.cache import synthetic
+>>> cache = synthetic.make_cache(n_models=3, n_questions=120, n_tasks=3, seed=0)
+>>> held = cache.select(tasks=["task_0"])
+>>> train = np.setdiff1d(np.arange(cache.n_questions), held)
+>>> result = greedy_team(cache, train, held)
+>>> result.name, result.n_questions, result.info["feedback"], result.info["held_out_tasks"]
+('greedy_team', 40, 'team', ('task_0',))
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ensemble_env.baselines import online
+from ensemble_env.baselines.online import (
+    GAME_DELAY,
+    SCORE_DIGITS,
+    UCB_EXPLORATION_GRID,
+    TeamOutcomes,
+    prior_rank,
+    reward_range,
+)
+from ensemble_env.baselines.simple import BaselineResult, task_ids, task_names
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings
+
+__all__ = [
+    "EXPLORE_GRID",
+    "FEEDBACK",
+    "PSEUDO_COUNT_GRID",
+    "THOMPSON_SCALE_GRID",
+    "contained_teams",
+    "etc_team",
+    "greedy_team",
+    "partial_choices",
+    "partial_statistics",
+    "partial_ucb_team",
+    "rules",
+    "thompson_team",
+]
+
+#: the feedback these rules read (``info["feedback"]``, the registry's ``feedback``): the played team's members
+FEEDBACK = "team"
+#: the pseudo-counts n0 of the training prior every rule tries on the training tasks
+PSEUDO_COUNT_GRID = (0.0625, 0.25, 1.0, 4.0, 16.0, 64.0)
+#: the numbers m of first questions :func:`etc_team` gives to all N models, tried on the training tasks
+EXPLORE_GRID = (1, 2, 5, 10, 20)
+#: the sampling scales sigma (of the reward range) :func:`thompson_team` tries on the training tasks
+THOMPSON_SCALE_GRID = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+
+# The private helpers of online.py read here (the protocol's checks and streams, the result): to be made public
+# there (another change is editing online.py's argument checks), then imported by name.
+_protocol, _result, _team_label, _stream_means, _count = (
+    online._protocol,
+    online._result,
+    online._team_label,
+    online._stream_means,
+    online._count,
+)
+
+
+# -- what a played team reveals ---------------------------------------------------------------------------------------
+
+
+def contained_teams(teams: np.ndarray) -> np.ndarray:
+    """(K, K) bool: ``[j, k]`` is True when team k is a sub-team of team j (every member of k is in j), i.e. when
+    playing team j reveals team k's reward. ``teams`` (K, N) bool.
+
+    >>> contained_teams(np.array([[1, 0], [0, 1], [1, 1]], bool)).astype(int).tolist()
+    [[1, 0, 0], [0, 1, 0], [1, 1, 1]]
+    """
+    teams = np.asarray(teams, dtype=bool)
+    return ~(teams[None, :, :] & ~teams[:, None, :]).any(axis=2)
+
+
+def _reveal(
+    counts: np.ndarray, sums: np.ndarray, contains: np.ndarray, played: np.ndarray, rewards: np.ndarray
+) -> None:
+    """Add one scored question to the statistics, in place: ``counts``, ``sums`` (..., K); ``played`` (...) the team
+    row that answered it (-1: no question, nothing revealed); ``rewards`` (..., K) every team's reward on it (only the
+    played team's sub-teams' are read)."""
+    seen = contains[np.maximum(played, 0)] & (played >= 0)[..., None]
+    counts += seen
+    sums += np.where(seen, rewards, 0.0)
+
+
+def partial_statistics(
+    rewards: ArrayLike, teams: np.ndarray, played: ArrayLike, delay: int = GAME_DELAY
+) -> tuple[np.ndarray, np.ndarray]:
+    """What team feedback has revealed before each question of one stream: (counts (T, K) int64, sums (T, K)).
+
+    ``rewards`` (K, T): every team's reward on each question of the stream; ``teams`` (K, N) bool; ``played`` (T,)
+    the team row that answered each question. Row t holds, for each team k, the number n_k of the questions
+    s <= t - 1 - ``delay`` whose played team contains k, and the summed reward S_k of team k on them: what a rule
+    reads when it commits the team of question t (the statistics every rule of this module plays on).
+
+    >>> rewards = np.array([[1.0, -1.0, 1.0], [-1.0, 1.0, 1.0], [1.0, 1.0, -1.0]])  # {a}, {b}, {a, b}
+    >>> counts, sums = partial_statistics(rewards, np.array([[1, 0], [0, 1], [1, 1]], bool), [2, 0, 1], delay=0)
+    >>> counts.tolist(), sums.tolist()
+    ([[0, 0, 0], [1, 1, 1], [2, 1, 1]], [[0.0, 0.0, 0.0], [1.0, -1.0, 1.0], [0.0, -1.0, 1.0]])
+    """
+    rewards, contains = _stream(rewards, teams)
+    played = np.asarray(played)
+    if (
+        played.shape != (rewards.shape[1],)
+        or played.dtype.kind not in "iu"
+        or not np.all((played >= 0) & (played < rewards.shape[0]))
+    ):
+        raise ValueError(f"played must hold one team row in 0..{rewards.shape[0] - 1} per question of the stream")
+    delay = _count(delay, "delay", 0)
+    counts = np.zeros(rewards.shape[::-1], dtype=np.int64)
+    sums = np.zeros(rewards.shape[::-1])
+    counted, summed = np.zeros(rewards.shape[0], dtype=np.int64), np.zeros(rewards.shape[0])
+    for t in range(rewards.shape[1]):
+        if t - delay >= 1:  # the outcome of question t - delay - 1 arrives now
+            _reveal(counted, summed, contains, played[t - delay - 1], rewards[:, t - delay - 1])
+        counts[t], sums[t] = counted, summed
+    return counts, sums
+
+
+def _stream(rewards: ArrayLike, teams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rewards (K, T) float64, :func:`contained_teams`), ValueError unless the shapes agree."""
+    rewards = np.asarray(rewards, dtype=np.float64)
+    teams = np.asarray(teams)
+    if teams.ndim != 2 or teams.dtype != np.bool_:
+        raise ValueError(f"teams must be a (K, N) bool array, got {teams.dtype} of shape {teams.shape}")
+    if rewards.ndim != 2 or rewards.shape[0] != teams.shape[0]:
+        raise ValueError(f"rewards must be (K, T) with K = {teams.shape[0]} teams, got shape {rewards.shape}")
+    return rewards, contained_teams(teams)
+
+
+# -- the rules, on many streams and many constants at once --------------------------------------------------------
+
+
+#: the constants of the index, by their key in ``info["grid_scores"]``: the name of ``info``'s entry and its type
+_CONSTANTS: dict[str, tuple[str, type]] = {
+    "n0": ("pseudo_count", float),
+    "m": ("explore", int),
+    "c": ("exploration", float),
+    "sigma": ("scale", float),
+}
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """G settings of the index, one per row: the pseudo-count n0, exploration c, the first m questions to all
+    models, the sampling scale sigma (each (G,)); ``settings`` the G settings as given (the constants a rule varies,
+    by their keys in :data:`_CONSTANTS`)."""
+
+    pseudo_count: np.ndarray
+    exploration: np.ndarray
+    explore: np.ndarray
+    scale: np.ndarray
+    settings: tuple[dict[str, float], ...]
+
+    @staticmethod
+    def of(settings: Iterable[dict[str, float]]) -> _Grid:
+        settings = tuple(settings)
+        column = {key: np.array([s.get(key, 0.0) for s in settings]) for key in _CONSTANTS}
+        return _Grid(column["n0"], column["c"], column["m"].astype(np.int64), column["sigma"], settings)
+
+    @property
+    def labels(self) -> list[str]:
+        """The label of each setting, e.g. ``"m=5,n0=4"``."""
+        return [",".join(f"{key}={value:g}" for key, value in s.items()) for s in self.settings]
+
+    def __getitem__(self, g: int) -> _Grid:
+        return _Grid(
+            self.pseudo_count[g : g + 1],
+            self.exploration[g : g + 1],
+            self.explore[g : g + 1],
+            self.scale[g : g + 1],
+            self.settings[g : g + 1],
+        )
+
+    def info(self, g: int) -> dict[str, Any]:
+        """The constants of setting ``g`` under their ``info`` names (``{"explore": 5, "pseudo_count": 4.0}``)."""
+        return {_CONSTANTS[key][0]: _CONSTANTS[key][1](value) for key, value in self.settings[g].items()}
+
+
+def _play(
+    rewards: list[np.ndarray],
+    prior: np.ndarray,
+    rank: np.ndarray,
+    contains: np.ndarray,
+    grid: _Grid,
+    width: float,
+    noise: list[np.ndarray] | None,
+    delay: int,
+) -> np.ndarray:
+    """(G, S, T) int64: the team rows the G settings of ``grid`` play on S streams at once (-1 past a stream's end).
+
+    ``rewards``: S arrays (K, T_s), every team's reward on each question of the stream (only the played teams'
+    sub-teams' are read, ``delay`` questions later); ``prior``, ``rank`` (S, K): each stream's training means and
+    tie-break; ``contains`` (K, K) :func:`contained_teams`; ``width`` = high - low of the rewards; ``noise``: S
+    arrays (T_s, K) of standard normal draws (read only where sigma > 0).
+    """
+    n_streams, n_teams = len(rewards), prior.shape[1]
+    lengths = np.array([r.shape[1] for r in rewards])
+    padded = np.zeros((n_streams, int(lengths.max()), n_teams))
+    drawn = np.zeros_like(padded)
+    for s, stream in enumerate(rewards):
+        padded[s, : lengths[s]] = stream.T
+        if noise is not None:
+            drawn[s, : lengths[s]] = noise[s]
+    full = int(np.argmax(contains.sum(axis=1)))  # the team of all N models: it holds every team
+    n_grid = grid.pseudo_count.size
+    counts = np.zeros((n_grid, n_streams, n_teams))
+    sums = np.zeros((n_grid, n_streams, n_teams))
+    chosen = np.full((n_grid, n_streams, padded.shape[1]), -1, dtype=np.int64)
+    n0 = grid.pseudo_count[:, None, None]
+    c, sigma = grid.exploration[:, None, None] * width, grid.scale[:, None, None] * width
+    for t in range(padded.shape[1]):
+        revealed = max(0, t - delay)  # questions 0 .. revealed - 1 are scored and revealed
+        if revealed >= 1:
+            _reveal(counts, sums, contains, chosen[:, :, revealed - 1], padded[None, :, revealed - 1])
+        plays = n0 + counts
+        index = (sums + n0 * prior) / plays
+        index = index + c * np.sqrt(2.0 * math.log1p(revealed) / plays) + sigma * drawn[None, :, t] / plays**0.5
+        rounded = np.round(index, SCORE_DIGITS)
+        tied = rounded == rounded.max(axis=2, keepdims=True)
+        team = np.where(tied, rank[None], n_teams).argmin(axis=2)  # (G, S)
+        team = np.where(t < grid.explore[:, None], full, team)
+        active = t < lengths
+        chosen[:, active, t] = team[:, active]
+    return chosen
+
+
+def partial_choices(
+    rewards: ArrayLike,
+    teams: np.ndarray,
+    prior: ArrayLike,
+    rank: ArrayLike,
+    *,
+    pseudo_count: float,
+    exploration: float = 0.0,
+    explore: int = 0,
+    scale: float = 0.0,
+    noise: ArrayLike | None = None,
+    bounds: tuple[float, float] | None = None,
+    delay: int = GAME_DELAY,
+) -> np.ndarray:
+    """(T,) int64: the team rows a rule of this module plays on one stream of T questions, under team feedback.
+
+    ``rewards`` (K, T): every team's reward on each question (only the played teams' sub-teams' are read, ``delay``
+    questions after they are played: :func:`partial_statistics`); ``teams`` (K, N) bool; ``prior`` (K,): each
+    team's mean reward on the training questions; ``rank`` (K,): the tie-break (:func:`~ensemble_env.baselines.
+    online.prior_rank`, 0 first). The first ``explore`` questions go to the team of all N models; then, with n_k,
+    S_k the revealed statistics and r the number of revealed questions, the team maximising
+
+        (S_k + n0 * prior_k) / (n0 + n_k)
+            + (high - low) * (c * sqrt(2 ln(1 + r) / (n0 + n_k)) + sigma * z_k / sqrt(n0 + n_k))
+
+    plays (rounded to :data:`~ensemble_env.baselines.online.SCORE_DIGITS` decimals, ties to the lowest rank): n0
+    ``pseudo_count``, c ``exploration``, sigma ``scale``, z ``noise`` (T, K) standard normal draws (needed when
+    sigma > 0), (low, high) ``bounds`` (default :func:`~ensemble_env.baselines.online.reward_range`'s, (-2, 1)).
+    Greedy is c = sigma = 0 and m = 0.
+
+    Two models: {a}, whose training mean is 0, is wrong on every question of the task (-1); {b} (training mean -1)
+    and the pair (-1.5, answering as b) are right (+1). Greedy with n0 = 1 never learns it: playing {a} reveals
+    {a} alone, and its shrunk mean -n / (n + 1) stays above b's untried prior -1. Giving the first two questions to
+    both models reveals every team: b plays from the third question on (the first outcome is read then, in the
+    game's timing).
+
+    >>> stream = np.array([[-1.0] * 5, [1.0] * 5, [1.0] * 5])  # {a}, {b}, {a, b} (the pair answers as b)
+    >>> teams = np.array([[1, 0], [0, 1], [1, 1]], bool)
+    >>> prior, rank = np.array([0.0, -1.0, -1.5]), np.array([0, 1, 2])
+    >>> partial_choices(stream, teams, prior, rank, pseudo_count=1.0).tolist()
+    [0, 0, 0, 0, 0]
+    >>> partial_choices(stream, teams, prior, rank, pseudo_count=1.0, explore=2).tolist()
+    [2, 2, 1, 1, 1]
+    """
+    rewards, contains = _stream(rewards, teams)
+    n_teams = rewards.shape[0]
+    prior, rank = np.asarray(prior, dtype=np.float64), np.asarray(rank)
+    if prior.shape != (n_teams,) or rank.shape != (n_teams,):
+        raise ValueError(f"prior and rank must be ({n_teams},), got {prior.shape} and {rank.shape}")
+    settings = {
+        "n0": _number(pseudo_count, "pseudo_count", positive=True),
+        "c": _number(exploration, "exploration", positive=False),
+        "m": _count(explore, "explore", 0),
+        "sigma": _number(scale, "scale", positive=False),
+    }
+    draws = None
+    if noise is not None:
+        draws = [np.asarray(noise, dtype=np.float64)]
+        if draws[0].shape != rewards.shape[::-1] or not np.all(np.isfinite(draws[0])):
+            raise ValueError(f"noise must be a finite (T, K) = {rewards.shape[::-1]} array, got {draws[0].shape}")
+    elif settings["sigma"] > 0:
+        raise ValueError("scale > 0 samples: give noise, (T, K) standard normal draws")
+    low, high = reward_range() if bounds is None else bounds
+    grid = _Grid.of([settings])
+    return _play([rewards], prior[None], rank[None], contains, grid, high - low, draws, _count(delay, "delay", 0))[0, 0]
+
+
+# -- checks ------------------------------------------------------------------------------------------------------------
+
+
+def _number(value: Any, name: str, *, positive: bool) -> float:
+    """``value`` as a finite float, > 0 when ``positive`` else >= 0; ValueError naming ``name`` (bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{name}: {value!r} is not a finite number")
+    if value < 0 or (positive and value == 0):
+        raise ValueError(f"{name}: {value!r} must be {'> 0' if positive else '>= 0'}")
+    return float(value)
+
+
+def _grid(values: Iterable[Any], name: str, check: Callable[[Any, str], Any]) -> list[Any]:
+    """``values`` checked one by one (``check(value, name)``), as a list; ValueError when empty or not a sequence."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise ValueError(f"{name} must be a sequence of values to try on the training tasks, got {values!r}")
+    grid = [check(value, name) for value in values]
+    if not grid:
+        raise ValueError(f"{name} is empty: give at least one value to try on the training tasks")
+    return grid
+
+
+def _positive(value: Any, name: str) -> float:
+    return _number(value, name, positive=True)
+
+
+def _non_negative(value: Any, name: str) -> float:
+    return _number(value, name, positive=False)
+
+
+def _explore(value: Any, name: str) -> int:
+    return _count(value, name, 1)
+
+
+# -- the rules on the protocol ----------------------------------------------------------------------------------------
+
+
+def _training_priors(p: Any, streams: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(prior (S, K), rank (S, K)) of each training task's stream: the mean reward and :func:`prior_rank` of every
+    team on the *other* training tasks' questions. ValueError with fewer than two training tasks."""
+    if len(streams) < 2:
+        raise ValueError(
+            "the partial-feedback rules choose their constants by streaming each training task with the other "
+            f"training tasks as the prior: give at least two training tasks, got {len(streams)}"
+        )
+    out: TeamOutcomes = p.outcomes
+    parts = (out.rewards, out.correct.astype(np.float64), out.share)
+    own = np.stack([np.stack([part[:, columns].sum(axis=1) for part in parts]) for columns in streams])  # (S, 3, K)
+    sizes = np.array([columns.size for columns in streams], dtype=np.float64)
+    others = (own.sum(axis=0)[None] - own) / (sizes.sum() - sizes)[:, None, None]
+    ranks = np.stack([prior_rank(*(means[:, None] for means in stream)) for stream in others])
+    return others[:, 0], ranks
+
+
+def _draws(seed: int | None, part: int, tasks: list[int], lengths: list[int], n_teams: int) -> list[np.ndarray] | None:
+    """The standard normal draws (T_s, K) of each stream, from ``default_rng([seed, part, task])``; None unseeded."""
+    if seed is None:
+        return None
+    return [np.random.default_rng([seed, part, task]).standard_normal((length, n_teams)) for task, length in
+            zip(tasks, lengths, strict=True)]  # fmt: skip
+
+
+def _rule(name: str, p: Any, grid: _Grid, seed: int | None = None) -> BaselineResult:
+    """Choose the setting of ``grid`` on the training tasks' streams, play it on the held-out tasks (``seed``: the
+    draws', for a grid that samples)."""
+    out: TeamOutcomes = p.outcomes
+    contains = contained_teams(p.teams)
+    low, high = reward_range(p.reward)
+    training = p.training_streams()
+    prior, rank = _training_priors(p, training)
+    tasks = task_ids(p.cache)[out.questions]
+    streams = [out.rewards[:, columns] for columns in training]
+    noise = _draws(seed, 1, [int(tasks[columns[0]]) for columns in training], [c.size for c in training], len(contains))
+    chosen = _play(streams, prior, rank, contains, grid, high - low, noise, GAME_DELAY)
+    scores = [
+        _stream_means(streams, [chosen[g, s, : r.shape[1]] for s, r in enumerate(streams)])
+        for g in range(len(grid.settings))
+    ]
+    best = max(range(len(scores)), key=lambda g: (round(scores[g], SCORE_DIGITS), -g))
+    held = p.held_out_streams()
+    columns = [p.test_columns[positions] for _, positions in held]
+    noise = _draws(seed, 0, [task for task, _ in held], [c.size for c in columns], len(contains))
+    test_prior = out.rewards[:, p.train_columns].mean(axis=1)
+    n_held = len(held)
+    played = _play(
+        [out.rewards[:, c] for c in columns],
+        np.repeat(test_prior[None], n_held, axis=0),
+        np.repeat(p.rank[None], n_held, axis=0),
+        contains,
+        grid[best],
+        high - low,
+        noise,
+        GAME_DELAY,
+    )[0]
+    rows = np.empty(p.test.size, dtype=np.int64)
+    switches: dict[str, int] = {}
+    for s, (task, positions) in enumerate(held):
+        rows[positions] = played[s, : positions.size]
+        switches[task_names(p.cache)[task]] = int(np.count_nonzero(np.diff(rows[positions])))
+    info = p.info(
+        feedback=FEEDBACK,
+        delay=GAME_DELAY,
+        fitted_on="training tasks' streams, each with the other training tasks as the prior",
+        **grid.info(best),
+        **({} if seed is None else {"seed": seed}),
+        grid_scores=dict(zip(grid.labels, scores, strict=True)),
+        first_team=_team_label(p.cache, p.teams[played[0, 0]]),
+        switches=switches,
+    )
+    return _result(name, p, rows, info)
+
+
+def greedy_team(
+    cache: LogitCache,
+    train: ArrayLike,
+    test: ArrayLike,
+    *,
+    reward: RewardSettings = DEFAULT_REWARD,
+    validation: ArrayLike | None = None,
+    pseudo_counts: Iterable[float] = PSEUDO_COUNT_GRID,
+    outcomes: TeamOutcomes | None = None,
+) -> BaselineResult:
+    """Greedy under team feedback: the team with the best observed mean reward shrunk toward its training mean,
+    (S_k + n0 * prior_k) / (n0 + n_k) (:func:`partial_choices` with c = sigma = 0), ties to the prior rank; the
+    first questions (nothing revealed) to the global team.
+
+    n0 from ``pseudo_counts`` is chosen on the training tasks' streams (the module's docstring). ``outcomes`` as
+    :func:`~ensemble_env.baselines.online.global_team`'s. Named ``"greedy_team"``; ``info["pseudo_count"]``,
+    ``info["grid_scores"]`` (the training score of every n0), ``info["first_team"]``, ``info["switches"]``.
+    """
+    grid = _grid(pseudo_counts, "pseudo_counts", _positive)
+    p = _protocol(cache, train, test, reward, validation, outcomes)
+    settings = _Grid.of([{"n0": n0} for n0 in grid])
+    return _rule("greedy_team", p, settings)
+
+
+def etc_team(
+    cache: LogitCache,
+    train: ArrayLike,
+    test: ArrayLike,
+    *,
+    reward: RewardSettings = DEFAULT_REWARD,
+    validation: ArrayLike | None = None,
+    explores: Iterable[int] = EXPLORE_GRID,
+    pseudo_counts: Iterable[float] = PSEUDO_COUNT_GRID,
+    outcomes: TeamOutcomes | None = None,
+) -> BaselineResult:
+    """Explore then commit: all N models answer the first m questions of each held-out task (so every team's
+    reward on them is revealed), then :func:`greedy_team`'s rule.
+
+    (m, n0) from ``explores`` x ``pseudo_counts`` is chosen on the training tasks' streams (ties to the smaller m,
+    then the smaller n0). Named ``"etc_team"``; ``info["explore"]`` m, ``info["pseudo_count"]`` n0,
+    ``info["grid_scores"]``, ``info["first_team"]`` (all N models), ``info["switches"]``.
+    """
+    m_grid = _grid(explores, "explores", _explore)
+    n0_grid = _grid(pseudo_counts, "pseudo_counts", _positive)
+    p = _protocol(cache, train, test, reward, validation, outcomes)
+    settings = _Grid.of([{"m": m, "n0": n0} for m in m_grid for n0 in n0_grid])
+    return _rule("etc_team", p, settings)
+
+
+def partial_ucb_team(
+    cache: LogitCache,
+    train: ArrayLike,
+    test: ArrayLike,
+    *,
+    reward: RewardSettings = DEFAULT_REWARD,
+    validation: ArrayLike | None = None,
+    explorations: Iterable[float] = UCB_EXPLORATION_GRID,
+    pseudo_counts: Iterable[float] = PSEUDO_COUNT_GRID,
+    outcomes: TeamOutcomes | None = None,
+) -> BaselineResult:
+    """UCB over teams under team feedback: :func:`~ensemble_env.baselines.online.ucb_team`'s index (UCB1 on rewards
+    normalised to [0, 1], n0 pseudo-plays at the training mean), but a played team reveals the reward of every one
+    of its sub-teams, so each of their counts grows (:func:`partial_choices` with exploration c).
+
+    (c, n0) from ``explorations`` x ``pseudo_counts`` is chosen on the training tasks' streams (ties to the smaller
+    c, then the smaller n0). Named ``"ucb_team(partial)"``; ``info["exploration"]``, ``info["pseudo_count"]``,
+    ``info["grid_scores"]``, ``info["first_team"]``, ``info["switches"]``.
+    """
+    c_grid = _grid(explorations, "explorations", _non_negative)
+    n0_grid = _grid(pseudo_counts, "pseudo_counts", _positive)
+    p = _protocol(cache, train, test, reward, validation, outcomes)
+    settings = _Grid.of([{"c": c, "n0": n0} for c in c_grid for n0 in n0_grid])
+    return _rule("ucb_team(partial)", p, settings)
+
+
+def thompson_team(
+    cache: LogitCache,
+    train: ArrayLike,
+    test: ArrayLike,
+    *,
+    seed: int | None,
+    reward: RewardSettings = DEFAULT_REWARD,
+    validation: ArrayLike | None = None,
+    scales: Iterable[float] = THOMPSON_SCALE_GRID,
+    pseudo_counts: Iterable[float] = PSEUDO_COUNT_GRID,
+    outcomes: TeamOutcomes | None = None,
+) -> BaselineResult:
+    """Thompson sampling over teams under team feedback: before each question, every team's mean reward is drawn
+    from a Gaussian posterior, mean (S_k + n0 * prior_k) / (n0 + n_k) and standard deviation
+    sigma * (high - low) / sqrt(n0 + n_k) (the prior counts as n0 observations at the training mean; sigma is the
+    per-question spread as a share of the reward range), and the best draw plays (:func:`partial_choices` with
+    ``scale`` sigma).
+
+    (sigma, n0) from ``scales`` x ``pseudo_counts`` is chosen on the training tasks' streams (ties to the smaller
+    sigma, then the smaller n0), every setting on the same draws. ``seed`` (an integer >= 0; None, an unseeded
+    setting, is refused) seeds every draw (the module's docstring): the same seed, the same teams. Named
+    ``"thompson_team"``; ``info["scale"]``, ``info["pseudo_count"]``, ``info["seed"]``, ``info["grid_scores"]``,
+    ``info["first_team"]``, ``info["switches"]``.
+    """
+    checked = _count(seed, "seed", 0)
+    sigma_grid = _grid(scales, "scales", _positive)
+    n0_grid = _grid(pseudo_counts, "pseudo_counts", _positive)
+    p = _protocol(cache, train, test, reward, validation, outcomes)
+    settings = _Grid.of([{"sigma": sigma, "n0": n0} for sigma in sigma_grid for n0 in n0_grid])
+    return _rule("thompson_team", p, settings, checked)
+
+
+def rules(seed: int | None = 0) -> dict[str, Callable[..., BaselineResult]]:
+    """The partial-feedback rules by their registry name, each called as
+    ``function(cache, train, test, reward=..., validation=..., outcomes=...)``; ``seed`` goes to
+    :func:`thompson_team` (None: it refuses to run)."""
+    return {
+        "greedy_team": greedy_team,
+        "etc_team": etc_team,
+        "ucb_team(partial)": partial_ucb_team,
+        "thompson_team": functools.partial(thompson_team, seed=seed),
+    }
