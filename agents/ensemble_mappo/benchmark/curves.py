@@ -24,15 +24,18 @@ from ensemble_env.files import check_output, save_figure
 from ensemble_env.game.reward import RewardSettings
 from ensemble_mappo.benchmark import protocols
 
-__all__ = ["FILE", "learner_curves", "plot_learning_curves", "validation_lines"]
+__all__ = ["BEST_RULE", "FILE", "best_rules", "learner_curves", "plot_learning_curves", "validation_lines"]
 
 #: the figure's file in the benchmark's folder
 FILE = "learning_curves.png"
+#: the competitor that plays, on each fold, the hand rule best on that fold's validation tasks (:func:`best_rules`)
+BEST_RULE = "best_rule(validation)"
 
 
 def validation_lines(units: Sequence[protocols.Unit], names: Sequence[str], alpha: float) -> list[dict[str, float]]:
-    """Per unit (fold), each baseline of ``names`` that reads no scored label: its mean reward per question on the
-    unit's validation tasks, fitted on its training tasks (the learners' validation plays, on the same questions)."""
+    """Per unit (fold), each baseline of the unseen-task protocol in ``names`` that reads no scored label: its mean
+    reward per question on the unit's validation tasks, fitted on its training tasks (the learners' validation
+    plays, on the same questions)."""
     rules = [name for name in names if _is_rule(name)]
     lines = []
     for unit in units:
@@ -53,6 +56,17 @@ def _is_rule(name: str) -> bool:
     except ValueError:
         return False
     return entry.unseen_tasks and not entry.uses_test_labels
+
+
+def best_rules(lines: Sequence[Mapping[str, float]], feedback: str) -> list[str | None]:
+    """Per unit, the rule with the best validation reward in ``lines`` among those the protocol's ``feedback``
+    allows (:func:`ensemble_env.baselines.registry.reference` is None: not a reference); ties to the first in
+    ``lines``' order; None where the unit has none."""
+    chosen: list[str | None] = []
+    for line in lines:
+        playable = [name for name in line if baselines.reference(name, feedback) is None]
+        chosen.append(max(playable, key=lambda name: (round(line[name], 12), -playable.index(name)), default=None))
+    return chosen
 
 
 def learner_curves(per_algorithm: Mapping[str, Any]) -> dict[str, list[dict[str, np.ndarray]]]:

@@ -17,7 +17,6 @@ import numpy as np
 
 from ensemble_env.baselines import comparison
 from ensemble_env.baselines import registry as baselines
-from ensemble_env.baselines.partial import PARTIAL_DEFAULT_BASELINES as PARTIAL_BASELINES
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import RewardSettings
 from ensemble_mappo.benchmark.answers import Algorithm, Answers
@@ -33,6 +32,7 @@ __all__ = [
     "baseline",
     "canonical",
     "default_algorithms",
+    "reference_reason",
     "register_algorithm",
     "resolve",
     "uses_test_labels",
@@ -71,10 +71,11 @@ UNSEEN_DEFAULT_ALGORITHMS = (
 
 
 #: what ``ensemble-env benchmark --protocol unseen-tasks --feedback team`` runs without --algorithms: the learners
-#: (from a start that encodes no hand rule), the hand rules of partial feedback
-#: (``ensemble_env.baselines.partial``) and two references that this game does not allow: follow-the-leader with
-#: every model's output revealed, and the hindsight team (it reads the scored labels)
-PARTIAL_DEFAULT_ALGORITHMS = ("mappo", "ippo", "global_team", *PARTIAL_BASELINES, "ftl_team", "hindsight_team")
+#: (from a start that encodes no hand rule), the rules a router seeing only what it queried can play (the global
+#: team, the vote, UCB on the played team's reward, ``ensemble_env.baselines.partial``'s rules) and two references
+#: this game does not allow: follow-the-leader with every model's output revealed, and the hindsight team (it reads
+#: the scored labels)
+PARTIAL_DEFAULT_ALGORITHMS = ("mappo", "ippo", *baselines.PARTIAL_DEFAULT_BASELINES)
 
 
 def default_algorithms(protocol: str = "standard", feedback: str = "all") -> tuple[str, ...]:
@@ -162,6 +163,18 @@ def resolve(
     if name in ALGORITHMS:
         return ALGORITHMS[name]
     raise _unknown(name)
+
+
+def reference_reason(name: str, feedback: str = "all") -> str | None:
+    """Why algorithm ``name`` is a reference rather than a competitor under the protocol's ``feedback``
+    (:func:`ensemble_env.baselines.registry.reference`: ``"test labels"``, ``"full feedback"``, ...); None for a
+    competitor (learners, registered algorithms and names no registry knows)."""
+    if name in LEARNERS or name in ALGORITHMS:
+        return None
+    try:
+        return baselines.reference(name, feedback)
+    except ValueError:
+        return None
 
 
 def uses_test_labels(name: str) -> bool:

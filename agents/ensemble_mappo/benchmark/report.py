@@ -66,6 +66,8 @@ def format_markdown(results: dict[str, Any]) -> str:
             points = [_frontier_point(name, entry, results["alpha"]) for name, entry in per_algorithm.items()]
         note = describe_costs(comparison.priced(points), units.get(cache_name))
         lines += ["", f"Cost: mean per question; {note}.", ""]
+        if results.get("protocol", {}).get("feedback") == "team":
+            lines += _gap_closed(per_algorithm)
         lines += _routing_table(per_algorithm)
         pairs = [(name, entry["versus"]) for name, entry in per_algorithm.items() if entry.get("versus")]
         if pairs:
@@ -84,7 +86,28 @@ def format_markdown(results: dict[str, Any]) -> str:
 
 
 def _role(entry: dict[str, Any]) -> str:
-    return TEST_LABELS_ROLE if entry.get("uses_test_labels") else "competitor"
+    if entry.get("uses_test_labels"):
+        return TEST_LABELS_ROLE
+    reason = entry.get("reference")
+    return f"reference ({reason}: not playable in this game)" if reason else "competitor"
+
+
+def _gap_closed(per_algorithm: Mapping[str, Any]) -> list[str]:
+    """Under partial feedback: the share of the gap between the best hand rule (chosen per fold on validation) and
+    follow-the-leader with every output revealed that each competitor closes, on the reward."""
+    if curves.BEST_RULE not in per_algorithm or "ftl_team" not in per_algorithm:
+        return []
+    best = per_algorithm[curves.BEST_RULE]["aggregate"]["reward"]["mean"]
+    full = per_algorithm["ftl_team"]["aggregate"]["reward"]["mean"]
+    if full <= best:
+        return []
+    lines = [f"Share of the gap between {curves.BEST_RULE} ({best:+.3f}) and ftl_team with every output revealed "
+             f"({full:+.3f}) closed, on the reward:", ""]  # fmt: skip
+    for name, entry in per_algorithm.items():
+        if name != curves.BEST_RULE and not entry.get("reference") and not entry.get("uses_test_labels"):
+            share = (entry["aggregate"]["reward"]["mean"] - best) / (full - best)
+            lines.append(f"- {name}: {share:+.0%}")
+    return [*lines, ""]
 
 
 def _routing_table(per_algorithm: dict[str, Any]) -> list[str]:

@@ -24,8 +24,8 @@ from ensemble_env.game.reward import check_alpha
 from ensemble_env.text import show
 from ensemble_mappo.benchmark import curves, marl_eval, protocols
 from ensemble_mappo.benchmark.answers import answers_to_json, check_answers
-from ensemble_mappo.benchmark.learners import BUDGETS, LEARNERS
-from ensemble_mappo.benchmark.registry import canonical, resolve, uses_test_labels
+from ensemble_mappo.benchmark.learners import BUDGETS
+from ensemble_mappo.benchmark.registry import canonical, reference_reason, resolve, uses_test_labels
 from ensemble_mappo.benchmark.report import format_markdown, plot_skipped, write_plots
 from ensemble_mappo.benchmark.stats import REFERENCES, aggregate, paired_differences, routing, run_summary
 from ensemble_mappo.benchmark.store import (
@@ -205,6 +205,11 @@ def benchmark(
         if bar is not None:
             bar.close()
             bar = None
+        lines: dict[str, list[dict[str, float]]] = {}
+        if protocol != "standard":  # the hand rules on each fold's validation tasks, and the best of them per fold
+            lines = {cache_name: curves.validation_lines(units, list(names), rate)
+                     for cache_name, (units, _) in plans.items()}  # fmt: skip
+            names = _with_best_rule(names, lines, feedback, records, seeds)
         runs = {
             (cache_name, name): [
                 {**_merged(plans[cache_name], [records[(cache_name, name, seed, k)] for k in range(len(units))]),
@@ -215,9 +220,8 @@ def benchmark(
             for name in names
         }  # fmt: skip
         runs = {(_scored_name(key, loaded, eval_cache), name): group for (key, name), group in runs.items()}
-        results = _results(scored, list(names), runs, alpha, budget, seeds, reused, digests)
+        results = _results(scored, list(names), runs, alpha, budget, seeds, reused, digests, feedback)
         if protocol != "standard":
-            rules = list(names) if any(name in LEARNERS for name in names) else []
             results["protocol"] = {
                 "name": protocol,
                 "feedback": feedback,
@@ -230,10 +234,12 @@ def benchmark(
                     ]
                     for cache_name, (units, _) in plans.items()
                 },
-                # the hand rules on each fold's validation tasks: the lines of the learning curves
-                "validation_lines": {
-                    _scored_name(cache_name, loaded, eval_cache): curves.validation_lines(units, rules, rate)
-                    for cache_name, (units, _) in plans.items()
+                # the hand rules on each fold's validation tasks: the lines of the learning curves, and the rule
+                # best_rule(validation) plays on each fold
+                "validation_lines": {_scored_name(name, loaded, eval_cache): line for name, line in lines.items()},
+                "best_rules": {
+                    _scored_name(name, loaded, eval_cache): curves.best_rules(line, feedback)
+                    for name, line in lines.items()
                 },
             }
         write_output(folder / "results.json", _json(results), inputs)
@@ -249,6 +255,27 @@ def benchmark(
         if bar is not None:
             bar.close()
     return results
+
+
+def _with_best_rule(
+    names: dict[str, str],
+    lines: Mapping[str, list[dict[str, float]]],
+    feedback: str,
+    records: dict[tuple[str, str, int, int], dict[str, Any]],
+    seeds: Sequence[int],
+) -> dict[str, str]:
+    """``names`` with :data:`curves.BEST_RULE` added when some fold has a playable hand rule: its record on each fold
+    and seed is the record of the rule best on that fold's validation tasks (``records`` gains them)."""
+    chosen = {cache_name: curves.best_rules(line, feedback) for cache_name, line in lines.items()}
+    if not chosen or any(rule is None for rules in chosen.values() for rule in rules):
+        return names
+    for cache_name, rules in chosen.items():
+        for seed in seeds:
+            for k, rule in enumerate(rules):
+                record = records[(cache_name, str(rule), seed, k)]
+                records[(cache_name, curves.BEST_RULE, seed, k)] = {**record, "info": {**record.get("info", {}),
+                                                                                     "rule": rule}}  # fmt: skip
+    return {**names, curves.BEST_RULE: curves.BEST_RULE}
 
 
 def _scored_name(cache_name: str, loaded: Mapping[str, Any], eval_cache: Any) -> str:
@@ -355,6 +382,7 @@ def _results(
     seeds: list[int],
     reused: int,
     digests: dict[str, str],
+    feedback: str = "all",
 ) -> dict[str, Any]:
     """What ``results.json`` holds: per cache and algorithm, the runs, the aggregate, the routing and the paired
     differences to the references; per cache, its content digest and the unit of its costs (``cost_units``: None
@@ -366,6 +394,7 @@ def _results(
             group = runs[(cache_name, name)]
             per_algorithm[name] = {
                 "uses_test_labels": uses_test_labels(name),
+                "reference": reference_reason(name, feedback),
                 "aggregate": aggregate(cache, group, alpha),
                 "runs": [run_summary(cache, run, alpha) for run in group],
                 "routing": routing(cache, group, alpha),

@@ -45,6 +45,7 @@ REFERENCES = (
     "global_team",
     "ftl_team",
     "ftl_team(no_delay)",
+    "best_rule(validation)",
 )
 
 
