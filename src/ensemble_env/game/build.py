@@ -33,12 +33,12 @@ from ensemble_env.game.window import STATISTIC_CODES, count_planes, n_triples, p
 
 __all__ = [
     "build_feedback",
-    "feedback_words",
     "build_record_tables",
     "build_settings",
     "build_state",
     "build_tables",
     "build_task_record",
+    "feedback_words",
     "initial_cost",
     "kernel_layout",
     "new_outputs",

@@ -335,8 +335,11 @@ class EnsembleVectorEnv:
             + 8 * n * self.layout.model_size
             + (8 * (n + (2**n - 1 if self.uses_team_record else 0)) if self.uses_records else 0)  # record counts
             + (8 * cfg.window * feedback_words(n) + 8 * n if cfg.feedback == "team" else 0)  # what was revealed
-            + (8 * (n + (2**n - 1 if self.uses_team_record else 0)) if cfg.feedback == "team" and self.uses_records
-               else 0)
+            + (
+                8 * (n + (2**n - 1 if self.uses_team_record else 0))
+                if cfg.feedback == "team" and self.uses_records
+                else 0
+            )
         )
         total = per_copy * self.num_envs
         if total > MAX_STATE_BYTES:

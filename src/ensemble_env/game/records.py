@@ -201,7 +201,7 @@ class Feedback(NamedTuple):
     kernel reads."""
 
     revealed: np.ndarray  # (B, T, W) uint64 the team that answered each window slot (a ring aligned with
-    #                       ``CopyState.window``): bit i % 64 of word i // 64 is model i, W = ceil(N / 64); 0 where unset
+    #                       ``CopyState.window``): bit i % 64 of word i // 64 is model i, W = ceil(N / 64); 0 unset
     seen: np.ndarray  # (B, N) int32 window rows where model i's output was revealed (it was in the answering team)
     seen_right: np.ndarray  # (B, N) int32 ... of which model i was right
     model_seen: np.ndarray  # (B, N) int64 answered questions of the episode's task that revealed model i (a record

@@ -29,9 +29,9 @@ from ensemble_env.game import dynamics, task_record
 from ensemble_env.game.actions import subset_masks
 from ensemble_env.game.build import build_feedback, initial_cost, new_outputs
 from ensemble_env.game.config import EnvConfig
+from ensemble_env.game.feedback import observe_feedback, revealed_masks
 from ensemble_env.game.jit import kernel
 from ensemble_env.game.layout import ObservationLayout
-from ensemble_env.game.feedback import observe_feedback, revealed_masks
 from ensemble_env.game.records import (
     CopyState,
     Counter,
@@ -450,7 +450,7 @@ class _SnapshotCheck:
         bits = revealed_masks(feedback.revealed, 64 * feedback.revealed.shape[2])
         index = _first(bits[..., n_models:].any(axis=-1) | (~written & bits.any(axis=-1)))
         if index is not None:
-            env, slot = index
+            env = index[0]
             problem = (
                 f"sets a bit beyond the N={n_models} models" if written[index] else
                 f"is not 0: copy {env}'s window has {count[env]} slots written (counters COUNT), not this one"
