@@ -33,6 +33,11 @@ engine's generator and deals the copies theirs in copy order, auto-resets deal o
 With a record extra (``task_record``, ``team_record``, ``member_record``) the kernels of
 :mod:`ensemble_env.game.task_record` add each answered question to the task's record after the step kernel and
 write those blocks; without one they never run.
+
+Partial feedback (``feedback="team"``, ``docs/environment-spec.md``, "Partial feedback"): answering q_t reveals only the
+outputs of E_t; the kernels of :mod:`ensemble_env.game.feedback` note E_t before the step kernel and rewrite the
+window blocks after each observation, over what was revealed (their record, ``Feedback``, is kept beside the copies'
+state); under ``"all"`` they never run.
 """
 
 from __future__ import annotations
@@ -256,6 +261,7 @@ class EnsembleVectorEnv:
         self._feedback_step_kernel = FastKernel(feedback.feedback_step)
         self._feedback_observe_kernel = FastKernel(feedback.observe_feedback)
         self._revealed_statistics_kernel = FastKernel(feedback.revealed_statistics)
+        self._every = np.arange(self.num_envs)  # every copy's index
         #: the team every step commits without a decider (the whole pool)
         self._pool = np.ones((self.num_envs, n_models), dtype=np.uint8)
         self._models_out = np.zeros((self.num_envs, n_models, self.layout.model_size), dtype=np.float32)
@@ -322,6 +328,7 @@ class EnsembleVectorEnv:
         """Refuse, before allocating, copies whose state would not fit in :data:`MAX_STATE_BYTES`."""
         n, c, cfg = self.n_models, self.max_choices, self.config
         words = (count_planes(cfg.window) * table_words(n)) if self.uses_plurality_table else 1
+        record_counts = 8 * (n + (2**n - 1 if self.uses_team_record else 0)) if self.uses_records else 0
         per_copy = (
             4 * (self._shuffled_width() if cfg.order == "shuffled" else 0)
             + 4 * cfg.window
@@ -333,13 +340,9 @@ class EnsembleVectorEnv:
             + n
             + 8 * (self.layout.decider_size + self.layout.fusion_size)  # observations, and a step's copy
             + 8 * n * self.layout.model_size
-            + (8 * (n + (2**n - 1 if self.uses_team_record else 0)) if self.uses_records else 0)  # record counts
-            + (8 * cfg.window * feedback_words(n) + 8 * n if cfg.feedback == "team" else 0)  # what was revealed
-            + (
-                8 * (n + (2**n - 1 if self.uses_team_record else 0))
-                if cfg.feedback == "team" and self.uses_records
-                else 0
-            )
+            + record_counts
+            # what was revealed: the window's answering teams, the window's and the record's counts
+            + (8 * cfg.window * feedback_words(n) + 8 * n + record_counts if cfg.feedback == "team" else 0)
         )
         total = per_copy * self.num_envs
         if total > MAX_STATE_BYTES:
@@ -594,7 +597,7 @@ class EnsembleVectorEnv:
             self._feedback_step_kernel(self.tables, self._feedback, self._state, self.settings)
         self._step_kernel(next_team, answers, self.tables, self._state, self.settings, out)
         if self.team_feedback:  # the window blocks, over what was revealed
-            every = np.arange(self.num_envs)
+            every = self._every
             self._feedback_observe_kernel(every, self.tables, self._state, self._feedback, self.settings, out)
         if self._record is not None:  # q_t's outcome joins the task's record
             self._record_step_kernel(self.record_tables, self._record, self._state, self._feedback, self.settings, out)
@@ -644,7 +647,8 @@ class EnsembleVectorEnv:
 
     def _optional_arrays(self) -> dict[str, np.ndarray]:
         """The arrays of the copies' state that some configurations have (``snapshot.OPTIONAL_KEYS``), by name: the
-        deck of tasks (``episodes="task"``), the task's record (a record extra)."""
+        deck of tasks (``episodes="task"``), the task's record (a record extra), what was revealed
+        (``feedback="team"``)."""
         arrays = {"task_deck": self.task_deck} if self.by_task else {}
         if self._record is not None:
             arrays.update(self._record._asdict())

@@ -188,7 +188,8 @@ class Outputs(NamedTuple):
 
 class TaskRecord(NamedTuple):
     """Per-copy counts over the questions answered in the episode's task (``episodes="task"`` with a record extra);
-    the number answered is ``counters[:, Counter.ANSWERED]``. Snapshots hold them; a reset zeroes them."""
+    the number answered is ``counters[:, Counter.ANSWERED]``. With ``feedback="team"`` they count only what was
+    revealed (out of ``Feedback.model_seen``, ``team_seen``). Snapshots hold them; a reset zeroes them."""
 
     model_right: np.ndarray  # (B, N) int64 answered questions model i got right
     team_right: np.ndarray  # (B, K) int64 ... team k's mean vote got right (K = 2**N - 1; (B, 0) without team_record)

@@ -22,6 +22,14 @@ extra              agent     size   values
   members' probabilities (summed in float64 in model order, ties to the lowest choice), the answer
   ``fusion_action="weights"`` gives with equal weights (:func:`team_vote_table`).
 
+With ``feedback="team"`` (:mod:`ensemble_env.game.feedback`) only the outputs of the team that answered a question are
+revealed: right_i and n_i count the answered questions whose answering team held model i (``Feedback.model_seen``),
+team_right_k and n_k those whose answering team contained team k (``Feedback.team_seen``), each rate is over its own
+count (right_i / n_i, team_right_k / n_k; 0 while it is 0), and each block is followed by its count features:
+``task_record_count`` [count(n_0), ..., count(n_{N-1})], ``team_record_count`` [count(n_k) for the K teams],
+``member_record_count`` [count(n_i) for the members, 0 for the others]; count(n) of ``task_record`` and
+``member_record`` stays that of all the answered questions.
+
 Timing (``docs/environment-spec.md``, step order): step t answers q_t and reveals its label; :func:`record_step` then
 adds q_t's outcomes to the counts (``TaskRecord``) and writes the blocks, so the observations after step t include
 q_t's outcome and no label of a question not yet answered. A reset zeroes the counts. The counts are integers
