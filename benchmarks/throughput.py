@@ -16,6 +16,9 @@ actions, it prints steps/s of
     ``vector_env(1024)`` with ``fusion_action="weights"`` (the decider's team, weighted fusion), with
     ``decider=False, fusion_action="weights"`` (RLAE_PPO) and with ``fusion_agents="per_model"`` and no decider
     (RLAE_MAPPO: N weighting agents), random weights in [0, 1];
+(f) partial feedback (``--feedback``, on by default; ``--no-feedback`` skips it): ``parallel_env`` and
+    ``vector_env(1024)`` with ``feedback="team"`` (only the answering team's outputs revealed: the statistics
+    re-read the window's rows), random teams and answers as in (b) and (c);
 
 each the median of ``--repeats`` timed blocks of this process's CPU time (``--wall`` for wall time), the
 five measurements taking turns block by block so that they share the machine's conditions, and the ratios
@@ -147,8 +150,8 @@ def random_actions(rng: np.random.Generator, n_models: int, count: int) -> list[
     ]
 
 
-def parallel_runner(cache: ensemble_env.LogitCache, window: int, steps: int) -> Runner:
-    env = ensemble_env.parallel_env(cache, split="all", window=window)
+def parallel_runner(cache: ensemble_env.LogitCache, window: int, steps: int, **options: object) -> Runner:
+    env = ensemble_env.parallel_env(cache, split="all", window=window, **options)
     env.reset(seed=0)
     actions = random_actions(np.random.default_rng(0), cache.n_models, 4096)
 
@@ -161,8 +164,8 @@ def parallel_runner(cache: ensemble_env.LogitCache, window: int, steps: int) -> 
     return run, steps, 1
 
 
-def vector_runner(cache: ensemble_env.LogitCache, window: int, batch_steps: int) -> Runner:
-    venv = ensemble_env.vector_env(BATCH, cache, split="all", window=window, order="shuffled")
+def vector_runner(cache: ensemble_env.LogitCache, window: int, batch_steps: int, **options: object) -> Runner:
+    venv = ensemble_env.vector_env(BATCH, cache, split="all", window=window, order="shuffled", **options)
     venv.reset(seed=0)
     rng = np.random.default_rng(0)
     actions = [
@@ -183,6 +186,10 @@ RLAE_CONFIGS: dict[str, dict[str, object]] = {
     "rlae_ppo": {"decider": False, "fusion_action": "weights"},
     "rlae_mappo": {"decider": False, "fusion_action": "weights", "fusion_agents": "per_model"},
 }
+
+
+#: the options of (f), by row name: the game's own actions, other options
+OPTION_CONFIGS: dict[str, dict[str, object]] = {"feedback team": {"feedback": "team"}}
 
 
 def rlae_actions(env: ensemble_env.EnsembleParallelEnv, rng: np.random.Generator, batch: int | None) -> dict:
@@ -300,6 +307,9 @@ def main() -> None:
     parser.add_argument(
         "--rlae", action=argparse.BooleanOptionalAction, default=True, help="also time the RLAE options (rows e)"
     )
+    parser.add_argument(
+        "--feedback", action=argparse.BooleanOptionalAction, default=True, help="also time feedback='team' (rows f)"
+    )
     args = parser.parse_args()
     scale = 0.1 if args.quick else 1.0
     Yardstick.vectorised = args.vectorised_yardstick
@@ -327,6 +337,9 @@ def main() -> None:
             for name, options in RLAE_CONFIGS.items():
                 runners[f"parallel_{name}"] = rlae_parallel_runner(cache, steps, options)
                 runners[f"vector_{name}"] = rlae_vector_runner(cache, batch_steps, options)
+        for name, options in OPTION_CONFIGS.items() if args.feedback else ():
+            runners[f"parallel_{name}"] = parallel_runner(cache, WINDOW, steps, **options)
+            runners[f"vector_{name}"] = vector_runner(cache, WINDOW, batch_steps, **options)
         row = interleaved(runners, args.repeats)
         results[f"N={n_models}"] = row
         print(
@@ -337,9 +350,11 @@ def main() -> None:
             f"(cost ratio {row['parallel_T50'] / row['parallel_T5000']:.2f})",
             flush=True,
         )
-        for name in RLAE_CONFIGS if args.rlae else ():
+        shown = [(f"RLAE {name:<10s}", name, RLAE_CONFIGS[name]) for name in RLAE_CONFIGS if args.rlae]
+        shown += [(f"{name:<15s}", name, OPTION_CONFIGS[name]) for name in OPTION_CONFIGS if args.feedback]
+        for label, name, options in shown:
             print(
-                f"      RLAE {name:<10s} {RLAE_CONFIGS[name]}: parallel_env {row[f'parallel_{name}']:>9,.0f} steps/s "
+                f"      {label} {options}: parallel_env {row[f'parallel_{name}']:>9,.0f} steps/s "
                 f"({row[f'parallel_{name}'] / row['parallel_env']:.2f}x today's) | vector_env(B={BATCH}) "
                 f"{row[f'vector_{name}']:>11,.0f} ({row[f'vector_{name}'] / row['vector_env']:.2f}x today's)",
                 flush=True,

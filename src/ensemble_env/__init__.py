@@ -50,6 +50,7 @@ def load_cache(path: str | os.PathLike[str], *, timeout: float | None = None) ->
 __all__ = [
     "ENV_ID",
     "UNSEEN_ENV_ID",
+    "UNSEEN_V2_ENV_ID",
     "CacheError",
     "EnsembleParallelEnv",
     "EnsembleVectorEnv",
@@ -76,60 +77,71 @@ ENV_ID = "ensemble_env/Ensemble-v1"
 #: routing on tasks never seen: every episode one task, the agents see its history, never its identity
 #: (:func:`unseen_parallel_env`; the options: :func:`ensemble_env.game.config.unseen_game`)
 UNSEEN_ENV_ID = "ensemble_env/EnsembleUnseen-v1"
+#: the same under partial feedback: answering a question reveals only the outputs of the team that answered it
+#: (``version=2`` of the unseen factories; ``feedback="team"``, :mod:`ensemble_env.game.feedback`)
+UNSEEN_V2_ENV_ID = "ensemble_env/EnsembleUnseen-v2"
 
 _CacheArg = LogitCache | str | os.PathLike[str] | None
 
 
 def unseen_parallel_env(
-    cache: _CacheArg = None, *, render_mode: str | None = None, **options: Any
+    cache: _CacheArg = None, *, render_mode: str | None = None, version: int = 1, **options: Any
 ) -> EnsembleParallelEnv:
-    """``ensemble_env/EnsembleUnseen-v1``: :func:`parallel_env` with the options of
+    """``ensemble_env/EnsembleUnseen-v{version}``: :func:`parallel_env` with the options of
     :func:`~ensemble_env.game.config.unseen_game` for the cache's pool, ``options`` on top (an option that would
-    show the task's identity raises a ValueError).
+    show the task's identity raises a ValueError). ``version=2`` is the game under partial feedback
+    (``feedback="team"``: answering a question reveals only the outputs of the team that answered it).
 
     >>> env = unseen_parallel_env("toy8", split="test")
     >>> obs, infos = env.reset(seed=0)
     >>> [name for name in env.engine.layout.decider if "record" in name], list(env.engine.layout.fusion)[-1]
     (['task_record', 'team_record'], 'member_record')
+    >>> env = unseen_parallel_env("toy8", split="test", version=2)
+    >>> [name for name in env.engine.layout.decider if "record" in name], list(env.engine.layout.fusion)[-1]
+    (['task_record', 'task_record_count', 'team_record', 'team_record_count'], 'member_record_count')
     """
     loaded = datasets.resolve(cache)
-    return parallel_env(loaded, render_mode=render_mode, **unseen_game(loaded.n_models, options))
+    return parallel_env(loaded, render_mode=render_mode, **unseen_game(loaded.n_models, options, version=version))
 
 
 def unseen_env(
-    cache: _CacheArg = None, *, render_mode: str | None = None, **options: Any
+    cache: _CacheArg = None, *, render_mode: str | None = None, version: int = 1, **options: Any
 ) -> AECEnv[str, np.ndarray, Any]:
-    """The AEC view of ``ensemble_env/EnsembleUnseen-v1`` (:func:`env` with the options of
+    """The AEC view of ``ensemble_env/EnsembleUnseen-v{version}`` (:func:`env` with the options of
     :func:`unseen_parallel_env`)."""
     loaded = datasets.resolve(cache)
-    return env(loaded, render_mode=render_mode, **unseen_game(loaded.n_models, options))
+    return env(loaded, render_mode=render_mode, **unseen_game(loaded.n_models, options, version=version))
 
 
-def unseen_vector_env(num_envs: int = 1, cache: _CacheArg = None, **options: Any) -> EnsembleVectorEnv:
-    """``num_envs`` copies of ``ensemble_env/EnsembleUnseen-v1`` (:func:`vector_env` with the options of
+def unseen_vector_env(
+    num_envs: int = 1, cache: _CacheArg = None, *, version: int = 1, **options: Any
+) -> EnsembleVectorEnv:
+    """``num_envs`` copies of ``ensemble_env/EnsembleUnseen-v{version}`` (:func:`vector_env` with the options of
     :func:`unseen_parallel_env`). After ``reset()`` the copies play distinct tasks of a freshly shuffled deck while
     it lasts: with ``num_envs`` equal to the stream's task count, each copy's first episode is a different task, all
     of its questions (``split="test", tasks=held_out`` scores every held-out question once)."""
     loaded = datasets.resolve(cache)
-    return vector_env(num_envs, loaded, **unseen_game(loaded.n_models, options))
+    return vector_env(num_envs, loaded, **unseen_game(loaded.n_models, options, version=version))
 
 
 def _register() -> None:
-    """Register the envs in PettingZoo's registry (PettingZoo >= 1.25 has one): ``ensemble_env/Ensemble-v1`` and
-    ``ensemble_env/EnsembleUnseen-v1``, each for both APIs."""
+    """Register the envs in PettingZoo's registry (PettingZoo >= 1.25 has one): ``ensemble_env/Ensemble-v1``,
+    ``ensemble_env/EnsembleUnseen-v1`` and ``ensemble_env/EnsembleUnseen-v2``, each for both APIs."""
     try:
         from pettingzoo.env_registry.registration import aec_registry, parallel_registry, register
     except ImportError:  # older PettingZoo: no registry
         return
-    entry_points = {
-        ENV_ID: ("ensemble_env.views.parallel:parallel_env", "ensemble_env.views.parallel:env"),
-        UNSEEN_ENV_ID: ("ensemble_env:unseen_parallel_env", "ensemble_env:unseen_env"),
+    unseen = ("ensemble_env:unseen_parallel_env", "ensemble_env:unseen_env")
+    entry_points: dict[str, tuple[str, str, dict[str, Any]]] = {
+        ENV_ID: ("ensemble_env.views.parallel:parallel_env", "ensemble_env.views.parallel:env", {}),
+        UNSEEN_ENV_ID: (*unseen, {}),
+        UNSEEN_V2_ENV_ID: (*unseen, {"version": 2}),
     }
-    for env_id, (parallel_entry, aec_entry) in entry_points.items():
+    for env_id, (parallel_entry, aec_entry, kwargs) in entry_points.items():
         if env_id not in parallel_registry:
-            register("parallel", env_id, entry_point=parallel_entry)
+            register("parallel", env_id, entry_point=parallel_entry, kwargs=kwargs)
         if env_id not in aec_registry:
-            register("aec", env_id, entry_point=aec_entry)
+            register("aec", env_id, entry_point=aec_entry, kwargs=kwargs)
 
 
 _register()

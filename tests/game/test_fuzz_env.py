@@ -33,6 +33,7 @@ CHOICES = {
     "decider": (True, False, np.bool_(False), 0, "no", None),
     "fusion_action": ("answer", "weights", "logits", None),
     "fusion_agents": ("one", "per_model", "all", 1),
+    "feedback": ("all", "team", "none", 1, None),
 }
 
 

@@ -84,6 +84,14 @@ CONFIGS: dict[str, tuple[str, dict[str, Any], int, bool]] = {
     # the task's records (with team_record), the deck of tasks
     "unseen": ("costs4", dict(unseen_game(4), episode_length=7, window=4, split="all", reward_history=3), 3, True),
     "unseen_past": ("uneven4", dict(unseen_game(4), window=9, split="all"), 2, False),
+    # EnsembleUnseen-v2: partial feedback (what was revealed: the window's answering teams, the revealed counts)
+    "unseen_v2": (
+        "costs4",
+        dict(unseen_game(4, version=2), episode_length=7, window=4, split="all", metrics=tuple(METRICS)),
+        3,
+        True,
+    ),
+    "team_past": ("uneven4", dict(unseen_game(4, version=2), window=9, split="all", diversity_bonus=0.3), 2, False),
 }
 #: steps played before each snapshot (across episode ends: the episodes are shorter)
 VARIANTS = (0, 3, 27)

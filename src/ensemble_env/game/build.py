@@ -1,8 +1,8 @@
 """The builders of the kernels' records (:mod:`ensemble_env.game.records`), from the options and the cache.
 
 The engine (:class:`~ensemble_env.game.engine.EnsembleVectorEnv`) calls them once when it is built
-(:func:`build_settings`, :func:`kernel_layout`, :func:`build_tables`, :func:`build_state`, and with a record extra
-:func:`build_record_tables`, :func:`build_task_record`) and at every step
+(:func:`build_settings`, :func:`kernel_layout`, :func:`build_tables`, :func:`build_state`, :func:`build_feedback`,
+and with a record extra :func:`build_record_tables`, :func:`build_task_record`) and at every step
 (:func:`new_outputs`, fresh arrays for the step's results); :func:`initial_cost` is the info ``cost`` a reset
 writes (the snapshot's checks expect it too). Every array has the one dtype and layout the kernels were compiled
 for: a new type would compile them anew.
@@ -19,6 +19,7 @@ from ensemble_env.game.layout import ObservationLayout
 from ensemble_env.game.records import (
     CopyState,
     Counter,
+    Feedback,
     Info,
     Layout,
     Outputs,
@@ -31,11 +32,13 @@ from ensemble_env.game.task_record import team_vote_table
 from ensemble_env.game.window import STATISTIC_CODES, count_planes, n_triples, plurality_table, table_words
 
 __all__ = [
+    "build_feedback",
     "build_record_tables",
     "build_settings",
     "build_state",
     "build_tables",
     "build_task_record",
+    "feedback_words",
     "initial_cost",
     "kernel_layout",
     "new_outputs",
@@ -62,6 +65,7 @@ def build_settings(
         per_copy_order=cfg.order == "shuffled",
         use_table=bool(uses_plurality_table),
         track_agreement="fleiss_kappa" in statistic_names,
+        team_feedback=cfg.feedback == "team",
         layout=Layout(*([-1] * len(Layout._fields))),
     )
 
@@ -86,6 +90,11 @@ def kernel_layout(layout: ObservationLayout) -> Layout:
         decider_task_record=start(decider, "task_record"),
         decider_team_record=start(decider, "team_record"),
         fusion_member_record=start(fusion, "member_record"),
+        decider_statistics_count=start(decider, "statistics_count"),
+        decider_model_accuracy_count=start(decider, "model_accuracy_count"),
+        decider_task_record_count=start(decider, "task_record_count"),
+        decider_team_record_count=start(decider, "team_record_count"),
+        fusion_member_record_count=start(fusion, "member_record_count"),
     )
 
 
@@ -189,6 +198,28 @@ def build_record_tables(tables: Tables, cache: LogitCache, questions: np.ndarray
     else:
         team_correct = np.zeros((cache.n_questions, 0), dtype=np.uint8)
     return RecordTables(correct=tables.correct, team_correct=team_correct)
+
+
+def feedback_words(n_models: int) -> int:
+    """uint64 words of a team's mask in ``Feedback.revealed``: ceil(N / 64)."""
+    return (n_models + 63) // 64
+
+
+def build_feedback(config: EnvConfig, num_envs: int, n_models: int, records: bool, team_record: bool) -> Feedback:
+    """Zeroed per-copy arrays of partial feedback (:class:`~ensemble_env.game.records.Feedback`) with
+    ``feedback="team"`` (``records``: a record extra is on; ``team_record``: that one), else the placeholders."""
+    b, n = num_envs, n_models
+    if config.feedback != "team":
+        empty = np.zeros((b, 0), dtype=np.int64)
+        return Feedback(np.zeros((b, 1, 1), np.uint64), np.zeros((b, 0), np.int32), np.zeros((b, 0), np.int32),
+                        empty, empty.copy())  # fmt: skip
+    return Feedback(
+        revealed=np.zeros((b, config.window, feedback_words(n)), dtype=np.uint64),
+        seen=np.zeros((b, n), dtype=np.int32),
+        seen_right=np.zeros((b, n), dtype=np.int32),
+        model_seen=np.zeros((b, n if records else 0), dtype=np.int64),
+        team_seen=np.zeros((b, 2**n - 1 if team_record else 0), dtype=np.int64),
+    )
 
 
 def build_task_record(num_envs: int, n_models: int, team_record: bool) -> TaskRecord:

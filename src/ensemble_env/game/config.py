@@ -22,6 +22,7 @@ __all__ = [
     "DECIDER_ACTIONS",
     "DECIDER_EXTRAS",
     "EPISODES",
+    "FEEDBACK",
     "FUSION_ACTIONS",
     "FUSION_AGENTS",
     "FUSION_EXTRAS",
@@ -34,6 +35,7 @@ __all__ = [
     "SIZE_PENALTY_MODES",
     "SPLIT_CHOICES",
     "UNSEEN_GAME",
+    "UNSEEN_VERSIONS",
     "EnvConfig",
     "rlae_game",
     "unseen_game",
@@ -48,6 +50,9 @@ RECORD_EXTRAS = ("task_record", "team_record", "member_record")
 MAX_TEAM_RECORD_MODELS = 8
 #: ``episodes``: one stream of questions (crossing tasks), or one task per episode
 EPISODES = ("stream", "task")
+#: ``feedback``: after a question is answered, every model's output on it is revealed (``"all"``, today's game), or
+#: those of the team that answered it only (``"team"``, partial feedback: ``game.feedback``)
+FEEDBACK = ("all", "team")
 #: ``fusion_action``: the answer index (RL-Focal) or a weight per model (RLAE)
 FUSION_ACTIONS = ("answer", "weights")
 #: ``fusion_agents``: one fusion agent, or one weighting agent per model (RLAE_MAPPO; needs weights)
@@ -57,7 +62,7 @@ RLAE_DEFAULTS: dict[str, object] = {"decider": True, "fusion_action": "answer", 
 ORDERS = ("sequential", "shuffled")
 #: options added after snapshots existed, and their defaults (today's game): a snapshot's signature names them only
 #: when changed, so that snapshots of today's game keep the signature they had
-LATER_DEFAULTS: dict[str, object] = {**RLAE_DEFAULTS, "episodes": "stream"}
+LATER_DEFAULTS: dict[str, object] = {**RLAE_DEFAULTS, "episodes": "stream", "feedback": "all"}
 #: what makes a game RLAE's (arXiv 2506.00439): no decider (every model answers), a weight per model as the action
 RLAE_GAME: dict[str, object] = {"decider": False, "fusion_action": "weights"}
 
@@ -87,23 +92,30 @@ UNSEEN_GAME: dict[str, Any] = {
     "decider_extras": ("model_accuracy", "task_record"),
     "fusion_extras": ("member_record",),
 }
+#: the versions of ``ensemble_env/EnsembleUnseen-vN`` and what each adds to :data:`UNSEEN_GAME`: v2 reveals only
+#: the outputs of the team that answered (partial feedback, ``feedback="team"``)
+UNSEEN_VERSIONS: dict[int, dict[str, Any]] = {1: {}, 2: {"feedback": "team"}}
 
 
-def unseen_game(n_models: int, options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The options of ``ensemble_env/EnsembleUnseen-v1`` for a pool of ``n_models`` models, ``options`` on top.
+def unseen_game(n_models: int, options: dict[str, Any] | None = None, *, version: int = 1) -> dict[str, Any]:
+    """The options of ``ensemble_env/EnsembleUnseen-v{version}`` for a pool of ``n_models`` models, ``options`` on
+    top.
 
     :data:`UNSEEN_GAME` (every episode one task, played in cache order from an empty history; the decider sees
     each model's window accuracy and the task's record so far, the fusion agent its team's), with ``team_record``
-    added to the decider's extras when the pool has at most :data:`MAX_TEAM_RECORD_MODELS` models. ``options`` may
-    change any other option (``split``, ``tasks``, ``alpha``, ``episode_length``, the extras, ...), but nothing may
-    tell the agents which task they play: ``"task"`` extras, ``fusion_agents="per_model"`` (whose observation
-    starts with the task one-hot) and ``episodes="stream"`` raise a ValueError.
+    added to the decider's extras when the pool has at most :data:`MAX_TEAM_RECORD_MODELS` models, and what
+    :data:`UNSEEN_VERSIONS` adds for ``version`` (v2: ``feedback="team"``, which ``options`` may not change).
+    ``options`` may change any other option (``split``, ``tasks``, ``alpha``, ``episode_length``, the extras, ...),
+    but nothing may tell the agents which task they play: ``"task"`` extras, ``fusion_agents="per_model"`` (whose
+    observation starts with the task one-hot) and ``episodes="stream"`` raise a ValueError.
 
     >>> game = unseen_game(5)
     >>> game["episodes"], game["decider_extras"], game["fusion_extras"]
     ('task', ('model_accuracy', 'task_record', 'team_record'), ('member_record',))
     >>> unseen_game(12)["decider_extras"]
     ('model_accuracy', 'task_record')
+    >>> unseen_game(5, version=2)["feedback"]
+    'team'
     >>> unseen_game(5, {"fusion_extras": ("task",)})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -111,22 +123,29 @@ def unseen_game(n_models: int, options: dict[str, Any] | None = None) -> dict[st
     """
     if isinstance(n_models, bool) or not isinstance(n_models, int | np.integer) or n_models < 1:
         raise ValueError(f"unseen_game: n_models must be a positive integer, got {n_models!r}")
-    game = dict(UNSEEN_GAME)
+    if isinstance(version, bool) or version not in UNSEEN_VERSIONS:
+        raise ValueError(f"unseen_game: version={version!r} is not one of {', '.join(map(str, UNSEEN_VERSIONS))}")
+    name = f"EnsembleUnseen-v{version}"
+    game = {**UNSEEN_GAME, **UNSEEN_VERSIONS[version]}
     if n_models <= MAX_TEAM_RECORD_MODELS:
         game["decider_extras"] = (*game["decider_extras"], "team_record")
-    game.update(options or {})
+    given = options or {}
+    for option, value in UNSEEN_VERSIONS[version].items():
+        if option in given and given[option] != value:
+            raise ValueError(f"{name} is the game with {option}={value!r}, got {option}={given[option]!r}")
+    game.update(given)
     for option in ("decider_extras", "fusion_extras"):
         extras = game.get(option) or ()
         if "task" in (() if isinstance(extras, str) else tuple(extras)):
             raise ValueError(
-                f"EnsembleUnseen-v1 hides the task's identity: {option}={extras!r} shows it (leave out 'task'; the "
+                f"{name} hides the task's identity: {option}={extras!r} shows it (leave out 'task'; the "
                 f"records {', '.join(map(repr, RECORD_EXTRAS))} describe the task's history instead)"
             )
     if game["episodes"] != "task":
-        raise ValueError(f"EnsembleUnseen-v1 plays one task per episode: episodes={game['episodes']!r} must be 'task'")
+        raise ValueError(f"{name} plays one task per episode: episodes={game['episodes']!r} must be 'task'")
     if game.get("fusion_agents", "one") == "per_model":
         raise ValueError(
-            "EnsembleUnseen-v1 hides the task's identity: fusion_agents='per_model' observe the task one-hot "
+            f"{name} hides the task's identity: fusion_agents='per_model' observe the task one-hot "
             "(use fusion_agents='one')"
         )
     return game
@@ -208,6 +227,10 @@ class EnvConfig:
     fusion_agents: str = "one"
     """"one": a single fusion agent; "per_model" (needs ``fusion_action="weights"``): agents ``weight_0`` ...
     ``weight_{N-1}``, each setting its own model's weight (RLAE_MAPPO)."""
+    feedback: str = "all"
+    """What answering q_t reveals: "all" (its label and every model's output, today's game) or "team" (its label
+    and the outputs of the team that answered it only): every statistic the agents see then counts only what was
+    revealed, and carries count features (``ensemble_env.game.feedback``)."""
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -242,6 +265,7 @@ class EnvConfig:
             "size_penalty_mode",
             "fusion_action",
             "fusion_agents",
+            "feedback",
         ):
             if isinstance(getattr(self, option), np.str_):
                 put(self, option, str(getattr(self, option)))
@@ -253,6 +277,7 @@ class EnvConfig:
             ("size_penalty_mode", self.size_penalty_mode, SIZE_PENALTY_MODES),
             ("fusion_action", self.fusion_action, FUSION_ACTIONS),
             ("fusion_agents", self.fusion_agents, FUSION_AGENTS),
+            ("feedback", self.feedback, FEEDBACK),
         )
         for option, choice, allowed in choice_options:
             if choice not in allowed:
@@ -302,7 +327,8 @@ class EnvConfig:
                     )
 
     def signature_text(self) -> str:
-        """The options as ``repr`` gives them, but the later options (:data:`LATER_DEFAULTS`: RLAE's, ``episodes``)
+        """The options as ``repr`` gives them, but the later options (:data:`LATER_DEFAULTS`: RLAE's, ``episodes``,
+        ``feedback``)
         at their defaults left out (so that a snapshot of today's game keeps the signature it had before those
         options existed)."""
         parts = [

@@ -33,6 +33,11 @@ engine's generator and deals the copies theirs in copy order, auto-resets deal o
 With a record extra (``task_record``, ``team_record``, ``member_record``) the kernels of
 :mod:`ensemble_env.game.task_record` add each answered question to the task's record after the step kernel and
 write those blocks; without one they never run.
+
+Partial feedback (``feedback="team"``, ``docs/environment-spec.md``, "Partial feedback"): answering q_t reveals only the
+outputs of E_t; the kernels of :mod:`ensemble_env.game.feedback` note E_t before the step kernel and rewrite the
+window blocks after each observation, over what was revealed (their record, ``Feedback``, is kept beside the copies'
+state); under ``"all"`` they never run.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.game import dynamics, task_record
+from ensemble_env.game import dynamics, feedback, task_record
 from ensemble_env.game.actions import (
     MAX_SUBSET_MODELS,
     decider_space,
@@ -56,11 +61,13 @@ from ensemble_env.game.actions import (
     weights_space,
 )
 from ensemble_env.game.build import (
+    build_feedback,
     build_record_tables,
     build_settings,
     build_state,
     build_tables,
     build_task_record,
+    feedback_words,
     initial_cost,
     kernel_layout,
     new_outputs,
@@ -234,6 +241,10 @@ class EnsembleVectorEnv:
             else None
         )
         self._record = build_task_record(self.num_envs, n_models, self.uses_team_record) if self.uses_records else None
+        #: ``feedback="team"``: only the answering team's outputs are revealed (:mod:`ensemble_env.game.feedback`)
+        self.team_feedback = config.feedback == "team"
+        #: what was revealed (``feedback="team"``; placeholders no kernel reads with ``"all"``)
+        self._feedback = build_feedback(config, self.num_envs, n_models, self.uses_records, self.uses_team_record)
         #: with ``episodes="task"``: the deck the episodes' tasks are dealt from (a permutation of the indices of
         #: ``stream_tasks``) and, last, how many of them are dealt; ``reset()`` shuffles a fresh one
         self.task_deck = np.zeros(self.stream_tasks.size + 1, dtype=np.int64)
@@ -247,6 +258,10 @@ class EnsembleVectorEnv:
         self._models_kernel = FastKernel(dynamics.observe_models)
         self._record_step_kernel = FastKernel(task_record.record_step)
         self._record_observe_kernel = FastKernel(task_record.observe_record)
+        self._feedback_step_kernel = FastKernel(feedback.feedback_step)
+        self._feedback_observe_kernel = FastKernel(feedback.observe_feedback)
+        self._revealed_statistics_kernel = FastKernel(feedback.revealed_statistics)
+        self._every = np.arange(self.num_envs)  # every copy's index
         #: the team every step commits without a decider (the whole pool)
         self._pool = np.ones((self.num_envs, n_models), dtype=np.uint8)
         self._models_out = np.zeros((self.num_envs, n_models, self.layout.model_size), dtype=np.float32)
@@ -313,6 +328,7 @@ class EnsembleVectorEnv:
         """Refuse, before allocating, copies whose state would not fit in :data:`MAX_STATE_BYTES`."""
         n, c, cfg = self.n_models, self.max_choices, self.config
         words = (count_planes(cfg.window) * table_words(n)) if self.uses_plurality_table else 1
+        record_counts = 8 * (n + (2**n - 1 if self.uses_team_record else 0)) if self.uses_records else 0
         per_copy = (
             4 * (self._shuffled_width() if cfg.order == "shuffled" else 0)
             + 4 * cfg.window
@@ -324,7 +340,9 @@ class EnsembleVectorEnv:
             + n
             + 8 * (self.layout.decider_size + self.layout.fusion_size)  # observations, and a step's copy
             + 8 * n * self.layout.model_size
-            + (8 * (n + (2**n - 1 if self.uses_team_record else 0)) if self.uses_records else 0)  # record counts
+            + record_counts
+            # what was revealed: the window's answering teams, the window's and the record's counts
+            + (8 * cfg.window * feedback_words(n) + 8 * n + record_counts if cfg.feedback == "team" else 0)
         )
         total = per_copy * self.num_envs
         if total > MAX_STATE_BYTES:
@@ -439,6 +457,9 @@ class EnsembleVectorEnv:
         if self._record is not None:
             for counts in self._record:
                 counts[env_ids] = 0
+        if self.team_feedback:
+            for counts in self._feedback:
+                counts[env_ids] = 0
         s.team[env_ids] = self.initial_team
         last = s.last
         last[:, env_ids] = 0.0
@@ -466,8 +487,11 @@ class EnsembleVectorEnv:
     def window_statistics(self) -> np.ndarray:
         """(B, K) float64 statistics of the decider's observation for every copy's current team.
 
-        The observation holds the same values as float32.
+        The observation holds the same values as float32. With ``feedback="team"``, over the rows on which every
+        member of the team was revealed (:mod:`ensemble_env.game.feedback`).
         """
+        if self.team_feedback:
+            return self._revealed_statistics_kernel(self.tables, self._state, self._feedback, self.settings)
         return self._statistics_kernel(self.tables, self._state, self.settings)
 
     def _questions_of(self, env_ids: np.ndarray) -> np.ndarray:
@@ -481,8 +505,10 @@ class EnsembleVectorEnv:
 
     def _observe(self, env_ids: np.ndarray) -> None:
         self._observe_kernel(env_ids, self.tables, self._state, self.settings, self._out)
+        if self.team_feedback:
+            self._feedback_observe_kernel(env_ids, self.tables, self._state, self._feedback, self.settings, self._out)
         if self._record is not None:
-            self._record_observe_kernel(env_ids, self._record, self._state, self.settings, self._out)
+            self._record_observe_kernel(env_ids, self._record, self._state, self._feedback, self.settings, self._out)
         if self.weight_agents:
             self._observe_models()
 
@@ -567,9 +593,14 @@ class EnsembleVectorEnv:
                 f"{(self.num_envs,)}, got {next_team.shape} and {answers.shape}"
             )
         out = new_outputs(self.num_envs, self.layout)
+        if self.team_feedback:  # E_t, still the copies' team, is noted as q_t's answering team
+            self._feedback_step_kernel(self.tables, self._feedback, self._state, self.settings)
         self._step_kernel(next_team, answers, self.tables, self._state, self.settings, out)
+        if self.team_feedback:  # the window blocks, over what was revealed
+            every = self._every
+            self._feedback_observe_kernel(every, self.tables, self._state, self._feedback, self.settings, out)
         if self._record is not None:  # q_t's outcome joins the task's record
-            self._record_step_kernel(self.record_tables, self._record, self._state, self.settings, out)
+            self._record_step_kernel(self.record_tables, self._record, self._state, self._feedback, self.settings, out)
         self._out = out
         if self.weight_agents:
             self._observe_models()
@@ -616,10 +647,13 @@ class EnsembleVectorEnv:
 
     def _optional_arrays(self) -> dict[str, np.ndarray]:
         """The arrays of the copies' state that some configurations have (``snapshot.OPTIONAL_KEYS``), by name: the
-        deck of tasks (``episodes="task"``), the task's record (a record extra)."""
+        deck of tasks (``episodes="task"``), the task's record (a record extra), what was revealed
+        (``feedback="team"``)."""
         arrays = {"task_deck": self.task_deck} if self.by_task else {}
         if self._record is not None:
             arrays.update(self._record._asdict())
+        if self.team_feedback:
+            arrays.update(self._feedback._asdict())
         return arrays
 
     # -- observations and infos -------------------------------------------------------------------------

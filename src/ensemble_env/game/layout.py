@@ -16,6 +16,13 @@ Observation layouts (float32, fixed length, inside their Box):
   extras, in this order when enabled: one-hot task of the question (n_tasks), its features (F), its team members'
   record (1 + N: the count feature and the members' correct rates so far, zeros outside the team).
   The records are :mod:`ensemble_env.game.task_record`'s.
+- with ``feedback="team"`` (:mod:`ensemble_env.game.feedback`) every block above keeps its name, size and order,
+  its values counting only the revealed outputs, and each block that counts them is followed by
+  its count features, ``"<block>_count"``, each n / (n + 16) of the count n behind a value: ``statistics_count``
+  (1: the window rows on which every member of the team was revealed) after ``statistics``,
+  ``model_accuracy_count`` (N) after ``model_accuracy``, ``task_record_count`` (N) after ``task_record``,
+  ``team_record_count`` (2**N - 1) after ``team_record``, ``member_record_count`` (N, zeros outside the team)
+  after ``member_record``.
 - a per-model agent ``weight_i`` (``fusion_agents="per_model"``): ``[task one-hot of the question (n_tasks),
   its features (F, when the cache has them), the model's team-masked probabilities (C), its team membership (1),
   valid-choice mask (C)]``.
@@ -97,22 +104,29 @@ def observation_layout(
     extra asks for them: the engine checks that first). ``statistic_names``: the window statistics of the
     decider's observation, in order; ``reward_range``: the bounds of the fusion observation's reward history."""
     n, c, cfg = cache.n_models, cache.max_choices, config
+    team = cfg.feedback == "team"  # each block that counts revealed outputs gains its "<block>_count" block
+
+    def counted(name: str, size: int, counts: int) -> list[tuple[str, int, Any, Any]]:
+        return [(name, size, 0.0, 1.0), *([(f"{name}_count", counts, 0.0, 1.0)] if team else [])]
+
     stat_low, stat_high = statistic_bounds(statistic_names)
     decider_parts: list[tuple[str, int, Any, Any]] = [
         ("team_mask", n, 0.0, 1.0),
         ("team_size", 1, 0.0, 1.0),
         ("statistics", len(statistic_names), stat_low, stat_high),
     ]
+    if team:
+        decider_parts.append(("statistics_count", 1, 0.0, 1.0))
     if "model_accuracy" in cfg.decider_extras:
-        decider_parts.append(("model_accuracy", n, 0.0, 1.0))
+        decider_parts += counted("model_accuracy", n, n)
     if "task" in cfg.decider_extras:
         decider_parts.append(("task", cache.n_tasks, 0.0, 1.0))
     if "features" in cfg.decider_extras and cache.features is not None:  # presence checked by the engine
         decider_parts.append(("features", cache.features.shape[1], -np.inf, np.inf))
     if "task_record" in cfg.decider_extras:
-        decider_parts.append(("task_record", 1 + n, 0.0, 1.0))
+        decider_parts += counted("task_record", 1 + n, n)
     if "team_record" in cfg.decider_extras:  # N <= MAX_TEAM_RECORD_MODELS: checked by the engine
-        decider_parts.append(("team_record", 2**n - 1, 0.0, 1.0))
+        decider_parts += counted("team_record", 2**n - 1, 2**n - 1)
     low_reward, high_reward = reward_range
     fusion_parts: list[tuple[str, int, Any, Any]] = [
         ("probs", n * c, 0.0, 1.0),
@@ -126,7 +140,7 @@ def observation_layout(
     if "features" in cfg.fusion_extras and features is not None:  # presence checked by the engine
         fusion_parts.append(("features", features.shape[1], -np.inf, np.inf))
     if "member_record" in cfg.fusion_extras:
-        fusion_parts.append(("member_record", 1 + n, 0.0, 1.0))
+        fusion_parts += counted("member_record", 1 + n, n)
     model_parts: list[tuple[str, int, Any, Any]] = []
     if cfg.fusion_agents == "per_model":
         model_parts.append(("task", cache.n_tasks, 0.0, 1.0))

@@ -45,6 +45,7 @@ __all__ = [
     "CopyState",
     "Counter",
     "FastKernel",
+    "Feedback",
     "Info",
     "Layout",
     "Outputs",
@@ -147,6 +148,11 @@ class Layout(NamedTuple):
     decider_task_record: int  # the record extras (written by the record kernels of ``task_record``)
     decider_team_record: int
     fusion_member_record: int
+    decider_statistics_count: int  # the count features of ``feedback="team"`` (written by the kernels of
+    decider_model_accuracy_count: int  # ``feedback`` and ``task_record``; -1 with ``feedback="all"``)
+    decider_task_record_count: int
+    decider_team_record_count: int
+    fusion_member_record_count: int
 
 
 class Settings(NamedTuple):
@@ -166,6 +172,7 @@ class Settings(NamedTuple):
     per_copy_order: bool  # each copy has its own stream (shuffled order)
     use_table: bool  # plurality accuracy from the per-team counts (N <= 12)
     track_agreement: bool  # keep ``agree``/``votes`` (Fleiss' kappa observed)
+    team_feedback: bool  # feedback == "team": only the answering team's outputs are revealed (``Feedback``)
     layout: Layout
 
 
@@ -181,10 +188,27 @@ class Outputs(NamedTuple):
 
 class TaskRecord(NamedTuple):
     """Per-copy counts over the questions answered in the episode's task (``episodes="task"`` with a record extra);
-    the number answered is ``counters[:, Counter.ANSWERED]``. Snapshots hold them; a reset zeroes them."""
+    the number answered is ``counters[:, Counter.ANSWERED]``. With ``feedback="team"`` they count only what was
+    revealed (out of ``Feedback.model_seen``, ``team_seen``). Snapshots hold them; a reset zeroes them."""
 
     model_right: np.ndarray  # (B, N) int64 answered questions model i got right
     team_right: np.ndarray  # (B, K) int64 ... team k's mean vote got right (K = 2**N - 1; (B, 0) without team_record)
+
+
+class Feedback(NamedTuple):
+    """Per-copy record of what was revealed under ``feedback="team"`` (:mod:`ensemble_env.game.feedback`): the team
+    that answered each question of the window, and counts over the revealed outputs. Snapshots of such a game hold
+    them; a reset zeroes them. With ``feedback="all"`` the engine passes (B, 1, 1) and (B, 0) placeholders, which no
+    kernel reads."""
+
+    revealed: np.ndarray  # (B, T, W) uint64 the team that answered each window slot (a ring aligned with
+    #                       ``CopyState.window``): bit i % 64 of word i // 64 is model i, W = ceil(N / 64); 0 unset
+    seen: np.ndarray  # (B, N) int32 window rows where model i's output was revealed (it was in the answering team)
+    seen_right: np.ndarray  # (B, N) int32 ... of which model i was right
+    model_seen: np.ndarray  # (B, N) int64 answered questions of the episode's task that revealed model i (a record
+    #                         extra on; else (B, 0)); ``TaskRecord.model_right`` then counts only those
+    team_seen: np.ndarray  # (B, K) int64 ... whose answering team contained team k (team_record; else (B, 0));
+    #                        ``TaskRecord.team_right`` then counts only those
 
 
 class RecordTables(NamedTuple):

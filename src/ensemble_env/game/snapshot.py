@@ -4,9 +4,11 @@
 A snapshot is a dict of plain numpy arrays: the copies' state (the fields of
 :class:`~ensemble_env.game.records.CopyState`), the current observations (``obs_decider``, ``obs_fusion``), the
 generator's words (``rng``, PCG64) and the engine's ``signature`` (its copies, cache and options); with
-``episodes="task"`` also the deck of tasks (``task_deck``), and with a record extra the counts of the task's record
-(``model_right``, ``team_right``: :class:`~ensemble_env.game.records.TaskRecord`), so that a snapshot of a game
-without them holds the arrays it always held (:data:`OPTIONAL_KEYS`).
+``episodes="task"`` also the deck of tasks (``task_deck``), with a record extra the counts of the task's record
+(``model_right``, ``team_right``: :class:`~ensemble_env.game.records.TaskRecord`), and with ``feedback="team"``
+what was revealed (``revealed``, ``seen``, ``seen_right``, ``model_seen``, ``team_seen``:
+:class:`~ensemble_env.game.records.Feedback`), so that a snapshot of a game without them holds the arrays it always
+held (:data:`OPTIONAL_KEYS`).
 ``numpy.savez(path, **snapshot)`` stores it and ``dict(numpy.load(path))`` reads it back, without pickle.
 
 :func:`restore_snapshot` checks every array before anything changes: its shape and dtype, then its values against
@@ -24,11 +26,23 @@ import numpy as np
 
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game import dynamics, task_record
-from ensemble_env.game.build import initial_cost, new_outputs
+from ensemble_env.game.actions import subset_masks
+from ensemble_env.game.build import build_feedback, initial_cost, new_outputs
 from ensemble_env.game.config import EnvConfig
+from ensemble_env.game.feedback import observe_feedback, revealed_masks
 from ensemble_env.game.jit import kernel
 from ensemble_env.game.layout import ObservationLayout
-from ensemble_env.game.records import CopyState, Counter, Info, Outputs, RecordTables, Settings, Tables, TaskRecord
+from ensemble_env.game.records import (
+    CopyState,
+    Counter,
+    Feedback,
+    Info,
+    Outputs,
+    RecordTables,
+    Settings,
+    Tables,
+    TaskRecord,
+)
 from ensemble_env.game.reward import RewardSettings
 from ensemble_env.game.window import add_agreement, add_failures, update_plurality
 from ensemble_env.text import show
@@ -49,8 +63,9 @@ MAX_STEPS = 2**53
 
 #: the arrays of every snapshot, by name
 SNAPSHOT_KEYS = (*CopyState._fields, "obs_decider", "obs_fusion", "rng", "signature")
-#: the arrays of some snapshots: the deck of tasks (``episodes="task"``), the task's record (a record extra)
-OPTIONAL_KEYS = ("task_deck", *TaskRecord._fields)
+#: the arrays of some snapshots: the deck of tasks (``episodes="task"``), the task's record (a record extra), what was
+#: revealed (``feedback="team"``)
+OPTIONAL_KEYS = ("task_deck", *TaskRecord._fields, *Feedback._fields)
 
 
 class Game(Protocol):
@@ -232,7 +247,13 @@ class _SnapshotCheck:
     - ``rng``: a PCG64 state (odd increment, has_uint32 0 or 1, a 32-bit cached value);
     - ``task_deck`` (``episodes="task"``): a permutation of the stream's tasks, then how many are dealt (0..tasks);
     - ``model_right``, ``team_right`` (a record extra): exactly the counts of the questions the episode answered
-      (rebuilt from the order, START and POS, and compared);
+      (rebuilt from the order, START and POS, and compared); with ``feedback="team"`` see below;
+    - ``feedback="team"``: ``revealed``, in each of the window's COUNT slots written a team mask of N bits (at
+      least ``min_team_size``, every model with ``decider=False``; the newest of |E_t| = the info ``team_size``),
+      zeros in the others; ``seen``, ``seen_right`` exactly the counts of those rows (rebuilt and compared); the
+      record's counts (``model_seen``, ``model_right``, ``team_seen``, ``team_right``) those of the window's rows
+      plus, for the POS - COUNT older steps no longer in the window, 0 <= right <= seen <= POS - COUNT more (exact
+      while the window holds the whole episode);
     - ``obs_decider``, ``obs_fusion``: finite (but features), inside their spaces, and equal to the observations
       the restored state gives (rebuilt by ``dynamics.observe``).
     """
@@ -244,6 +265,13 @@ class _SnapshotCheck:
         self.sequential = engine.config.order != "shuffled"
         has_record = engine.record_tables is not None
         self.record = TaskRecord(**{name: values[name] for name in TaskRecord._fields}) if has_record else None
+        self.team_feedback = engine.config.feedback == "team"
+        self.feedback = (
+            Feedback(**{name: values[name] for name in Feedback._fields})
+            if self.team_feedback
+            else build_feedback(engine.config, engine.num_envs, engine.n_models, False, False)
+        )
+        self._window_masks = np.zeros((0, 0, 0), dtype=np.int64)  # (B, T, N) written by ``revealed``
 
     def run(self) -> None:
         self.order()
@@ -251,6 +279,7 @@ class _SnapshotCheck:
         self.team()
         self.window()
         self.counts()
+        self.revealed()
         self.records()
         self.rewards()
         self.infos()
@@ -410,10 +439,71 @@ class _SnapshotCheck:
                     f"window's first {count} slots, counters COUNT = {count})",
                 )
 
+    def revealed(self) -> None:
+        """``feedback="team"``: the answering team of each window slot, and the per-model counts over them."""
+        if not self.team_feedback:
+            return
+        engine, state, feedback = self.engine, self.state, self.feedback
+        n_models, counters = engine.n_models, state.counters
+        count = counters[:, Counter.COUNT]
+        written = np.arange(state.window.shape[1])[None, :] < count[:, None]  # (B, T) the slots the episode wrote
+        bits = revealed_masks(feedback.revealed, 64 * feedback.revealed.shape[2])
+        index = _first(bits[..., n_models:].any(axis=-1) | (~written & bits.any(axis=-1)))
+        if index is not None:
+            env = index[0]
+            problem = (
+                f"sets a bit beyond the N={n_models} models" if written[index] else
+                f"is not 0: copy {env}'s window has {count[env]} slots written (counters COUNT), not this one"
+            )  # fmt: skip
+            raise _refusal("revealed", index, feedback.revealed[index][0], problem)
+        masks = bits[..., :n_models].astype(np.int64)
+        sizes = masks.sum(axis=-1)
+        cfg = engine.config
+        smallest = n_models if not cfg.decider else cfg.min_team_size
+        index = _first(written & (sizes < smallest))
+        if index is not None:
+            raise _refusal(
+                "revealed",
+                index,
+                feedback.revealed[index][0],
+                f"is a team of {sizes[index]} models, fewer than "
+                + ("every model (decider=False)" if not cfg.decider else f"min_team_size={smallest}"),
+            )
+        played = np.flatnonzero(counters[:, Counter.POS] > 0)
+        newest = (counters[played, Counter.HEAD] - 1) % state.window.shape[1]
+        index = _first(sizes[played, newest] != state.last[Info.TEAM_SIZE, played])
+        if index is not None:
+            env = int(played[index[0]])
+            raise _refusal(
+                "revealed",
+                (env, int(newest[index[0]])),
+                feedback.revealed[env, newest[index[0]]][0],
+                f"is a team of {sizes[env, newest[index[0]]]} models, not the info team_size "
+                f"{state.last[Info.TEAM_SIZE, env]:g} of the team that answered copy {env}'s last question",
+            )
+        shown = masks * written[..., None]
+        right = shown * self.engine.tables.correct[state.window].astype(np.int64)
+        for name, expected in (("seen", shown.sum(axis=1)), ("seen_right", right.sum(axis=1))):
+            got = getattr(feedback, name)
+            index = _first(got != expected)
+            if index is not None:
+                env = index[0]
+                raise _refusal(
+                    name,
+                    index,
+                    got[index],
+                    f"is not {_item(expected[index])}, the count the {count[env]} rows of copy {env}'s window and "
+                    "their answering teams (revealed) give",
+                )
+        self._window_masks = shown  # (B, T, N) the revealed outputs of the window's rows, for the records
+
     def records(self) -> None:
         """The task's record (a record extra): each count is that of the questions the episode answered."""
         record, tables = self.record, self.engine.record_tables
         if record is None or tables is None:
+            return
+        if self.team_feedback:
+            self._revealed_records(record, tables)
             return
         counters = self.state.counters
         for env in range(self.engine.num_envs):
@@ -434,6 +524,39 @@ class _SnapshotCheck:
                         got[index],
                         f"is not {_item(expected[index])}, the count the {pos} questions copy {env} answered in its "
                         f"episode give (counters START = {counters[env, Counter.START]}, POS = {pos})",
+                    )
+
+    def _revealed_records(self, record: TaskRecord, tables: RecordTables) -> None:
+        """``feedback="team"``: the record counts only what was revealed. The window's rows (their answering teams:
+        ``revealed``) give their part exactly; the POS - COUNT older steps, which left the window, add at most one
+        each, and a right answer only where it was seen."""
+        engine, state, feedback = self.engine, self.state, self.feedback
+        counters = state.counters
+        masks = self._window_masks  # (B, T, N)
+        older = counters[:, Counter.POS] - counters[:, Counter.COUNT]
+        parts = [("model_seen", "model_right", masks, tables.correct[state.window].astype(np.int64))]
+        if tables.team_correct.shape[1] > 0:  # team k is in a row's answering team when all its models were revealed
+            teams = subset_masks(engine.n_models).astype(np.int64)  # (K, N)
+            contains = (masks @ teams.T == teams.sum(axis=1)).astype(np.int64)  # (B, T, K)
+            parts.append(("team_seen", "team_right", contains, tables.team_correct[state.window].astype(np.int64)))
+        for seen_name, right_name, shown, right in parts:
+            window_seen, window_right = shown.sum(axis=1), (shown * right).sum(axis=1)
+            seen, got_right = getattr(feedback, seen_name), getattr(record, right_name)
+            more_seen, more_right = seen - window_seen, got_right - window_right
+            for name, got, more, low, high, what in (
+                (seen_name, seen, more_seen, 0, older[:, None], "the older steps that left the window"),
+                (right_name, got_right, more_right, 0, more_seen, f"the older steps' {seen_name}"),
+            ):
+                index = _first((more < low) | (more > high))
+                if index is not None:
+                    env = index[0]
+                    raise _refusal(
+                        name,
+                        index,
+                        got[index],
+                        f"is not the count of copy {env}'s window rows ({_item((got - more)[index])}) plus 0 to "
+                        f"{_item(np.broadcast_to(high, more.shape)[index])} more from {what} (counters POS = "
+                        f"{counters[env, Counter.POS]}, COUNT = {counters[env, Counter.COUNT]})",
                     )
 
     # -- rewards and infos ----------------------------------------------------------------------------
@@ -637,8 +760,10 @@ class _SnapshotCheck:
             terminated=np.zeros(b, dtype=np.bool_),
         )
         dynamics.observe(np.arange(b), engine.tables, scratch, engine.settings, out)
+        if self.team_feedback:
+            observe_feedback(np.arange(b), engine.tables, scratch, self.feedback, engine.settings, out)
         if self.record is not None:
-            task_record.observe_record(np.arange(b), self.record, scratch, engine.settings, out)
+            task_record.observe_record(np.arange(b), self.record, scratch, self.feedback, engine.settings, out)
         blocks = (
             ("obs_decider", out.decider, layout.decider, layout.decider_low, layout.decider_high),
             ("obs_fusion", out.fusion, layout.fusion, layout.fusion_low, layout.fusion_high),
@@ -689,8 +814,9 @@ _STREAM = "order and counters"
 _SOURCES = {
     ("obs_decider", "team_mask"): "team",
     ("obs_decider", "team_size"): "team",
-    ("obs_decider", "statistics"): "team, window and its counts (fail, fail2, fail3, plural, agree, votes)",
-    ("obs_decider", "model_accuracy"): "fail and counters",
+    ("obs_decider", "statistics"): "team, window and its counts (fail, fail2, fail3, plural, agree, votes; with "
+    "feedback='team': revealed)",
+    ("obs_decider", "model_accuracy"): "fail and counters (with feedback='team': seen, seen_right)",
     ("obs_decider", "task"): _STREAM,
     ("obs_decider", "features"): _STREAM,
     ("obs_fusion", "probs"): f"{_STREAM} and team",
@@ -699,9 +825,14 @@ _SOURCES = {
     ("obs_fusion", "action_mask"): _STREAM,
     ("obs_fusion", "task"): _STREAM,
     ("obs_fusion", "features"): _STREAM,
-    ("obs_decider", "task_record"): "model_right and counters",
-    ("obs_decider", "team_record"): "team_right and counters",
-    ("obs_fusion", "member_record"): "model_right, team and counters",
+    ("obs_decider", "task_record"): "model_right and counters (with feedback='team': model_seen)",
+    ("obs_decider", "team_record"): "team_right and counters (with feedback='team': team_seen)",
+    ("obs_fusion", "member_record"): "model_right, team and counters (with feedback='team': model_seen)",
+    ("obs_decider", "statistics_count"): "team, window, counters and revealed",
+    ("obs_decider", "model_accuracy_count"): "seen",
+    ("obs_decider", "task_record_count"): "model_seen",
+    ("obs_decider", "team_record_count"): "team_seen",
+    ("obs_fusion", "member_record_count"): "model_seen and team",
 }
 
 

@@ -22,6 +22,14 @@ extra              agent     size   values
   members' probabilities (summed in float64 in model order, ties to the lowest choice), the answer
   ``fusion_action="weights"`` gives with equal weights (:func:`team_vote_table`).
 
+With ``feedback="team"`` (:mod:`ensemble_env.game.feedback`) only the outputs of the team that answered a question are
+revealed: right_i and n_i count the answered questions whose answering team held model i (``Feedback.model_seen``),
+team_right_k and n_k those whose answering team contained team k (``Feedback.team_seen``), each rate is over its own
+count (right_i / n_i, team_right_k / n_k; 0 while it is 0), and each block is followed by its count features:
+``task_record_count`` [count(n_0), ..., count(n_{N-1})], ``team_record_count`` [count(n_k) for the K teams],
+``member_record_count`` [count(n_i) for the members, 0 for the others]; count(n) of ``task_record`` and
+``member_record`` stays that of all the answered questions.
+
 Timing (``docs/environment-spec.md``, step order): step t answers q_t and reveals its label; :func:`record_step` then
 adds q_t's outcomes to the counts (``TaskRecord``) and writes the blocks, so the observations after step t include
 q_t's outcome and no label of a question not yet answered. A reset zeroes the counts. The counts are integers
@@ -36,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from ensemble_env.game.jit import kernel
-from ensemble_env.game.records import CopyState, Counter, Info, Outputs, RecordTables, Settings, TaskRecord
+from ensemble_env.game.records import CopyState, Counter, Feedback, Info, Outputs, RecordTables, Settings, TaskRecord
 
 __all__ = ["RECORD_COUNT_HALF", "observe_record", "record_count", "record_step", "team_vote_table"]
 
@@ -89,10 +97,19 @@ def team_vote_table(
 
 
 @kernel()
-def observe_record(env_ids: np.ndarray, record: TaskRecord, state: CopyState, settings: Settings, out: Outputs) -> None:
-    """Write the record blocks of copies ``env_ids``' observations from their counts (the table of the module)."""
-    layout, counters, team = settings.layout, state.counters, state.team
-    model_right, team_right = record.model_right, record.team_right
+def observe_record(
+    env_ids: np.ndarray, record: TaskRecord, state: CopyState, feedback: Feedback, settings: Settings, out: Outputs
+) -> None:
+    """Write the record blocks of copies ``env_ids``' observations from their counts (the table of the module;
+    with ``feedback="team"`` each rate over its own count, ``feedback.model_seen`` or ``team_seen``, and the
+    ``_count`` blocks)."""
+    layout, counters, team, partial = settings.layout, state.counters, state.team, settings.team_feedback
+    model_right, team_right, model_seen, team_seen = (
+        record.model_right,
+        record.team_right,
+        feedback.model_seen,
+        feedback.team_seen,
+    )
     n_models, n_teams = model_right.shape[1], team_right.shape[1]
     for env in env_ids:
         n = counters[env, Counter.ANSWERED]
@@ -101,29 +118,56 @@ def observe_record(env_ids: np.ndarray, record: TaskRecord, state: CopyState, se
             at = layout.decider_task_record
             out.decider[env, at] = count
             for i in range(n_models):
-                out.decider[env, at + 1 + i] = model_right[env, i] / n if n > 0 else 0.0
+                seen = model_seen[env, i] if partial else n
+                out.decider[env, at + 1 + i] = model_right[env, i] / seen if seen > 0 else 0.0
+                if partial:
+                    out.decider[env, layout.decider_task_record_count + i] = record_count(seen)
         if layout.decider_team_record >= 0:
             at = layout.decider_team_record
             for k in range(n_teams):
-                out.decider[env, at + k] = team_right[env, k] / n if n > 0 else 0.0
+                seen = team_seen[env, k] if partial else n
+                out.decider[env, at + k] = team_right[env, k] / seen if seen > 0 else 0.0
+                if partial:
+                    out.decider[env, layout.decider_team_record_count + k] = record_count(seen)
         if layout.fusion_member_record >= 0:
             at = layout.fusion_member_record
             out.fusion[env, at] = count
             for i in range(n_models):
-                out.fusion[env, at + 1 + i] = model_right[env, i] / n if n > 0 and team[env, i] else 0.0
+                seen = model_seen[env, i] if partial else n
+                member = team[env, i] > 0
+                out.fusion[env, at + 1 + i] = model_right[env, i] / seen if seen > 0 and member else 0.0
+                if partial:
+                    out.fusion[env, layout.fusion_member_record_count + i] = record_count(seen) if member else 0.0
 
 
 @kernel()
-def record_step(tables: RecordTables, record: TaskRecord, state: CopyState, settings: Settings, out: Outputs) -> None:
+def record_step(
+    tables: RecordTables, record: TaskRecord, state: CopyState, feedback: Feedback, settings: Settings, out: Outputs
+) -> None:
     """After a step: add each copy's answered question (``last[Info.QUESTION]``, q_t) to its counts, then write the
-    record blocks of every copy's observations."""
+    record blocks of every copy's observations. With ``feedback="team"`` only what q_t revealed counts: the models
+    of its answering team E_t (the mask :func:`ensemble_env.game.feedback.feedback_step` noted in the window slot
+    q_t took, the one before ``counters[HEAD]``) and the teams E_t contains (team k: bit i of k + 1 is model i)."""
     model_right, team_right, last = record.model_right, record.team_right, state.last
+    model_seen, team_seen, revealed = feedback.model_seen, feedback.team_seen, feedback.revealed
     correct, team_correct = tables.correct, tables.team_correct
     n_envs, n_models, n_teams = model_right.shape[0], model_right.shape[1], team_right.shape[1]
     for env in range(n_envs):
         q = int(last[Info.QUESTION, env])
+        if settings.team_feedback:
+            slot = (state.counters[env, Counter.HEAD] + revealed.shape[1] - 1) % revealed.shape[1]
+            answered_by = revealed[env, slot]
+            for i in range(n_models):
+                if (answered_by[i >> 6] >> np.uint64(i & 63)) & np.uint64(1):
+                    model_seen[env, i] += 1
+                    model_right[env, i] += correct[q, i]
+            for k in range(n_teams):  # N <= 8: one word
+                if np.uint64(k + 1) & ~answered_by[0] == 0:
+                    team_seen[env, k] += 1
+                    team_right[env, k] += team_correct[q, k]
+            continue
         for i in range(n_models):
             model_right[env, i] += correct[q, i]
         for k in range(n_teams):
             team_right[env, k] += team_correct[q, k]
-    observe_record(np.arange(n_envs), record, state, settings, out)
+    observe_record(np.arange(n_envs), record, state, feedback, settings, out)

@@ -31,6 +31,10 @@ RLAE options       ``fusion_action="weights"``: fusion sets ``Box(0, 1, (N,))`` 
                    "per_model"``: agents ``weight_0 .. weight_{N-1}``, ``Box(0, 1, (1,))`` each,
                    observing [task one-hot, features, own team-masked probs (C), membership, valid-
                    choice mask (C)]; weighting agents' infos carry ``choice_mask``
+Feedback           ``feedback="all"`` (default): answering q_t reveals every model's output on it;
+                   ``"team"``: only E_t's (and the label); every statistic and record counts what was
+                   revealed and gains count features (``<block>_count``); the unseen-task option
+                   set with it is ``ensemble_env/EnsembleUnseen-v2`` (``ensemble_env.game.feedback``)
 =================  ===============================================================================
 
 Arguments: ``cache`` (a built-in name, a path or a :class:`~ensemble_env.cache.LogitCache`; default: ``"bbh5"``),
@@ -45,6 +49,8 @@ Version history:
 - v1, unchanged: the RLAE options ``fusion_action``, ``decider``, ``fusion_agents`` (and ``fusion_extras``
   ``"features"``) were added without a bump: at their defaults every existing configuration's observations,
   rewards, infos and snapshots are bit-identical.
+- v1, unchanged: the option ``feedback`` (partial feedback) and the id ``ensemble_env/EnsembleUnseen-v2`` were added
+  without a bump: at ``feedback="all"`` everything is bit-identical.
 - v0: first release.
 """
 

@@ -223,7 +223,8 @@ class EpisodeTrace:
     """What the picture of an episode needs from the steps taken so far (kept only when rendering rgb_array).
 
     For each of the last :data:`STRIP_STEPS` steps: the team that answered, which models of the pool were
-    right on the question, whether the answer was right, and the running accuracy after it.
+    right on the question (with ``feedback="team"``, of the team only), whether the answer was right, and the
+    running accuracy after it.
     """
 
     def __init__(self, steps: int = STRIP_STEPS) -> None:
@@ -237,7 +238,10 @@ class EpisodeTrace:
         """Add the step copy ``env`` of ``engine`` has just taken with team ``used_team``."""
         info = engine.info_values(env)
         self.teams.append(np.asarray(used_team, dtype=bool).copy())
-        self.models_right.append(np.asarray(engine.cache.correct[int(info["question"])], dtype=bool))
+        right = np.asarray(engine.cache.correct[int(info["question"])], dtype=bool)
+        if engine.config.feedback == "team":  # only the team's outputs were revealed
+            right = right & np.asarray(used_team, dtype=bool)
+        self.models_right.append(right)
         self.answers_right.append(bool(info["correct"]))
         self.accuracy.append(float(info["accuracy"]))
         if len(self.teams) > self.steps:
@@ -334,8 +338,9 @@ def draw_frame(
     steps (newest on the right); a cell is dark when the model was in the team, pale when it was not, blue when
     the model's own answer was right and orange when it was wrong (pale blue cells outside the team are right
     answers the team did not have). Under it, the fusion agent's answer (blue right, orange wrong) and, in
-    the column "NEXT", the team the decider has committed for the next question. Below, the running accuracy
-    over the same steps. Right, the question just answered: each team member's probability of each choice
+    the column "NEXT", the team the decider has committed for the next question (with ``feedback="team"`` the
+    outputs of models outside the team were never revealed: their cells are grey, not pale). Below, the running
+    accuracy over the same steps. Right, the question just answered: each team member's probability of each choice
     (darker = more probable; grey rows: models outside the team), the gold choice and the fusion agent's
     answer. ``used_team`` is None right after a reset (nothing answered yet: the first question and team E_0
     are shown). Pure numpy; the same episode gives the same image. Positions: :class:`FrameGeometry`.
@@ -378,12 +383,15 @@ def draw_frame(
         draw_text(image, x0, geo.strip_y + model * row + (row - 7) // 2, labels[model])
     draw_text(image, x0, geo.answer_y + max(row - 7, 2) // 2, "ANSWER")
     first = STRIP_STEPS - len(trace.teams)
+    hidden = engine.config.feedback == "team"  # outputs outside the answering team were never revealed
     for k, (members, right, answer_right) in enumerate(
         zip(trace.teams, trace.models_right, trace.answers_right, strict=True)
     ):
         for model in range(n):
             if members[model]:
                 color = _RIGHT if right[model] else _WRONG
+            elif hidden:
+                color = _ABSENT
             else:
                 color = _RIGHT_PALE if right[model] else _WRONG_PALE
             _fill(image, *geo.strip_cell(model, first + k), cell_w - 1, row - 1, color)
@@ -425,11 +433,15 @@ def draw_frame(
 
     # the legend, right of the accuracy plot
     legend_x = strip_x + strip_w + 24
+    outside: tuple[tuple[tuple[int, int, int] | None, str], ...] = (
+        ((_ABSENT, "NOT IN IT: NOT REVEALED"),)
+        if hidden
+        else ((_RIGHT_PALE, "MODEL RIGHT, NOT IN IT"), (_WRONG_PALE, "MODEL WRONG, NOT IN IT"))
+    )
     legend: tuple[tuple[tuple[int, int, int] | None, str], ...] = (
         (_RIGHT, "MODEL RIGHT, IN THE TEAM"),
         (_WRONG, "MODEL WRONG, IN THE TEAM"),
-        (_RIGHT_PALE, "MODEL RIGHT, NOT IN IT"),
-        (_WRONG_PALE, "MODEL WRONG, NOT IN IT"),
+        *outside,
         (_INK, "NEXT: TEAM COMMITTED FOR"),
         (None, "      THE NEXT QUESTION"),
     )
