@@ -208,7 +208,6 @@ def learner_overrides(name: str, config_class: type, n_models: int, feedback: st
         game = {"episodes": "task", "fusion_extras": ("member_record",)}
         unseen_game(n_models, {**game, "decider": False, "decider_extras": ()})  # shows no task: checked
         return {"env": {key: list(value) if isinstance(value, tuple) else value for key, value in game.items()}}
-    options = {"feedback": "team"} if feedback == "team" else {}
-    game = unseen_game(n_models, options)
+    game = unseen_game(n_models, version=2 if feedback == "team" else 1)
     env = {key: list(value) if isinstance(value, tuple) else value for key, value in game.items()}
     return {"env": env, "question_features": False, **(PARTIAL_LEARNER if feedback == "team" else {})}
