@@ -83,6 +83,7 @@ __all__ = [
 #: :data:`ensemble_env.baselines.routing.MAX_TEAM_MODELS` models)
 BASELINES = tuple(name for name, entry in registry.BASELINES.items() if entry.in_evaluate)
 
+#: the evaluation protocols, each with the words reports print for it
 PROTOCOLS = {
     "frozen": "frozen policy: no learning on the evaluated questions",
     "online": "ONLINE protocol: the agents keep learning on the evaluated stream (updates every {n} questions "

@@ -59,6 +59,8 @@ class BaselineResult:
         (Q_eval, N) bool, optional: the models consulted for each question (its row sums must equal
         ``team_size``). Needed for the cost of a cache with ``costs`` and for a reward by cost share.
 
+    Notes
+    -----
     All arrays are stored as read-only copies. Use :meth:`from_cache` to build a result for
     predictions made elsewhere (e.g. a learned policy) so it can join :func:`format_table`.
     :meth:`scores` gives accuracy, the environment's reward, team size and cost, overall and per task.

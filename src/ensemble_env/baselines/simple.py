@@ -9,17 +9,17 @@ the environment's own axes (:meth:`BaselineResult.scores`: accuracy, reward unde
 per-question router) are in :mod:`ensemble_env.baselines.routing`; :mod:`ensemble_env.baselines.comparison` runs them
 all.
 
-============================  ====  =========================================================
-baseline                      team  how it answers a question
-============================  ====  =========================================================
-:func:`best_single`           1     the model with the best train accuracy (per task optional)
-:func:`plurality_vote`        N     every model votes its argmax; ties to the lowest choice
-:func:`mean_probability_vote` N     argmax of the mean of the models' probabilities
-:func:`random_team`           k     a uniformly random team per question, mean-probability vote
-:func:`greedy_focal_team`     k     a static team grown on train by focal diversity
-:func:`stacking`              N     a conditional-logit model over the models' probabilities
-:func:`oracle`                N     right whenever any model is right (an upper bound)
-============================  ====  =========================================================
+=============================  ====  =========================================================
+baseline                       team  how it answers a question
+=============================  ====  =========================================================
+:func:`best_single`            1     the model with the best train accuracy (per task optional)
+:func:`plurality_vote`         N     every model votes its argmax; ties to the lowest choice
+:func:`mean_probability_vote`  N     argmax of the mean of the models' probabilities
+:func:`random_team`            k     a uniformly random team per question, mean-probability vote
+:func:`greedy_focal_team`      k     a static team grown on train by focal diversity
+:func:`stacking`               N     a conditional-logit model over the models' probabilities
+:func:`oracle`                 N     right whenever any model is right (an upper bound)
+=============================  ====  =========================================================
 
 Only numpy is used (no torch, scikit-learn or scipy); every computation is vectorised over
 questions and deterministic (the random team draws from a seeded ``np.random.default_rng``).
