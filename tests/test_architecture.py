@@ -1,6 +1,8 @@
 """The package's shape: imports point one way (no cycle, not even through an import inside a function), each
 part imports only from itself or the parts below it, no private name crosses a module, the public names
-stay importable, and every file the docs and docstrings cite exists.
+stay importable, and every file the docs and docstrings cite exists; each module holds one concept (fewer than
+:data:`MAX_MODULE_LINES` lines), each numba kernel takes at most :data:`MAX_KERNEL_PARAMETERS` parameters (its state
+travels as named records), and the RLAE learner shares no block of code with the rest of the learners (it reuses).
 
 The imports are read with ``ast`` (module level and inside functions alike), not by importing anything.
 """
@@ -10,7 +12,9 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -243,3 +247,114 @@ def test_every_cited_file_exists() -> None:
                 if not _PLACEHOLDER.search(cited) and not _exists(cited):
                     missing.append(f"{path.relative_to(ROOT)}:{number}: {cited}")
     assert missing == []
+
+
+# -- one concept per file, kernels of few parameters, no copy of the learner frame ------------------------------------
+
+#: a module of this many lines or more holds more than one concept: split it along them (JaxMARL's environments are
+#: 135-209 lines; the longest module here is well under this)
+MAX_MODULE_LINES = 800
+#: the most parameters of a numba kernel: what it reads and writes travels as a few named records (game/records.py)
+MAX_KERNEL_PARAMETERS = 8
+#: the RLAE learner's modules, which reuse the frame's pieces rather than copy them
+RLAE_MODULES = ("ensemble_mappo.rlae", "ensemble_mappo.rlae_config")
+#: lines in a row that make a copied block
+COPIED_LINES = 4
+
+
+def test_every_module_holds_one_concept() -> None:
+    long = [
+        f"{path.relative_to(ROOT)}: {count} lines"
+        for path in MODULES.values()
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) >= MAX_MODULE_LINES
+    ]
+    assert long == []
+
+
+def _kernels() -> Iterator[tuple[str, ast.FunctionDef]]:
+    """(module, function) for every function decorated with ``@kernel(...)`` (ensemble_env.game.jit)."""
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef):
+                for decorator in node.decorator_list:
+                    called = decorator.func if isinstance(decorator, ast.Call) else decorator
+                    if isinstance(called, ast.Name) and called.id == "kernel":
+                        yield name, node
+
+
+def test_kernels_take_few_parameters() -> None:
+    kernels = list(_kernels())
+    assert len(kernels) >= 20, "the kernels of ensemble_env.game were not found"
+    wide = []
+    for module, function in kernels:
+        arguments = function.args
+        count = len(arguments.posonlyargs) + len(arguments.args) + len(arguments.kwonlyargs)
+        count += (arguments.vararg is not None) + (arguments.kwarg is not None)
+        if count > MAX_KERNEL_PARAMETERS:
+            wide.append(f"{module}.{function.name}: {count} parameters")
+    assert wide == []
+
+
+def _code_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, text with white space folded) of the lines that are code: no blank line, comment, import or
+    lone bracket (as ``duplicates`` reads a file)."""
+    lines = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        text = " ".join(line.split())
+        if not text or text.startswith(("#", "import ", "from ")) or not re.search(r"[\w\"']", text):
+            continue
+        lines.append((number, text))
+    return lines
+
+
+def _copied_blocks(ours: Path, theirs: Path, size: int = COPIED_LINES) -> list[tuple[int, int]]:
+    """(line in ``ours``, line in ``theirs``) where a run of ``size`` code lines of ``ours`` stands again, identical."""
+    runs: dict[tuple[str, ...], int] = {}
+    other = _code_lines(theirs)
+    for start in range(len(other) - size + 1):
+        runs.setdefault(tuple(text for _, text in other[start : start + size]), other[start][0])
+    own = _code_lines(ours)
+    return [
+        (own[start][0], runs[block])
+        for start in range(len(own) - size + 1)
+        if (block := tuple(text for _, text in own[start : start + size])) in runs
+    ]
+
+
+def test_the_checker_finds_a_copied_block(tmp_path: Path) -> None:
+    body = "def f(x):\n    y = x + 1\n    # a comment\n    z = y * 2\n    return z - x\n"
+    ours, theirs = tmp_path / "ours.py", tmp_path / "theirs.py"
+    ours.write_text(f"import os\n{body}", encoding="utf-8")
+    theirs.write_text(f"a = 1\n\n{body.replace('    ', '        ')}", encoding="utf-8")
+    assert _copied_blocks(ours, theirs) == [(2, 3)]  # the comment and the import do not count, nor the indentation
+    assert _copied_blocks(ours, theirs, size=5) == []
+
+
+def test_the_rlae_learner_copies_no_block_of_the_other_learners() -> None:
+    copies = [
+        f"{MODULES[name].relative_to(ROOT)}:{line} ~ {path.relative_to(ROOT)}:{their_line}"
+        for name in RLAE_MODULES
+        for other, path in MODULES.items()
+        if other.startswith("ensemble_mappo") and other not in RLAE_MODULES
+        for line, their_line in _copied_blocks(MODULES[name], path)
+    ]
+    assert copies == []
+
+
+def test_the_rlae_learner_repeats_no_shape_of_the_other_learners() -> None:
+    """``duplicates --min-lines 4`` (a developer tool, not a dependency: skipped where it is not installed) also
+    finds blocks alike but for names and values; none may pair the RLAE learner with the rest of agents/."""
+    tool = shutil.which("duplicates")
+    if tool is None:
+        pytest.skip("the duplicates command is not installed")
+    found = subprocess.run(
+        [tool, "--min-lines", str(COPIED_LINES), "--most", "200", "--seconds", "120", "--repo", str(ROOT / "agents")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    ).stdout
+    rlae = [f"ensemble_mappo/{name.rpartition('.')[2]}.py:" for name in RLAE_MODULES]
+    pairs = [line for line in found.splitlines() if re.match(r"D\d+ ", line) and any(f in line for f in rlae)]
+    assert pairs == []
+    assert "incomplete:" not in found, found

@@ -15,9 +15,10 @@ Rules, applied to each block's text (:func:`classify`), in this order:
    the adapters' installs (``.ci/adapters.sh``).
 2. **skipped: cannot run here.** A block that only runs models with lm-evaluation-harness (``lm_eval ...``: a
    GPU and the network; the rest of a block that also converts their output runs, below), starts a Ray
-   cluster (``ray start``: several machines), rebuilds a data file inside the package (``scripts/build_*``:
-   it would rewrite the installed package's data), or is a usage synopsis (optional parts in brackets,
-   ``[--alpha 1]``: a pattern, not a command).
+   cluster (``ray start``: several machines), builds the documentation site (``scripts/build_docs.sh``: CI and
+   ``tests/test_docs_site.py`` do, where Sphinx is installed), rebuilds a data file inside the package
+   (``scripts/build_*``: it would rewrite the installed package's data), or is a usage synopsis (optional parts
+   in brackets, ``[--alpha 1]``: a pattern, not a command).
 3. **long: skipped unless** ``ENSEMBLE_ENV_DOCS_LONG=1``. A block that trains for minutes: SB3's ``.learn(``,
    RLlib's ``algo.train(``, BenchMARL's ``experiment.run(`` or ``-m ensemble_env.adapters.benchmarl``,
    ``ensemble-env benchmark`` (learners x seeds), or an ``ensemble-env train`` without ``--passes`` of 20 or
@@ -171,6 +172,8 @@ def classify(block: Block) -> Plan:
         return Plan("skip", "runs a model with lm-evaluation-harness (GPU, network)")
     if "ray start" in code:
         return Plan("skip", "starts a Ray cluster")
+    if "scripts/build_docs.sh" in code:
+        return Plan("skip", "builds the documentation site: .ci/run and tests/test_docs_site.py run it")
     if "scripts/build_" in code:
         return Plan("skip", "rebuilds a data file inside the package")
     if re.search(r"\[--?\w", code):

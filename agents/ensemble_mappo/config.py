@@ -3,8 +3,9 @@
 :class:`LearnerConfig` holds the fields every learner shares (the budget, the rollout's shape, the PPO epochs,
 the optimizer, the checkpoints chosen on validation, the environment's options), each declared once, with its
 validation. An algorithm's config subclasses it: :class:`TrainConfig` is MAPPO's (and IPPO's, ``critic="local"``),
-:class:`~ensemble_mappo.rlae_config.RLAEConfig` RLAE's; a subclass adds its own fields and re-declares a shared
-field only to give it another default (with the reason in its docstring). The ``ensemble-env train`` options and
+:class:`~ensemble_mappo.rlae_config.RLAEConfig` RLAE's; a subclass adds its own fields and gives shared fields
+defaults of its own, with the reason in their docstrings (re-declared, or in one table: ``defaults=`` of the class
+statement, :meth:`LearnerConfig.__init_subclass__`). The ``ensemble-env train`` options and
 the hyperparameter tables of docs/mappo.md and docs/rlae.md are generated from the fields (:func:`field_docs`,
 :func:`defaults_table`), and ``--config FILE`` reads a TOML or JSON object whose keys are field names (TOML with
 :mod:`tomllib`, JSON with :mod:`json`; nothing is unpickled): :func:`load_config`, :func:`config_from_dict`.
@@ -216,6 +217,23 @@ class LearnerConfig:
         "set by the trainer (training uses the train split, the config's order and episode_length; evaluation "
         "plays the whole chosen split in order)",
     )
+    #: the docstrings of the shared fields a subclass gave its own defaults (see :meth:`__init_subclass__`)
+    DEFAULT_DOCS: ClassVar[dict[str, str]] = {}
+
+    def __init_subclass__(cls, defaults: dict[str, tuple[Any, str | None]] | None = None, **options: Any) -> None:
+        """``class X(LearnerConfig, defaults={name: (value, docstring)})``: X's own defaults of shared fields, in one
+        table, each with the docstring X's options and defaults table show (None: the shared one); ``@dataclass``
+        then declares each field again in its place, as if written in X's body with that default."""
+        super().__init_subclass__(**options)
+        if "__annotations__" not in vars(cls):
+            cls.__annotations__ = {}
+        for name, (value, _) in (defaults or {}).items():
+            if name not in LearnerConfig.__annotations__:
+                raise TypeError(f"{cls.__name__}: defaults: {name} is not a field of LearnerConfig")
+            cls.__annotations__[name] = LearnerConfig.__annotations__[name]
+            setattr(cls, name, value)
+        docs = {name: doc for name, (_, doc) in (defaults or {}).items() if doc is not None}
+        cls.DEFAULT_DOCS = {**cls.DEFAULT_DOCS, **docs}
 
     def __post_init__(self) -> None:
         choices = {name: values for name, values in CHOICES.items() if hasattr(self, name)}
@@ -381,7 +399,8 @@ def _plain(value: Any) -> Any:
 @functools.cache
 def field_docs(config_class: type[LearnerConfig] = TrainConfig) -> dict[str, str]:
     """Each field's docstring (the string literal under it in the class body, the subclass's where it re-declares
-    the field), whitespace collapsed, in the order of the dataclass's fields."""
+    the field or gives it a default of its own: ``DEFAULT_DOCS``), whitespace collapsed, in the order of the
+    dataclass's fields."""
     docs: dict[str, str] = {}
     for klass in reversed(config_class.__mro__):
         if not (isinstance(klass, type) and issubclass(klass, LearnerConfig)):
@@ -397,6 +416,7 @@ def field_docs(config_class: type[LearnerConfig] = TrainConfig) -> dict[str, str
                 and isinstance(following.value.value, str)
             ):
                 docs[statement.target.id] = " ".join(following.value.value.split())
+        docs.update((name, " ".join(doc.split())) for name, doc in vars(klass).get("DEFAULT_DOCS", {}).items())
     return {item.name: docs.get(item.name, "") for item in fields(config_class)}
 
 

@@ -83,6 +83,7 @@ __all__ = [
 #: :data:`ensemble_env.baselines.routing.MAX_TEAM_MODELS` models)
 BASELINES = tuple(name for name, entry in registry.BASELINES.items() if entry.in_evaluate)
 
+#: the evaluation protocols, each with the words reports print for it
 PROTOCOLS = {
     "frozen": "frozen policy: no learning on the evaluated questions",
     "online": "ONLINE protocol: the agents keep learning on the evaluated stream (updates every {n} questions "
@@ -273,7 +274,7 @@ def evaluate_agents(
     learner.reseed(seed)
     n_stream = venv.episode_length
     generator = torch.Generator().manual_seed(seed)
-    obs, _ = venv.reset(seed=seed)
+    venv.reset(seed=seed)
 
     blocks = [n_stream] if not online else [min(update_every, n_stream - s) for s in range(0, n_stream, update_every)]
     optimizer = make_optimizer(learner, config) if online else None
@@ -286,7 +287,7 @@ def evaluate_agents(
     }
     for steps in blocks:
         storage = learner.storage(venv, steps)
-        obs, record = learner.collect(venv, storage, obs, generator, LEARNING if online else FROZEN)
+        record = learner.collect(venv, storage, generator, LEARNING if online else FROZEN)
         next_state = venv.state()
         for key in ("question", "answer", "correct", "cost"):
             parts[key].append(getattr(record, key)[:, 0])
@@ -366,10 +367,10 @@ def _task_episodes(
     learner = kind(config, venv)
     load_networks(learner, networks, source)
     learner.reseed(seed)
-    obs, _ = venv.reset(seed=seed)
+    venv.reset(seed=seed)
     steps = int(counts.max())
     storage = learner.storage(venv, steps)
-    _, record = learner.collect(venv, storage, obs, torch.Generator().manual_seed(seed), FROZEN)
+    record = learner.collect(venv, storage, torch.Generator().manual_seed(seed), FROZEN)
     first = np.asarray(cache.tasks)[record.question[0].astype(np.int64)]
     if sorted(first.tolist()) != present.tolist():
         raise RuntimeError("the task episodes were not dealt one task per copy")

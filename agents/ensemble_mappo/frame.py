@@ -223,14 +223,10 @@ class Learner:
         raise NotImplementedError
 
     def collect(
-        self,
-        venv: EnsembleVectorEnv,
-        storage: Any,
-        obs: dict[str, np.ndarray],
-        generator: torch.Generator,
-        behaviour: Behaviour,
-    ) -> tuple[dict[str, np.ndarray], StepRecord]:
-        """Fill ``storage`` from ``obs``; return the next observations and what happened."""
+        self, venv: EnsembleVectorEnv, storage: Any, generator: torch.Generator, behaviour: Behaviour
+    ) -> StepRecord:
+        """Fill ``storage`` with steps of ``venv`` from where its copies stand (``venv.observations``); return what
+        happened (the copies stand after the last step: the next rollout starts there)."""
         raise NotImplementedError
 
     def batch(self, storage: Any, next_state: np.ndarray, learners: Sequence[str]) -> dict[str, Tensor]:

@@ -191,14 +191,9 @@ class MAPPOLearner(Learner):
         return self.agents.rollout(venv, num_steps)
 
     def collect(
-        self,
-        venv: EnsembleVectorEnv,
-        storage: Rollout,
-        obs: dict[str, np.ndarray],
-        generator: torch.Generator,
-        behaviour: Behaviour,
-    ) -> tuple[dict[str, np.ndarray], StepRecord]:
-        return collect(venv, self.agents, storage, obs, generator, behaviour)
+        self, venv: EnsembleVectorEnv, storage: Rollout, generator: torch.Generator, behaviour: Behaviour
+    ) -> StepRecord:
+        return collect(venv, self.agents, storage, venv.observations, generator, behaviour)[1]
 
     def batch(self, storage: Rollout, next_state: np.ndarray, learners: Sequence[str]) -> dict[str, Tensor]:
         """The agents' advantages and the critic's targets; the value normaliser is updated with this rollout's

@@ -407,6 +407,8 @@ class FusionActor(Actor):
         Start as exactly the team's mean-probability vote (weight 1 on every member's probability, none on the
         context) instead of the uniform policy.
 
+    Notes
+    -----
     Choice c of a question is described by ``phi_c = [p_1c .. p_Nc, l_1c .. l_Nc, v_1c .. v_Nc]``: member i's
     probability of c (0 outside the team), ``l_ic = log(p_ic + 1e-6)`` for members (0 otherwise) and
     ``v_ic`` = 1 when c is member i's most probable valid choice. The logit of c is ``phi_c . w(context)``

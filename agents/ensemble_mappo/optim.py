@@ -81,6 +81,8 @@ class FlatAdam:
         Each network's gradient is scaled down to at most this L2 norm before the update (MAPPO clips per
         network).
 
+    Notes
+    -----
     Call :meth:`zero_grad` before ``loss.backward()`` (it zeroes the gradient buffer; gradients are never set
     to None), then :meth:`step` with the names of the networks that learn. Build it once the networks are
     final: it redirects their parameters into its buffers, so a parameter replaced afterwards (a new

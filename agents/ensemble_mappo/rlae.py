@@ -241,14 +241,9 @@ class RLAELearner(Learner):
         return BanditRollout.allocate(num_steps, venv.num_envs, self.model, int(venv.state_space.shape[-1]))
 
     def collect(
-        self,
-        venv: EnsembleVectorEnv,
-        storage: BanditRollout,
-        obs: dict[str, np.ndarray],
-        generator: torch.Generator,
-        behaviour: Behaviour,
-    ) -> tuple[dict[str, np.ndarray], StepRecord]:
-        return collect(venv, self.model, storage, obs, self.rng, mean=behaviour.fusion == "mode")
+        self, venv: EnsembleVectorEnv, storage: BanditRollout, generator: torch.Generator, behaviour: Behaviour
+    ) -> StepRecord:
+        return collect(venv, self.model, storage, venv.observations, self.rng, mean=behaviour.fusion == "mode")[1]
 
     def batch(self, storage: BanditRollout, next_state: np.ndarray, learners: Sequence[str]) -> dict[str, Tensor]:
         """Advantages r - V(s) (gamma 0), standardised over the rollout; the critic's targets r."""

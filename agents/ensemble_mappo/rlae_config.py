@@ -21,38 +21,51 @@ from typing import Any, ClassVar
 from ensemble_env.game.config import rlae_game
 from ensemble_mappo.config import SHARED_RANGES, LearnerConfig, config_from_dict
 
-__all__ = ["RLAE_ALGORITHMS", "RLAEConfig"]
+__all__ = ["RLAE_ALGORITHMS", "RLAE_DEFAULTS", "RLAEConfig"]
 
 #: the RLAE learners: one weighting agent (``fusion_agents="one"``) or one agent per model (``"per_model"``)
 RLAE_ALGORITHMS = ("rlae_ppo", "rlae_mappo")
 
 
-@dataclass(frozen=True)
-class RLAEConfig(LearnerConfig):
-    """Hyperparameters of one RLAE run (``ensemble-env train --algorithm rlae_ppo|rlae_mappo``)."""
+#: RLAE's defaults of the fields every learner shares, where they differ from MAPPO's (chosen on bbh5's validation
+#: split, docs/rlae.md), each with the docstring the options and docs/rlae.md's table show (None: the shared one)
+RLAE_DEFAULTS: dict[str, tuple[Any, str | None]] = {
+    "passes": (
+        80.0,
+        "Budget in passes over the train stream (env steps = passes x train questions, rounded up to whole rollouts). "
+        "80 passes over bbh5's 2,560 train questions are 100 updates; on its validation split (3 seeds) rlae_ppo's "
+        "reward was still rising from 40 to 80 passes (docs/rlae.md).",
+    ),
+    "num_envs": (32, None),
+    "learning_rate": (
+        3e-3,
+        "Adam learning rate of the actor and the critic (3e-3 against 1e-3 on bbh5's validation split).",
+    ),
+    "update_epochs": (4, "Passes of PPO over each rollout."),
+    "num_minibatches": (4, "Minibatches per epoch."),
+    "ent_coef": (
+        0.0,
+        "Entropy bonus of the Beta policy (its differential entropy, which is negative when concentrated).",
+    ),
+    "max_grad_norm": (1.0, "Gradient-norm clip of each network."),
+    "checkpoints": (
+        5,
+        "Evenly spaced points of the budget (and the start) at which the networks are kept; at the end of the run the "
+        "mean policy of each plays the validation split and the best mean reward there (``selection``) is the run's "
+        "policy.",
+    ),
+    "selection": (
+        "best",
+        'The rule that chooses the run\'s policy on the validation split: the highest mean reward ("best").',
+    ),
+}
 
-    passes: float = 80.0
-    """Budget in passes over the train stream (env steps = passes x train questions, rounded up to whole rollouts).
-    80 passes over bbh5's 2,560 train questions are 100 updates; on its validation split (3 seeds) rlae_ppo's reward
-    was still rising from 40 to 80 passes (docs/rlae.md)."""
-    num_envs: int = 32
-    """Copies of the game stepped together by ``ensemble_env.vector_env``."""
-    learning_rate: float = 3e-3
-    """Adam learning rate of the actor and the critic (3e-3 against 1e-3 on bbh5's validation split)."""
-    update_epochs: int = 4
-    """Passes of PPO over each rollout."""
-    num_minibatches: int = 4
-    """Minibatches per epoch."""
-    ent_coef: float = 0.0
-    """Entropy bonus of the Beta policy (its differential entropy, which is negative when concentrated)."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip of each network."""
-    checkpoints: int = 5
-    """Evenly spaced points of the budget (and the start) at which the networks are kept; at the end of the run the
-    mean policy of each plays the validation split and the best mean reward there (``selection``) is the run's
-    policy."""
-    selection: str = "best"
-    """The rule that chooses the run's policy on the validation split: the highest mean reward ("best")."""
+
+@dataclass(frozen=True)
+class RLAEConfig(LearnerConfig, defaults=RLAE_DEFAULTS):
+    """Hyperparameters of one RLAE run (``ensemble-env train --algorithm rlae_ppo|rlae_mappo``); its defaults of the
+    shared fields are :data:`RLAE_DEFAULTS`."""
+
     env: dict[str, Any] = field(default_factory=dict)
     """Environment options added to the RLAE game's (``decider=False``, ``fusion_action="weights"``, the context
     extras, ``reward_history=0``; see :meth:`env_options`), e.g. ``{"alpha": 0.5}``."""

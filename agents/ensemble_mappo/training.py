@@ -116,9 +116,8 @@ def train(
     keep = stops(budget.iterations, config.checkpoints)
     if resume:  # every file checked first (ensemble_mappo.checkpoint); a run stopped before its first checkpoint: 0
         start = restore_run(out, config, budget.iterations, learner, adam, generator, venv)
-        obs = {agent: array.copy() for agent, array in venv.observations.items()} if start else {}
     else:
-        start, obs = 0, {}
+        start = 0
         write_config(out, config, cache, cache_path)
     end = budget.iterations if stop_after is None else min(budget.iterations, stop_after)
 
@@ -137,8 +136,8 @@ def train(
     with log:
         for iteration in range(start, end):
             # -- the schedule: a seeded reset when a round of episodes starts, the learning rate, the phase
-            if not obs or (run.rounds and iteration % run.rounds == 0):
-                obs, _ = venv.reset(seed=round_seed(config.seed, iteration // run.rounds if run.rounds else 0))
+            if iteration == 0 or (run.rounds and iteration % run.rounds == 0):  # a resumed run stands where it stopped
+                venv.reset(seed=round_seed(config.seed, iteration // run.rounds if run.rounds else 0))
             if iteration == 0 and keep:
                 _save(out / CANDIDATES_DIR / "update_0.pt", 0, run, adam, generator)  # the start policy
             learning_rate = config.learning_rate * (1.0 - iteration / budget.iterations if config.anneal_lr else 1.0)
@@ -146,7 +145,7 @@ def train(
             phase = learner.phase(iteration, budget.iterations)
 
             # 1. collect a rollout
-            obs, record = learner.collect(venv, storage, obs, generator, phase.behaviour)
+            record = learner.collect(venv, storage, generator, phase.behaviour)
             # 2.-3. advantages (bootstrapped from the state after the rollout), then epochs of minibatch updates
             losses = update(learner, adam, storage, venv.state(), config, generator, phase.learners)
             # 4. log; keep the networks at the stops; the resumable checkpoint every checkpoint_every and at the end

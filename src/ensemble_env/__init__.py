@@ -73,6 +73,7 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
+#: the environment's id in PettingZoo's registry (:func:`parallel_env`, :func:`env`)
 ENV_ID = "ensemble_env/Ensemble-v1"
 #: routing on tasks never seen: every episode one task, the agents see its history, never its identity
 #: (:func:`unseen_parallel_env`; the options: :func:`ensemble_env.game.config.unseen_game`)

@@ -21,7 +21,7 @@ line, in one format (on one line)::
 >>> install_line("mappo", with_torch=True)
 'pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install -e ".[mappo]"'
 >>> sorted(EXTRAS)
-['benchmarl', 'data', 'dev', 'mappo', 'plot', 'rllib', 'sb3', 'tensorboard', 'torchrl']
+['benchmarl', 'data', 'dev', 'docs', 'mappo', 'plot', 'rllib', 'sb3', 'tensorboard', 'torchrl']
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ EXTRAS: dict[str, Extra] = {
             ),
             "the tests, the linters and the course's notebooks",
         ),
+        Extra("docs", ("sphinx", "myst_parser", "furo"), "the documentation site: `scripts/build_docs.sh OUT`"),
         Extra("sb3", ("stable_baselines3", "sb3_contrib", "supersuit", "torch"), "the Stable-Baselines3 adapter"),
         Extra("rllib", ("ray", "torch"), "the RLlib adapter"),
         Extra("torchrl", ("torchrl", "tensordict", "torch"), "the TorchRL adapter"),
@@ -97,7 +98,12 @@ EXTRAS: dict[str, Extra] = {
 }
 
 #: how a module is called where it is installed from (``import sklearn`` is the package scikit-learn)
-_PACKAGE_NAMES = {"sklearn": "scikit-learn", "stable_baselines3": "stable-baselines3", "sb3_contrib": "sb3-contrib"}
+_PACKAGE_NAMES = {
+    "sklearn": "scikit-learn",
+    "stable_baselines3": "stable-baselines3",
+    "sb3_contrib": "sb3-contrib",
+    "myst_parser": "myst-parser",
+}
 
 
 def _present(module: str) -> bool:

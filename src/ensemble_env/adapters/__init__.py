@@ -1,17 +1,18 @@
 """Thin adapters to the MARL libraries researchers already use: one module per library, each its own extra.
 
-=============  ======================  ==================================  ============================================
-module         extra                   public factory                      what trains
-=============  ======================  ==================================  ============================================
-``sb3``        ``ensemble-env[sb3]``   :func:`~ensemble_env.adapters.sb3.  one role (the other fixed or frozen), or one
-                                       sb3_env`                            parameter-shared policy (SuperSuit)
-``rllib``      ``ensemble-env[rllib]`` :func:`~ensemble_env.adapters.      one PPO policy per role; scales out on Ray
-                                       rllib.ppo_config`
-``torchrl``    ``ensemble-env[         :func:`~ensemble_env.adapters.      two groups + the centralized state
-               torchrl]``              torchrl.torchrl_env`                (MAPPO with TorchRL's losses)
-``benchmarl``  ``ensemble-env[         :func:`~ensemble_env.adapters.      BenchMARL's MAPPO / IPPO (and the rest of
-               benchmarl]``            benchmarl.benchmarl_task`           its on-policy algorithms)
-=============  ======================  ==================================  ============================================
+=============  ===========================  ==================================  ===================================
+module         extra                        public factory                      what trains
+=============  ===========================  ==================================  ===================================
+``sb3``        ``ensemble-env[sb3]``        :func:`~.sb3.sb3_env`               one role (the other fixed or
+                                                                                frozen), or one parameter-shared
+                                                                                policy (SuperSuit)
+``rllib``      ``ensemble-env[rllib]``      :func:`~.rllib.ppo_config`          one PPO policy per role; scales out
+                                                                                on Ray
+``torchrl``    ``ensemble-env[torchrl]``    :func:`~.torchrl.torchrl_env`       two groups + the centralized state
+                                                                                (MAPPO with TorchRL's losses)
+``benchmarl``  ``ensemble-env[benchmarl]``  :func:`~.benchmarl.benchmarl_task`  BenchMARL's MAPPO / IPPO (and the
+                                                                                rest of its on-policy algorithms)
+=============  ===========================  ==================================  ===================================
 
 Shared by them: ``wrappers`` (numpy only: the per-choice fusion view and the aligned decider credit, options that
 make the game learnable by generic networks without changing it), ``networks`` (the per-choice scorer, built

@@ -65,8 +65,9 @@ ADAPTER_OPTIONS = ("fusion_view",)
 #: the decider actor's choices in :class:`EnsembleModelConfig`
 TEAM_LOGITS = ("per_model", "mlp")
 
-#: the task's name, and BenchMARL's name of the environment (``task=ensemble_env/ensemble`` on its command line)
+#: the task's name (``task=ensemble_env/ensemble`` on BenchMARL's command line)
 TASK_NAME = "ensemble"
+#: BenchMARL's name of the environment (``task=ensemble_env/ensemble`` on its command line)
 ENV_NAME = "ensemble_env"
 #: the task config BenchMARL's command line starts from (``task.NAME=VALUE`` changes one, ``+task.NAME=VALUE``
 #: adds another option of ``parallel_env``)

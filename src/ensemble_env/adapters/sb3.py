@@ -77,6 +77,7 @@ __all__ = [
     "weights_options",
 ]
 
+#: the two roles of the game, each of which one single-agent learner can train (``sb3_env(train=role)``)
 ROLES = ("decider", "fusion")
 #: what ``sb3_env(train=...)`` can train: one role, both roles through one shared policy (SuperSuit), or RLAE's
 #: single weighting agent (no decider)

@@ -21,13 +21,14 @@ The groups follow the game's agents (:func:`group_map_of`): without a decider (`
 fusion_action="weights", fusion_agents="per_model"``) the N agents ``weight_0 ... weight_{N-1}`` form one group,
 "weights" (:data:`WEIGHTS_GROUP`), so that one network can act for all of them:
 
-=====================================  =====================================================================
-``("weights", "observation")``         (N, per-model obs size) float32: agent i's context, its model's
-                                       probabilities, membership and the valid-choice mask
-``("weights", "action")``              (N, 1) float32 in [0, 1] (a ``Bounded`` spec): model i's weight
-``("weights", "info", "choice_mask")`` (N, C) float32, the valid choices (an info: the action is not discrete)
-``"state"``                            the fusion observation, then the question's context (task, features)
-=====================================  =====================================================================
+========================================  ==================================================================
+``("weights", "observation")``            (N, per-model obs size) float32: agent i's context, its model's
+                                          probabilities, membership and the valid-choice mask
+``("weights", "action")``                 (N, 1) float32 in [0, 1] (a ``Bounded`` spec): model i's weight
+``("weights", "info", "choice_mask")``    (N, C) float32, the valid choices (an info: the action is not
+                                          discrete)
+``"state"``                               the fusion observation, then the question's context (task, features)
+========================================  ==================================================================
 
 With ``fusion_action="weights"`` and one agent, the "fusion" group's action is (1, N) weights in [0, 1].
 

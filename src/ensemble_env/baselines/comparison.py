@@ -3,8 +3,7 @@
 What ``ensemble-env baselines`` runs (see ``docs/baselines.md``):
 
 - :func:`compare`: the baselines of the registry (:mod:`ensemble_env.baselines.registry`) fitted on a train split and
-scored on an eval split,
-  the routing ones (:mod:`ensemble_env.baselines.routing`) choosing teams by the reward
+  scored on an eval split, the routing ones (:mod:`ensemble_env.baselines.routing`) choosing teams by the reward
   (:class:`~ensemble_env.game.reward.RewardSettings`: the environment's, at a size penalty alpha);
 - :func:`scores`: their accuracy (macro over tasks), mean reward, mean team size and mean cost, overall and
   per task, as the JSON of ``ensemble-env baselines --json``;

@@ -51,8 +51,11 @@ __all__ = [
     "cache_error",
 ]
 
+#: the ``format`` attribute of a cache file (docs/cache-format.md)
 FORMAT_NAME = "ensemble-logit-cache"
+#: the ``format_version`` attribute of the files this package writes and reads
 FORMAT_VERSION = 1
+#: what a cache's ``scores`` hold (``score_kind``): log-likelihoods, logits, log-probabilities or probabilities
 SCORE_KINDS = ("loglik", "logit", "logprob", "prob")
 #: split codes stored in the ``split`` dataset
 SPLITS = {"train": 0, "test": 1, "validation": 2}

@@ -41,8 +41,11 @@ __all__ = [
     "unseen_game",
 ]
 
+#: ``decider_action``: the decider's action encodings (:data:`ensemble_env.game.actions.DECIDER_ENCODINGS`)
 DECIDER_ACTIONS = tuple(DECIDER_ENCODINGS)
+#: ``decider_extras``: what the decider may see beyond the window's statistics
 DECIDER_EXTRAS = ("model_accuracy", "task", "features", "task_record", "team_record")
+#: ``fusion_extras``: what the fusion agent may see beyond the team's probabilities
 FUSION_EXTRAS = ("task", "features", "member_record")
 #: the extras that describe the history of the episode's task (they need ``episodes="task"``)
 RECORD_EXTRAS = ("task_record", "team_record", "member_record")
@@ -59,6 +62,7 @@ FUSION_ACTIONS = ("answer", "weights")
 FUSION_AGENTS = ("one", "per_model")
 #: the RLAE options and their defaults (today's game); a snapshot's signature names them only when changed
 RLAE_DEFAULTS: dict[str, object] = {"decider": True, "fusion_action": "answer", "fusion_agents": "one"}
+#: ``order``: the questions in the cache's order, or a new permutation per reset
 ORDERS = ("sequential", "shuffled")
 #: options added after snapshots existed, and their defaults (today's game): a snapshot's signature names them only
 #: when changed, so that snapshots of today's game keep the signature they had
@@ -174,7 +178,7 @@ class EnvConfig:
     """Options of the ensemble game (all keyword arguments of ``parallel_env``)."""
 
     alpha: float = 1.0
-    """Size penalty: a wrong answer with team E earns -1 - alpha * |E| / N (see ``size_penalty_mode``)."""
+    """Size penalty: a wrong answer with team E earns -1 - alpha * ``|E|`` / N (see ``size_penalty_mode``)."""
     window: int = 500
     """T, the number of most recently answered questions the decider's statistics are computed over."""
     split: str = "train"

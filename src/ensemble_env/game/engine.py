@@ -10,7 +10,7 @@ One step t of copy b (the pipelined parallel step of ``docs/environment-spec.md`
 1. the fusion agent answers question q_t, having seen the probabilities of team E_t (committed at t-1;
    E_0 is the initial team);
 2. the decider commits E_{t+1}, the team for the next question;
-3. both receive r_t = +1 if right, else -1 - alpha * |E_t| / N (``size_penalty_mode="on_error"``).
+3. both receive r_t = +1 if right, else -1 - alpha * ``|E_t|`` / N (``size_penalty_mode="on_error"``).
 
 The observations' layouts (blocks, order, bounds) are :mod:`ensemble_env.game.layout`'s; the kernels' records
 are built by :mod:`ensemble_env.game.build`; snapshots (:meth:`EnsembleVectorEnv.get_state`, ``set_state``) are
@@ -90,6 +90,7 @@ __all__ = [
     "game_agents",
 ]
 
+#: the agents of the default game (RL-Focal's two); :func:`game_agents` gives a configuration's
 AGENTS = ("decider", "fusion")
 
 
@@ -137,6 +138,8 @@ class EnsembleVectorEnv:
         its new episode; the last one of the finished episode is in ``infos["final_obs"]`` and
         ``infos["final_state"]``.
 
+    Notes
+    -----
     ``reset(seed)`` returns ``(obs, infos)``; ``step(actions)`` returns ``(obs, rewards, terminations,
     truncations, infos)``, each a dict keyed by agent of arrays with a leading B axis. ``actions`` is
     ``{"decider": (B, N) 0/1 array (or (B,) team indices for the "subset" encoding), "fusion": (B,) ints}``;

@@ -7,7 +7,7 @@ a change to one is a change to the other (``tests/game/test_reward.py`` plays ra
 configurations and fails if a reward leaves the bounds).
 
 The reward (RL-Focal): r_t = +1 if the answer is right, else -1 - alpha * share, where share is the team's
-share of the pool, |E_t| / N (or of the cache's costs with ``use_costs``); ``size_penalty_mode="always"``
+share of the pool, ``|E_t| / N`` (or of the cache's costs with ``use_costs``); ``size_penalty_mode="always"``
 subtracts alpha * share on every step; ``diversity_bonus`` adds bonus x the focal diversity of the team that
 answered (over the window before the answer, in [0, 1]). An empty team never answers right.
 """

@@ -19,7 +19,7 @@ State              ``Box(float32)``: decider obs + fusion obs (no label), for ce
 Vector spaces      ``vector_env``: ``single_observation_space(agent)``, ``single_action_space(agent)`` (one
                    copy's, these) and batched ``observation_space(agent)``, ``action_space(agent)``
                    (``gymnasium.vector.utils.batch_space``; ``.sample()`` is a whole batch ``step`` takes)
-Reward (shared)    +1 if right, else -1 - alpha * |E_t| / N (``size_penalty_mode="on_error"``)
+Reward (shared)    +1 if right, else -1 - alpha * ``|E_t|`` / N (``size_penalty_mode="on_error"``)
 Step order         fusion answers q_t with team E_t; the decider commits E_{t+1}; both get r_t
 Episode end        the stream exhausted: both agents terminated; ``episode_length`` cut a longer stream:
                    both truncated, the final observation shows the stream's real next question;

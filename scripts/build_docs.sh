@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Build the documentation site into OUT: the Markdown pages of docs/ as they are and the API reference generated
+# from the docstrings (docs/api/, configured in docs/conf.py), with Sphinx, MyST-Parser and furo: the `docs` extra,
+# `pip install -e ".[docs]"` (no torch needed: docs/conf.py mocks it).
+#
+# Fails on any warning (Sphinx lists them all, then exits 1), and when a name of `ensemble_env.__all__` or
+# `ensemble_mappo.__all__` has no entry in OUT's object inventory. Then open OUT/index.html.
+#
+# usage: scripts/build_docs.sh OUT        (PYTHON=path/to/python picks the interpreter; default python3)
+set -euo pipefail
+
+if [ "$#" -ne 1 ] || [ -z "$1" ]; then
+    echo "usage: scripts/build_docs.sh OUT   (OUT: the folder the HTML site is written to)" >&2
+    exit 2
+fi
+root="$(cd "$(dirname "$0")/.." && pwd)"
+out="$1"
+python="${PYTHON:-python3}"
+
+if ! "$python" -c "import sphinx, myst_parser, furo" 2>/dev/null; then
+    echo "build_docs.sh: $python lacks Sphinx, MyST-Parser or furo: pip install -e \".[docs]\"" >&2
+    exit 1
+fi
+# -E -a: every page read and written again, so that a second build into OUT shows every warning again
+"$python" -m sphinx -W --keep-going -E -a --quiet --builder html "$root/docs" "$out"
+
+# Every public name of the two packages has its entry in the site (read from OUT, not from the build's memory).
+"$python" - "$root" "$out" <<'PY'
+import ast
+import re
+import sys
+import zlib
+from pathlib import Path
+
+root, out = Path(sys.argv[1]), Path(sys.argv[2])
+if not (out / "index.html").is_file():
+    sys.exit(f"build_docs.sh: {out / 'index.html'} was not written")
+header, _, body = (out / "objects.inv").read_bytes().partition(b"# The remainder of this file is compressed using zlib.\n")
+entries = set(re.findall(r"^(\S+) py:\w+ ", zlib.decompress(body).decode("utf-8"), re.MULTILINE))
+missing = []
+for package, init in (("ensemble_env", "src/ensemble_env/__init__.py"), ("ensemble_mappo", "agents/ensemble_mappo/__init__.py")):
+    tree = ast.parse((root / init).read_text(encoding="utf-8"))
+    names = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(getattr(target, "id", None) == "__all__" for target in node.targets)
+    )
+    missing += [f"{package}.{name}" for name in names if f"{package}.{name}" not in entries]
+if missing:
+    sys.exit(f"build_docs.sh: no entry in {out / 'objects.inv'} for: {', '.join(missing)}")
+print(f"build_docs.sh: the site is in {out} (open {out / 'index.html'}); {len(entries)} API entries")
+PY
