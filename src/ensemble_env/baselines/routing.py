@@ -5,15 +5,15 @@ the team that answers a question by its mean-probability vote, and are scored by
 (:class:`ensemble_env.game.reward.RewardSettings`: +1 when right, else -1 - alpha * share, the share being the
 team's size over N or, with ``use_costs``, its share of the cache's costs).
 
-==================  ===================================================================================
-baseline            how it picks the team of a question
-==================  ===================================================================================
-:func:`static_team` per task, the team with the best mean reward at ``alpha`` on the task's train
-                    questions (``criterion="accuracy"``: the best train accuracy, ``static_team_acc``)
-:func:`router`      per question, the team with the best *expected* reward at ``alpha``, from predicted
-                    probabilities that each team's vote is right given the question's inputs (features,
-                    or task one-hots), fitted on train (:func:`fit_router`)
-==================  ===================================================================================
+===================  ===================================================================================
+baseline             how it picks the team of a question
+===================  ===================================================================================
+:func:`static_team`  per task, the team with the best mean reward at ``alpha`` on the task's train
+                     questions (``criterion="accuracy"``: the best train accuracy, ``static_team_acc``)
+:func:`router`       per question, the team with the best *expected* reward at ``alpha``, from predicted
+                     probabilities that each team's vote is right given the question's inputs (features,
+                     or task one-hots), fitted on train (:func:`fit_router`)
+===================  ===================================================================================
 
 The router predicts, for every team S (the N single models included), P(the mean vote of S is right | x_q)
 with one L2-penalised logistic regression per team on the question's inputs x_q: the cache's ``features``
