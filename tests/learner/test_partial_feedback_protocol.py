@@ -1,0 +1,132 @@
+"""The unseen-task protocol under partial feedback (``ensemble-env benchmark --protocol unseen-tasks --feedback
+team``): the learners' game and start, the team-scorer decider, the best hand rule chosen per fold on validation, the
+roles, the learning curves, and the refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ensemble_env.baselines import registry as baselines  # noqa: E402
+from ensemble_env.cache import save_cache  # noqa: E402
+from ensemble_env.synthetic import make_cache  # noqa: E402
+from ensemble_mappo import algorithms, benchmark  # noqa: E402
+from ensemble_mappo.agents import Agents  # noqa: E402
+from ensemble_mappo.benchmark import curves, protocols  # noqa: E402
+from ensemble_mappo.benchmark.registry import PARTIAL_DEFAULT_ALGORITHMS, default_algorithms  # noqa: E402
+from ensemble_mappo.frame import make_env  # noqa: E402
+from ensemble_mappo.networks import TeamScorerActor  # noqa: E402
+
+
+def small_cache(n_tasks: int = 8, seed: int = 1):
+    return make_cache(n_models=3, n_questions=60 * n_tasks, n_tasks=n_tasks, accuracy=[0.5, 0.6, 0.7], seed=seed)
+
+
+def test_the_learners_play_the_partial_feedback_scenario_from_a_start_that_encodes_no_rule() -> None:
+    config_class = algorithms.get("mappo").config_class
+    overrides = protocols.learner_overrides("mappo", config_class, 5, "team")
+    assert overrides["env"]["feedback"] == "team" and overrides["env"]["episodes"] == "task"
+    assert "team_record" in overrides["env"]["decider_extras"] and "task" not in overrides["env"]["decider_extras"]
+    assert overrides["decider_start"] == "prior" and overrides["decider_kl_coef"] == 0.0
+    assert overrides["decider_policy"] == "scorer"
+    assert "feedback" not in protocols.learner_overrides("mappo", config_class, 5, "all")["env"]
+    with pytest.raises(ValueError, match="no decider"):
+        protocols.learner_overrides("rlae_ppo", algorithms.get("rlae_ppo").config_class, 5, "team")
+    with pytest.raises(ValueError, match="--feedback"):
+        protocols.learner_overrides("mappo", config_class, 5, "some")
+    assert default_algorithms("unseen-tasks", "team") == PARTIAL_DEFAULT_ALGORITHMS
+    assert {"mappo", "ippo", "ftl_team", "hindsight_team"} <= set(PARTIAL_DEFAULT_ALGORITHMS)
+    assert default_algorithms("standard", "team") == benchmark.DEFAULT_ALGORITHMS
+
+
+def test_feedback_goes_with_the_unseen_task_protocol_only(tmp_path: Path) -> None:
+    cache = save_cache(tmp_path / "small.h5", small_cache())
+    with pytest.raises(ValueError, match="--protocol unseen-tasks"):
+        benchmark.benchmark(["best_single"], [0], [cache], tmp_path / "a", feedback="team", progress=False)
+    with pytest.raises(ValueError, match="--feedback"):
+        benchmark.benchmark(
+            ["best_single"], [0], [cache], tmp_path / "b", protocol="unseen-tasks", feedback="full", progress=False
+        )
+
+
+def _scorer(feedback: str) -> tuple[TeamScorerActor, object]:
+    cache = small_cache()
+    options = protocols.learner_overrides("mappo", algorithms.get("mappo").config_class, 3, feedback)["env"]
+    venv = make_env(cache, options, num_envs=4, split="train", episode_length=32)
+    torch.manual_seed(0)
+    agents = Agents.build(venv, 16, decider_policy="scorer")
+    assert isinstance(agents.decider, TeamScorerActor)
+    return agents.decider, venv
+
+
+@pytest.mark.parametrize("feedback", ["team", "all"])
+def test_the_untrained_scorer_plays_the_size_prior_and_scores_each_team_from_its_own_record(feedback: str) -> None:
+    decider, venv = _scorer(feedback)
+    obs, _ = venv.reset(seed=0)
+    inputs = torch.from_numpy(obs["decider"])
+    with torch.no_grad():
+        logits = decider(inputs)
+    # the output gain is 0.01: the untrained scorer is the size prior (uniform over the teams at 0.5) up to 1e-2
+    np.testing.assert_allclose(logits.numpy(), decider.prior_logits().detach().expand_as(logits).numpy(), atol=0.05)
+    # with the context cut off, team k's logit reads team k's record only: changing team 2's rate moves logit 2 alone
+    with torch.no_grad():
+        decider.context_in.weight.zero_()
+        before = decider(inputs)
+        changed = inputs.clone()
+        changed[:, decider.rate_slice.start + 2] += 0.5
+        after = decider(changed)
+    moved = (after - before).abs().amax(dim=0) > 0
+    assert moved.tolist() == [k == 2 for k in range(moved.numel())]
+
+
+def test_the_scorer_needs_the_team_record() -> None:
+    cache = small_cache()
+    venv = make_env(cache, {"decider_extras": ("model_accuracy",)}, num_envs=2, split="train", episode_length=32)
+    with pytest.raises(ValueError, match="team_record"):
+        Agents.build(venv, 16, decider_policy="scorer")
+
+
+def test_the_best_rule_is_chosen_per_fold_on_validation_among_the_playable_ones() -> None:
+    lines = [
+        {"global_team": -0.1, "greedy_team": 0.2, "ftl_team": 0.5, "hindsight_team": 0.9},
+        {"global_team": 0.3, "greedy_team": 0.3, "ftl_team": 0.1},
+    ]
+    assert curves.best_rules(lines, "team") == ["greedy_team", "global_team"]  # ftl_team: full feedback; ties: first
+    assert curves.best_rules(lines, "all") == ["ftl_team", "global_team"]
+    assert baselines.reference("ftl_team", "team") == "full feedback" and baselines.reference("ftl_team") is None
+
+
+def test_a_partial_feedback_benchmark_reports_the_best_rule_the_gap_and_the_learning_curves(tmp_path: Path) -> None:
+    """A tiny run: mappo at the tiny budget, two hand rules and the full-feedback reference, 2 folds. The learner's
+    info keeps each fold's deployed update and validation plays; the best rule of each fold is one of the playable
+    rules and its answers on that fold are that rule's; ftl_team is marked as a reference; the figure is written."""
+    pytest.importorskip("matplotlib")
+    path = save_cache(tmp_path / "small.h5", small_cache())
+    names = ["mappo", "greedy_team", "global_team", "ftl_team"]
+    results = benchmark.benchmark(
+        names, [0], [path], tmp_path / "out", protocol="unseen-tasks", feedback="team", folds=2, budget="tiny",
+        progress=False,
+    )  # fmt: skip
+    (per_algorithm,) = results["caches"].values()
+    protocol = results["protocol"]
+    assert protocol["feedback"] == "team"
+    (rules,) = protocol["best_rules"].values()
+    assert len(rules) == 2 and set(rules) <= {"greedy_team", "global_team"}
+    assert per_algorithm["ftl_team"]["reference"] == "full feedback"
+    assert per_algorithm[curves.BEST_RULE]["reference"] is None
+    (run,) = per_algorithm["mappo"]["runs"]
+    assert [fold["unit"] for fold in run["info"]["folds"]] == ["fold 1", "fold 2"]
+    assert all(fold["selected_iteration"] >= 0 and fold["validation"] for fold in run["info"]["folds"])
+    stored = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    best = stored["caches"][next(iter(stored["caches"]))][curves.BEST_RULE]["runs"][0]["info"]["folds"]
+    assert [fold["rule"] for fold in best] == rules
+    text = (tmp_path / "out" / "results.md").read_text(encoding="utf-8")
+    assert "reference (full feedback: not playable in this game)" in text
+    means = {name: per_algorithm[name]["aggregate"]["reward"]["mean"] for name in ("ftl_team", curves.BEST_RULE)}
+    assert ("Share of the gap" in text) == (means["ftl_team"] > means[curves.BEST_RULE])
+    assert (tmp_path / "out" / curves.FILE).is_file()
