@@ -201,14 +201,15 @@ def observe_feedback(
     """After the step kernel's observation of copies ``env_ids``: overwrite the decider's window blocks with their
     revealed values (``statistics``, ``statistics_count``, ``model_accuracy``, ``model_accuracy_count``) and the
     info ``focal_diversity``."""
-    layout, decider = settings.layout, out.decider
+    layout, decider, seen, seen_right = settings.layout, out.decider, feedback.seen, feedback.seen_right
+    statistics = layout.decider_statistics  # statistics_count follows statistics
     write_revealed_statistics(
-        env_ids, tables, state, feedback, settings, decider, layout.decider_statistics, layout.decider_statistics_count
+        env_ids, tables, state, feedback, settings, decider, statistics, statistics + tables.statistics.shape[0]
     )
     if layout.decider_model_accuracy < 0:
         return
-    seen, seen_right = feedback.seen, feedback.seen_right
-    at, count_at = layout.decider_model_accuracy, layout.decider_model_accuracy_count
+    at = layout.decider_model_accuracy
+    count_at = at + seen.shape[1]  # model_accuracy_count follows model_accuracy
     for env in env_ids:
         for i in range(seen.shape[1]):
             n = seen[env, i]
