@@ -425,7 +425,7 @@ def test_option_vocabulary_and_todays_game_never_runs_the_feedback_kernels(
         raise AssertionError("a feedback kernel ran with feedback='all'")
 
     for venv in (ensemble_env.vector_env(2, synthetic), ensemble_env.unseen_vector_env(2, synthetic)):
-        for name in ("_feedback_step_kernel", "_feedback_observe_kernel", "_revealed_statistics_kernel"):
+        for name in ("_team_step_kernel", "_team_observe_kernel", "_revealed_statistics_kernel"):
             monkeypatch.setattr(venv, name, never)
         venv.reset(seed=0)
         for _ in range(5):

@@ -26,7 +26,9 @@ infos and the fusion agent's view of its question (its team's probabilities) are
 How: :class:`~ensemble_env.game.records.Feedback` keeps the answering team of each window slot (a ring of team
 masks beside ``CopyState.window``) and the per-model counts over the window. :func:`feedback_step` runs before the
 step kernel (whose team is then still E_t) and notes E_t in the slot q_t takes; :func:`observe_feedback` runs after
-every observation of the step kernel and overwrites the blocks above. The statistics re-read the window's rows (the
+every observation of the step kernel and overwrites the blocks above. The engine calls them through
+:func:`step_team` and :func:`observe_team`, one kernel call each, around the kernels of
+:mod:`ensemble_env.game.dynamics`. The statistics re-read the window's rows (the
 count-based O(1) updates of :mod:`ensemble_env.game.window` cannot condition on a team's revealed rows): per copy
 O(T W) to find the rows (W = ceil(N / 64) words per mask) and, on them, the counts of the team's own members, from
 which the statistics of :mod:`ensemble_env.game.window` follow unchanged (the members renumbered 0..M-1). The engine
@@ -37,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ensemble_env.game.dynamics import _answering
+from ensemble_env.game.dynamics import _answering, observe, step
 from ensemble_env.game.jit import kernel
 from ensemble_env.game.records import CopyState, Counter, Feedback, Info, Outputs, Settings, Tables
 from ensemble_env.game.task_record import record_count
@@ -60,8 +62,10 @@ from ensemble_env.game.window import (
 __all__ = [
     "feedback_step",
     "observe_feedback",
+    "observe_team",
     "revealed_masks",
     "revealed_statistics",
+    "step_team",
     "write_revealed_statistics",
 ]
 
@@ -215,6 +219,33 @@ def observe_feedback(
             n = seen[env, i]
             decider[env, at + i] = seen_right[env, i] / n if n > 0 else 0.0
             decider[env, count_at + i] = record_count(n)
+
+
+@kernel()
+def step_team(
+    next_team: np.ndarray,
+    answers: np.ndarray,
+    tables: Tables,
+    state: CopyState,
+    feedback: Feedback,
+    settings: Settings,
+    out: Outputs,
+) -> None:
+    """``dynamics.step`` under ``feedback="team"``: E_t noted (:func:`feedback_step`), the step, then the window blocks
+    of every copy over what was revealed (:func:`observe_feedback`)."""
+    feedback_step(tables, feedback, state, settings)
+    step(next_team, answers, tables, state, settings, out)
+    observe_feedback(np.arange(state.team.shape[0]), tables, state, feedback, settings, out)
+
+
+@kernel()
+def observe_team(
+    env_ids: np.ndarray, tables: Tables, state: CopyState, feedback: Feedback, settings: Settings, out: Outputs
+) -> None:
+    """``dynamics.observe`` under ``feedback="team"``: the observations of copies ``env_ids``, then their window blocks
+    over what was revealed."""
+    observe(env_ids, tables, state, settings, out)
+    observe_feedback(env_ids, tables, state, feedback, settings, out)
 
 
 @kernel()
