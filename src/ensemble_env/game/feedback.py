@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ensemble_env.game.dynamics import _answering, observe, step
+from ensemble_env.game.dynamics import answering, observe, step
 from ensemble_env.game.jit import kernel
 from ensemble_env.game.records import CopyState, Counter, Feedback, Info, Outputs, Settings, Tables
 from ensemble_env.game.task_record import record_count
@@ -86,7 +86,7 @@ def feedback_step(tables: Tables, feedback: Feedback, state: CopyState, settings
     n_envs, n_models = team.shape
     window_length, n_words = revealed.shape[1], revealed.shape[2]
     for env in range(n_envs):
-        q = _answering(env, state.order, counters, settings.episode_length, settings.per_copy_order)
+        q = answering(env, state.order, counters, settings.episode_length, settings.per_copy_order)
         head = counters[env, Counter.HEAD]
         if counters[env, Counter.COUNT] == window_length:  # the oldest row leaves
             leaving = window[env, head]
