@@ -4,20 +4,19 @@ that answered it, and nothing else; every statistic the agents see counts only w
 With ``feedback="all"`` (today's game) answering q_t reveals every model's output on it. Under ``"team"`` the
 window and the task's record are the same questions, but of each one only the answering team's outputs count:
 
-====================  ===========================================================================================
-block                 value under ``feedback="team"``
-====================  ===========================================================================================
-``statistics``        each statistic of the committed team computed as defined (``metrics``) on the window rows
-                      on which every member was revealed (the row's answering team contains the team); with no
-                      such row, the statistic's value on an empty window (as at a reset)
-``statistics_count``  count(r), r = those rows
-``model_accuracy``    seen_right_i / seen_i, seen_i = window rows that revealed model i (0 when seen_i = 0)
-``model_accuracy_     count(seen_i) for each model i
-count``
-records               :mod:`ensemble_env.game.task_record`: each rate over the task's answered questions that
-                      revealed it (a model: its team answered; a team: the answering team contained it), and the
-                      ``_count`` blocks, count(n_i) / count(n_k) of those
-====================  ===========================================================================================
+========================  =======================================================================================
+block                     value under ``feedback="team"``
+========================  =======================================================================================
+``statistics``            each statistic of the committed team computed as defined (``metrics``) on the window rows
+                          on which every member was revealed (the row's answering team contains the team); with no
+                          such row, the statistic's value on an empty window (as at a reset)
+``statistics_count``      count(r), r = those rows
+``model_accuracy``        seen_right_i / seen_i, seen_i = window rows that revealed model i (0 when seen_i = 0)
+``model_accuracy_count``  count(seen_i) for each model i
+the records               :mod:`ensemble_env.game.task_record`: each rate over the task's answered questions that
+                          revealed it (a model: its team answered; a team: the answering team contained it), and
+                          the ``_count`` blocks, count(n_i) or count(n_k) of those
+========================  =======================================================================================
 
 count(n) = n / (n + 16) (:func:`ensemble_env.game.task_record.record_count`), one scale for every count feature.
 The info ``focal_diversity`` (and so ``diversity_bonus``) is the revealed one too. The rewards, the labels in the
@@ -26,13 +25,13 @@ infos and the fusion agent's view of its question (its team's probabilities) are
 How: :class:`~ensemble_env.game.records.Feedback` keeps the answering team of each window slot (a ring of team
 masks beside ``CopyState.window``) and the per-model counts over the window. :func:`feedback_step` runs before the
 step kernel (whose team is then still E_t) and notes E_t in the slot q_t takes; :func:`observe_feedback` runs after
-every observation of the step kernel and overwrites the blocks above. The engine calls them through
-:func:`step_team` and :func:`observe_team`, one kernel call each, around the kernels of
-:mod:`ensemble_env.game.dynamics`. The statistics re-read the window's rows (the
-count-based O(1) updates of :mod:`ensemble_env.game.window` cannot condition on a team's revealed rows): per copy
-O(T W) to find the rows (W = ceil(N / 64) words per mask) and, on them, the counts of the team's own members, from
-which the statistics of :mod:`ensemble_env.game.window` follow unchanged (the members renumbered 0..M-1). The engine
-calls these kernels only with ``feedback="team"``: today's game never runs them.
+every observation of the step kernel and overwrites the blocks above; the engine calls them through :func:`step_team`
+and :func:`observe_team`, one kernel call each, around the kernels of :mod:`ensemble_env.game.dynamics`. The
+statistics re-read the window's rows (the count-based O(1) updates of :mod:`ensemble_env.game.window` cannot condition
+on a team's revealed rows): per copy O(T W) to find the rows (W = ceil(N / 64) words per mask) and, on them, the
+counts of the team's own members, from which the statistics of :mod:`ensemble_env.game.window` follow unchanged (the
+members renumbered 0..M-1). The engine calls these kernels only with ``feedback="team"``: today's game never runs
+them.
 """
 
 from __future__ import annotations
