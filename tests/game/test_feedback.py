@@ -11,13 +11,13 @@ ones refused; today's game never runs the feedback kernels.
 from __future__ import annotations
 
 import dataclasses
-import io
 from collections import deque
 from typing import Any
 
 import numpy as np
 import pytest
 from test_env import assert_same
+from test_snapshot import _through_savez
 from test_unseen import CORRECT, LABELS, TASKS, TEAMS, hand_cache
 from test_window import ALL, definitions
 
@@ -349,18 +349,10 @@ def test_snapshot_round_trip_under_team_feedback(synthetic: LogitCache, autorese
     expected = [first.step(action) for action in later]
     second = v2_engine(synthetic, autoreset)
     second.reset(seed=99)
-    second.set_state(through_savez(snapshot))
+    second.set_state(_through_savez(snapshot))
     for action, want in zip(later, expected, strict=True):
         assert_same(second.step(action), want)
     assert_same(second.state(), first.state())
-
-
-def through_savez(snapshot: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    buffer = io.BytesIO()
-    np.savez(buffer, **snapshot)
-    buffer.seek(0)
-    with np.load(buffer, allow_pickle=False) as stored:
-        return {name: stored[name] for name in stored.files}
 
 
 @pytest.mark.parametrize(
@@ -425,7 +417,7 @@ def test_option_vocabulary_and_todays_game_never_runs_the_feedback_kernels(
         raise AssertionError("a feedback kernel ran with feedback='all'")
 
     for venv in (ensemble_env.vector_env(2, synthetic), ensemble_env.unseen_vector_env(2, synthetic)):
-        for name in ("_feedback_step_kernel", "_feedback_observe_kernel", "_revealed_statistics_kernel"):
+        for name in ("_team_step_kernel", "_team_observe_kernel", "_revealed_statistics_kernel"):
             monkeypatch.setattr(venv, name, never)
         venv.reset(seed=0)
         for _ in range(5):

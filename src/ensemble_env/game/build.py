@@ -65,7 +65,6 @@ def build_settings(
         per_copy_order=cfg.order == "shuffled",
         use_table=bool(uses_plurality_table),
         track_agreement="fleiss_kappa" in statistic_names,
-        team_feedback=cfg.feedback == "team",
         layout=Layout(*([-1] * len(Layout._fields))),
     )
 
@@ -90,11 +89,6 @@ def kernel_layout(layout: ObservationLayout) -> Layout:
         decider_task_record=start(decider, "task_record"),
         decider_team_record=start(decider, "team_record"),
         fusion_member_record=start(fusion, "member_record"),
-        decider_statistics_count=start(decider, "statistics_count"),
-        decider_model_accuracy_count=start(decider, "model_accuracy_count"),
-        decider_task_record_count=start(decider, "task_record_count"),
-        decider_team_record_count=start(decider, "team_record_count"),
-        fusion_member_record_count=start(fusion, "member_record_count"),
     )
 
 

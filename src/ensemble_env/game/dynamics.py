@@ -37,7 +37,7 @@ from ensemble_env.game.window import (
     FOCAL as FOCAL_CODE,
 )
 
-__all__ = ["observe", "observe_models", "step", "team_statistics", "weighted_answers", "write_statistics"]
+__all__ = ["answering", "observe", "observe_models", "step", "team_statistics", "weighted_answers", "write_statistics"]
 
 
 @kernel(inline="always")
@@ -53,7 +53,7 @@ def _question(env: int, ahead: int, order: np.ndarray, counters: np.ndarray, per
 
 
 @kernel(inline="always")
-def _answering(env: int, order: np.ndarray, counters: np.ndarray, episode_length: int, per_copy_order: bool) -> int:
+def answering(env: int, order: np.ndarray, counters: np.ndarray, episode_length: int, per_copy_order: bool) -> int:
     """The question copy ``env`` answers at its next step (a copy stepped past its episode's end without a reset
     answers the episode's last question again: that of an ``episode_length`` cut, or its stream's (task's) last)."""
     pos = min(counters[env, Counter.POS], episode_length - 1, counters[env, Counter.STREAM] - 1)
@@ -186,7 +186,7 @@ def step(
     for env in range(n_envs):
         # 1. fusion answers q_t with the team E_t committed one step earlier (a copy stepped past its episode's
         #    end without a reset answers the episode's last question again)
-        q = _answering(env, state.order, counters, settings.episode_length, settings.per_copy_order)
+        q = answering(env, state.order, counters, settings.episode_length, settings.per_copy_order)
         size = 0
         for i in range(n_models):
             size += team[env, i]
@@ -274,7 +274,7 @@ def weighted_answers(weights: np.ndarray, tables: Tables, state: CopyState, sett
     n_envs, n_models = team.shape
     answers = np.zeros(n_envs, dtype=np.int64)
     for env in range(n_envs):
-        q = _answering(env, state.order, state.counters, settings.episode_length, settings.per_copy_order)
+        q = answering(env, state.order, state.counters, settings.episode_length, settings.per_copy_order)
         total = 0.0
         for i in range(n_models):
             if team[env, i]:

@@ -261,10 +261,9 @@ class EnsembleVectorEnv:
         self._models_kernel = FastKernel(dynamics.observe_models)
         self._record_step_kernel = FastKernel(task_record.record_step)
         self._record_observe_kernel = FastKernel(task_record.observe_record)
-        self._feedback_step_kernel = FastKernel(feedback.feedback_step)
-        self._feedback_observe_kernel = FastKernel(feedback.observe_feedback)
+        self._team_step_kernel = FastKernel(feedback.step_team)
+        self._team_observe_kernel = FastKernel(feedback.observe_team)
         self._revealed_statistics_kernel = FastKernel(feedback.revealed_statistics)
-        self._every = np.arange(self.num_envs)  # every copy's index
         #: the team every step commits without a decider (the whole pool)
         self._pool = np.ones((self.num_envs, n_models), dtype=np.uint8)
         self._models_out = np.zeros((self.num_envs, n_models, self.layout.model_size), dtype=np.float32)
@@ -507,9 +506,10 @@ class EnsembleVectorEnv:
         return s.order[rows, counters[:, Counter.START] + pos]
 
     def _observe(self, env_ids: np.ndarray) -> None:
-        self._observe_kernel(env_ids, self.tables, self._state, self.settings, self._out)
-        if self.team_feedback:
-            self._feedback_observe_kernel(env_ids, self.tables, self._state, self._feedback, self.settings, self._out)
+        if self.team_feedback:  # and the window blocks over what was revealed
+            self._team_observe_kernel(env_ids, self.tables, self._state, self._feedback, self.settings, self._out)
+        else:
+            self._observe_kernel(env_ids, self.tables, self._state, self.settings, self._out)
         if self._record is not None:
             self._record_observe_kernel(env_ids, self._record, self._state, self._feedback, self.settings, self._out)
         if self.weight_agents:
@@ -596,12 +596,10 @@ class EnsembleVectorEnv:
                 f"{(self.num_envs,)}, got {next_team.shape} and {answers.shape}"
             )
         out = new_outputs(self.num_envs, self.layout)
-        if self.team_feedback:  # E_t, still the copies' team, is noted as q_t's answering team
-            self._feedback_step_kernel(self.tables, self._feedback, self._state, self.settings)
-        self._step_kernel(next_team, answers, self.tables, self._state, self.settings, out)
-        if self.team_feedback:  # the window blocks, over what was revealed
-            every = self._every
-            self._feedback_observe_kernel(every, self.tables, self._state, self._feedback, self.settings, out)
+        if self.team_feedback:  # E_t noted as q_t's answering team; the window blocks over what was revealed
+            self._team_step_kernel(next_team, answers, self.tables, self._state, self._feedback, self.settings, out)
+        else:
+            self._step_kernel(next_team, answers, self.tables, self._state, self.settings, out)
         if self._record is not None:  # q_t's outcome joins the task's record
             self._record_step_kernel(self.record_tables, self._record, self._state, self._feedback, self.settings, out)
         self._out = out

@@ -4,20 +4,19 @@ that answered it, and nothing else; every statistic the agents see counts only w
 With ``feedback="all"`` (today's game) answering q_t reveals every model's output on it. Under ``"team"`` the
 window and the task's record are the same questions, but of each one only the answering team's outputs count:
 
-====================  ===========================================================================================
-block                 value under ``feedback="team"``
-====================  ===========================================================================================
-``statistics``        each statistic of the committed team computed as defined (``metrics``) on the window rows
-                      on which every member was revealed (the row's answering team contains the team); with no
-                      such row, the statistic's value on an empty window (as at a reset)
-``statistics_count``  count(r), r = those rows
-``model_accuracy``    seen_right_i / seen_i, seen_i = window rows that revealed model i (0 when seen_i = 0)
-``model_accuracy_     count(seen_i) for each model i
-count``
-records               :mod:`ensemble_env.game.task_record`: each rate over the task's answered questions that
-                      revealed it (a model: its team answered; a team: the answering team contained it), and the
-                      ``_count`` blocks, count(n_i) / count(n_k) of those
-====================  ===========================================================================================
+========================  =======================================================================================
+block                     value under ``feedback="team"``
+========================  =======================================================================================
+``statistics``            each statistic of the committed team computed as defined (``metrics``) on the window rows
+                          on which every member was revealed (the row's answering team contains the team); with no
+                          such row, the statistic's value on an empty window (as at a reset)
+``statistics_count``      count(r), r = those rows
+``model_accuracy``        seen_right_i / seen_i, seen_i = window rows that revealed model i (0 when seen_i = 0)
+``model_accuracy_count``  count(seen_i) for each model i
+the records               :mod:`ensemble_env.game.task_record`: each rate over the task's answered questions that
+                          revealed it (a model: its team answered; a team: the answering team contained it), and
+                          the ``_count`` blocks, count(n_i) or count(n_k) of those
+========================  =======================================================================================
 
 count(n) = n / (n + 16) (:func:`ensemble_env.game.task_record.record_count`), one scale for every count feature.
 The info ``focal_diversity`` (and so ``diversity_bonus``) is the revealed one too. The rewards, the labels in the
@@ -26,18 +25,20 @@ infos and the fusion agent's view of its question (its team's probabilities) are
 How: :class:`~ensemble_env.game.records.Feedback` keeps the answering team of each window slot (a ring of team
 masks beside ``CopyState.window``) and the per-model counts over the window. :func:`feedback_step` runs before the
 step kernel (whose team is then still E_t) and notes E_t in the slot q_t takes; :func:`observe_feedback` runs after
-every observation of the step kernel and overwrites the blocks above. The statistics re-read the window's rows (the
-count-based O(1) updates of :mod:`ensemble_env.game.window` cannot condition on a team's revealed rows): per copy
-O(T W) to find the rows (W = ceil(N / 64) words per mask) and, on them, the counts of the team's own members, from
-which the statistics of :mod:`ensemble_env.game.window` follow unchanged (the members renumbered 0..M-1). The engine
-calls these kernels only with ``feedback="team"``: today's game never runs them.
+every observation of the step kernel and overwrites the blocks above; the engine calls them through :func:`step_team`
+and :func:`observe_team`, one kernel call each, around the kernels of :mod:`ensemble_env.game.dynamics`. The
+statistics re-read the window's rows (the count-based O(1) updates of :mod:`ensemble_env.game.window` cannot condition
+on a team's revealed rows): per copy O(T W) to find the rows (W = ceil(N / 64) words per mask) and, on them, the
+counts of the team's own members, from which the statistics of :mod:`ensemble_env.game.window` follow unchanged (the
+members renumbered 0..M-1). The engine calls these kernels only with ``feedback="team"``: today's game never runs
+them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ensemble_env.game.dynamics import _answering
+from ensemble_env.game.dynamics import answering, observe, step
 from ensemble_env.game.jit import kernel
 from ensemble_env.game.records import CopyState, Counter, Feedback, Info, Outputs, Settings, Tables
 from ensemble_env.game.task_record import record_count
@@ -60,8 +61,10 @@ from ensemble_env.game.window import (
 __all__ = [
     "feedback_step",
     "observe_feedback",
+    "observe_team",
     "revealed_masks",
     "revealed_statistics",
+    "step_team",
     "write_revealed_statistics",
 ]
 
@@ -82,7 +85,7 @@ def feedback_step(tables: Tables, feedback: Feedback, state: CopyState, settings
     n_envs, n_models = team.shape
     window_length, n_words = revealed.shape[1], revealed.shape[2]
     for env in range(n_envs):
-        q = _answering(env, state.order, counters, settings.episode_length, settings.per_copy_order)
+        q = answering(env, state.order, counters, settings.episode_length, settings.per_copy_order)
         head = counters[env, Counter.HEAD]
         if counters[env, Counter.COUNT] == window_length:  # the oldest row leaves
             leaving = window[env, head]
@@ -201,19 +204,47 @@ def observe_feedback(
     """After the step kernel's observation of copies ``env_ids``: overwrite the decider's window blocks with their
     revealed values (``statistics``, ``statistics_count``, ``model_accuracy``, ``model_accuracy_count``) and the
     info ``focal_diversity``."""
-    layout, decider = settings.layout, out.decider
+    layout, decider, seen, seen_right = settings.layout, out.decider, feedback.seen, feedback.seen_right
+    statistics = layout.decider_statistics  # statistics_count follows statistics
     write_revealed_statistics(
-        env_ids, tables, state, feedback, settings, decider, layout.decider_statistics, layout.decider_statistics_count
+        env_ids, tables, state, feedback, settings, decider, statistics, statistics + tables.statistics.shape[0]
     )
     if layout.decider_model_accuracy < 0:
         return
-    seen, seen_right = feedback.seen, feedback.seen_right
-    at, count_at = layout.decider_model_accuracy, layout.decider_model_accuracy_count
+    at = layout.decider_model_accuracy
+    count_at = at + seen.shape[1]  # model_accuracy_count follows model_accuracy
     for env in env_ids:
         for i in range(seen.shape[1]):
             n = seen[env, i]
             decider[env, at + i] = seen_right[env, i] / n if n > 0 else 0.0
             decider[env, count_at + i] = record_count(n)
+
+
+@kernel()
+def step_team(
+    next_team: np.ndarray,
+    answers: np.ndarray,
+    tables: Tables,
+    state: CopyState,
+    feedback: Feedback,
+    settings: Settings,
+    out: Outputs,
+) -> None:
+    """``dynamics.step`` under ``feedback="team"``: E_t noted (:func:`feedback_step`), the step, then the window blocks
+    of every copy over what was revealed (:func:`observe_feedback`)."""
+    feedback_step(tables, feedback, state, settings)
+    step(next_team, answers, tables, state, settings, out)
+    observe_feedback(np.arange(state.team.shape[0]), tables, state, feedback, settings, out)
+
+
+@kernel()
+def observe_team(
+    env_ids: np.ndarray, tables: Tables, state: CopyState, feedback: Feedback, settings: Settings, out: Outputs
+) -> None:
+    """``dynamics.observe`` under ``feedback="team"``: the observations of copies ``env_ids``, then their window blocks
+    over what was revealed."""
+    observe(env_ids, tables, state, settings, out)
+    observe_feedback(env_ids, tables, state, feedback, settings, out)
 
 
 @kernel()

@@ -134,7 +134,11 @@ class CopyState(NamedTuple):
 
 
 class Layout(NamedTuple):
-    """Where each part of the observations starts (index into the observation vector; -1: absent)."""
+    """Where each part of the observations starts (index into the observation vector; -1: absent).
+
+    With ``feedback="team"`` each block that counts revealed outputs is followed by its ``"<block>_count"`` block
+    (:mod:`ensemble_env.game.layout`): the kernels find it right after the block (no field of its own, so that the
+    records of today's game are as they were)."""
 
     decider_statistics: int
     decider_model_accuracy: int
@@ -148,11 +152,6 @@ class Layout(NamedTuple):
     decider_task_record: int  # the record extras (written by the record kernels of ``task_record``)
     decider_team_record: int
     fusion_member_record: int
-    decider_statistics_count: int  # the count features of ``feedback="team"`` (written by the kernels of
-    decider_model_accuracy_count: int  # ``feedback`` and ``task_record``; -1 with ``feedback="all"``)
-    decider_task_record_count: int
-    decider_team_record_count: int
-    fusion_member_record_count: int
 
 
 class Settings(NamedTuple):
@@ -172,7 +171,6 @@ class Settings(NamedTuple):
     per_copy_order: bool  # each copy has its own stream (shuffled order)
     use_table: bool  # plurality accuracy from the per-team counts (N <= 12)
     track_agreement: bool  # keep ``agree``/``votes`` (Fleiss' kappa observed)
-    team_feedback: bool  # feedback == "team": only the answering team's outputs are revealed (``Feedback``)
     layout: Layout
 
 
@@ -199,7 +197,7 @@ class Feedback(NamedTuple):
     """Per-copy record of what was revealed under ``feedback="team"`` (:mod:`ensemble_env.game.feedback`): the team
     that answered each question of the window, and counts over the revealed outputs. Snapshots of such a game hold
     them; a reset zeroes them. With ``feedback="all"`` the engine passes (B, 1, 1) and (B, 0) placeholders, which no
-    kernel reads."""
+    kernel reads: ``seen`` without columns is how a kernel tells (``task_record.revealed_only``)."""
 
     revealed: np.ndarray  # (B, T, W) uint64 the team that answered each window slot (a ring aligned with
     #                       ``CopyState.window``): bit i % 64 of word i // 64 is model i, W = ceil(N / 64); 0 unset

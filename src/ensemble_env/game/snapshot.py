@@ -29,7 +29,7 @@ from ensemble_env.game import dynamics, task_record
 from ensemble_env.game.actions import subset_masks
 from ensemble_env.game.build import build_feedback, initial_cost, new_outputs
 from ensemble_env.game.config import EnvConfig
-from ensemble_env.game.feedback import observe_feedback, revealed_masks
+from ensemble_env.game.feedback import observe_team, revealed_masks
 from ensemble_env.game.jit import kernel
 from ensemble_env.game.layout import ObservationLayout
 from ensemble_env.game.records import (
@@ -255,7 +255,7 @@ class _SnapshotCheck:
       plus, for the POS - COUNT older steps no longer in the window, 0 <= right <= seen <= POS - COUNT more (exact
       while the window holds the whole episode);
     - ``obs_decider``, ``obs_fusion``: finite (but features), inside their spaces, and equal to the observations
-      the restored state gives (rebuilt by ``dynamics.observe``).
+      the restored state gives (rebuilt by ``dynamics.observe``, with ``feedback="team"`` ``feedback.observe_team``).
     """
 
     def __init__(self, engine: Game, values: dict[str, np.ndarray]) -> None:
@@ -759,9 +759,10 @@ class _SnapshotCheck:
             done=np.zeros(b, dtype=np.bool_),
             terminated=np.zeros(b, dtype=np.bool_),
         )
-        dynamics.observe(np.arange(b), engine.tables, scratch, engine.settings, out)
-        if self.team_feedback:
-            observe_feedback(np.arange(b), engine.tables, scratch, self.feedback, engine.settings, out)
+        if self.team_feedback:  # and the window blocks over what was revealed
+            observe_team(np.arange(b), engine.tables, scratch, self.feedback, engine.settings, out)
+        else:
+            dynamics.observe(np.arange(b), engine.tables, scratch, engine.settings, out)
         if self.record is not None:
             task_record.observe_record(np.arange(b), self.record, scratch, self.feedback, engine.settings, out)
         blocks = (

@@ -46,7 +46,7 @@ import numpy as np
 from ensemble_env.game.jit import kernel
 from ensemble_env.game.records import CopyState, Counter, Feedback, Info, Outputs, RecordTables, Settings, TaskRecord
 
-__all__ = ["RECORD_COUNT_HALF", "observe_record", "record_count", "record_step", "team_vote_table"]
+__all__ = ["RECORD_COUNT_HALF", "observe_record", "record_count", "record_step", "revealed_only", "team_vote_table"]
 
 #: the count feature is n / (n + RECORD_COUNT_HALF): 1/2 after this many answered questions
 RECORD_COUNT_HALF = 16.0
@@ -56,6 +56,12 @@ RECORD_COUNT_HALF = 16.0
 def record_count(n: int) -> float:
     """The count feature of n answered questions, n / (n + 16), in [0, 1)."""
     return n / (n + RECORD_COUNT_HALF)
+
+
+@kernel(inline="always")
+def revealed_only(feedback: Feedback) -> bool:
+    """Whether ``feedback`` is that of ``feedback="team"`` (the placeholders of ``"all"`` have no model column)."""
+    return feedback.seen.shape[1] > 0
 
 
 @kernel()
@@ -103,7 +109,7 @@ def observe_record(
     """Write the record blocks of copies ``env_ids``' observations from their counts (the table of the module;
     with ``feedback="team"`` each rate over its own count, ``feedback.model_seen`` or ``team_seen``, and the
     ``_count`` blocks)."""
-    layout, counters, team, partial = settings.layout, state.counters, state.team, settings.team_feedback
+    layout, counters, team, partial = settings.layout, state.counters, state.team, revealed_only(feedback)
     model_right, team_right, model_seen, team_seen = (
         record.model_right,
         record.team_right,
@@ -120,15 +126,15 @@ def observe_record(
             for i in range(n_models):
                 seen = model_seen[env, i] if partial else n
                 out.decider[env, at + 1 + i] = model_right[env, i] / seen if seen > 0 else 0.0
-                if partial:
-                    out.decider[env, layout.decider_task_record_count + i] = record_count(seen)
+                if partial:  # task_record_count follows task_record
+                    out.decider[env, at + 1 + n_models + i] = record_count(seen)
         if layout.decider_team_record >= 0:
             at = layout.decider_team_record
             for k in range(n_teams):
                 seen = team_seen[env, k] if partial else n
                 out.decider[env, at + k] = team_right[env, k] / seen if seen > 0 else 0.0
-                if partial:
-                    out.decider[env, layout.decider_team_record_count + k] = record_count(seen)
+                if partial:  # team_record_count follows team_record
+                    out.decider[env, at + n_teams + k] = record_count(seen)
         if layout.fusion_member_record >= 0:
             at = layout.fusion_member_record
             out.fusion[env, at] = count
@@ -136,8 +142,8 @@ def observe_record(
                 seen = model_seen[env, i] if partial else n
                 member = team[env, i] > 0
                 out.fusion[env, at + 1 + i] = model_right[env, i] / seen if seen > 0 and member else 0.0
-                if partial:
-                    out.fusion[env, layout.fusion_member_record_count + i] = record_count(seen) if member else 0.0
+                if partial:  # member_record_count follows member_record
+                    out.fusion[env, at + 1 + n_models + i] = record_count(seen) if member else 0.0
 
 
 @kernel()
@@ -154,7 +160,7 @@ def record_step(
     n_envs, n_models, n_teams = model_right.shape[0], model_right.shape[1], team_right.shape[1]
     for env in range(n_envs):
         q = int(last[Info.QUESTION, env])
-        if settings.team_feedback:
+        if revealed_only(feedback):
             slot = (state.counters[env, Counter.HEAD] + revealed.shape[1] - 1) % revealed.shape[1]
             answered_by = revealed[env, slot]
             for i in range(n_models):
