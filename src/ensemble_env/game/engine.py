@@ -14,7 +14,8 @@ One step t of copy b (the pipelined parallel step of ``docs/environment-spec.md`
 
 The observations' layouts (blocks, order, bounds) are :mod:`ensemble_env.game.layout`'s; the kernels' records
 are built by :mod:`ensemble_env.game.build`; snapshots (:meth:`EnsembleVectorEnv.get_state`, ``set_state``) are
-taken, checked by value and restored by :mod:`ensemble_env.game.snapshot`.
+taken and restored by :mod:`ensemble_env.game.snapshot`, checked by value by
+:mod:`ensemble_env.game.snapshot_check`.
 
 RLAE options (``docs/environment-spec.md``, "RLAE"): with ``fusion_action="weights"`` the fusion action is a
 weight per model and :func:`~ensemble_env.game.dynamics.weighted_answers` turns it into the answer the step
@@ -630,7 +631,7 @@ class EnsembleVectorEnv:
         """Restore a snapshot of :meth:`get_state` taken from an engine of the same cache, options and B.
 
         Every array is checked before anything changes: its shape and dtype, then its values against the
-        configuration and the cache (:mod:`ensemble_env.game.snapshot`): the streams, every counter, the teams,
+        configuration and the cache (:mod:`ensemble_env.game.snapshot_check`): the streams, every counter, the teams,
         the windows and the counts kept over them, the reward history, the infos, the generator's words and the
         observations (which must be those the restored state gives). A value out of its range or inconsistent
         with the others raises a ValueError naming the field, the copy and the value, and the engine is left as

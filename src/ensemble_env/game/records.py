@@ -116,7 +116,7 @@ class CopyState(NamedTuple):
 
     The kernels trust these arrays (indices into the cache's tables, counters within their ranges): the engine
     alone writes them, and ``EnsembleVectorEnv.set_state`` checks a restored snapshot by value before any kernel
-    reads it (what each array must hold: ``_SnapshotCheck`` in :mod:`ensemble_env.game.snapshot`).
+    reads it (what each array must hold: ``SnapshotCheck`` in :mod:`ensemble_env.game.snapshot_check`).
     """
 
     order: np.ndarray  # (B or 1, L) int32 the question streams (one shared row for sequential order)

@@ -1,0 +1,725 @@
+"""Checking a snapshot by value (:class:`SnapshotCheck`): what each array of a snapshot of this engine may hold,
+given the configuration, the cache and the arrays checked before it, so that
+:func:`~ensemble_env.game.snapshot.restore_snapshot` never hands the kernels a state they could not step safely.
+
+The arrays reach it already checked by name, shape and dtype (:mod:`ensemble_env.game.snapshot`, which takes and
+restores snapshots); a value that fails a check raises a ValueError naming the field, the copy and the value. The
+engine is read through :class:`Game`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game import dynamics, task_record
+from ensemble_env.game.actions import subset_masks
+from ensemble_env.game.build import build_feedback, initial_cost
+from ensemble_env.game.config import EnvConfig
+from ensemble_env.game.feedback import observe_team, revealed_masks
+from ensemble_env.game.jit import kernel
+from ensemble_env.game.layout import ObservationLayout
+from ensemble_env.game.records import (
+    CopyState,
+    Counter,
+    Feedback,
+    Info,
+    Outputs,
+    RecordTables,
+    Settings,
+    Tables,
+    TaskRecord,
+)
+from ensemble_env.game.reward import RewardSettings
+from ensemble_env.game.window import add_agreement, add_failures, update_plurality
+from ensemble_env.text import show
+
+__all__ = ["MAX_STEPS", "Game", "SnapshotCheck"]
+
+#: the most steps a copy's counters may hold in a snapshot (stepping on past an episode's end with ``advance``
+#: keeps counting); 2**53, so that the info ``step`` (a float64) holds it exactly
+MAX_STEPS = 2**53
+
+
+class Game(Protocol):
+    """What a snapshot reads of the engine (:class:`~ensemble_env.game.engine.EnsembleVectorEnv`): its copies,
+    options, cache and stream, and the records its kernels read."""
+
+    cache: LogitCache
+    config: EnvConfig
+    num_envs: int
+    n_models: int
+    episode_length: int
+    questions: np.ndarray
+    by_task: bool
+    stream_tasks: np.ndarray
+    task_bounds: np.ndarray
+    initial_team: np.ndarray
+    tables: Tables
+    record_tables: RecordTables | None
+    settings: Settings
+    layout: ObservationLayout
+
+    @property
+    def reward_range(self) -> tuple[float, float]: ...
+
+
+def _item(value: Any) -> Any:
+    """A numpy scalar as a Python number (for messages)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _first(mask: np.ndarray) -> tuple[int, ...] | None:
+    """The index of the first True entry of ``mask`` (C order), None when there is none."""
+    if not mask.any():
+        return None
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(mask.reshape(-1))), mask.shape))
+
+
+def _refusal(field: str, index: tuple[Any, ...], value: Any, problem: str) -> ValueError:
+    where = "[" + ", ".join(str(part) for part in index) + "]" if index else ""
+    return ValueError(f"set_state: {field}{where} = {show(_item(value))} {problem}")
+
+
+@kernel()
+def _window_counts(rebuilt: CopyState, tables: Tables, settings: Settings) -> None:
+    """The counts the step kernel keeps over each copy's window, rebuilt from the window's first COUNT questions
+    (``rebuilt.counters``) into ``rebuilt``'s zeroed count arrays (``fail`` ... ``votes``), with the same updates
+    as ``dynamics.step``, so that equal counts are bit-identical."""
+    window, counters = rebuilt.window, rebuilt.counters
+    fail, fail2, fail3, plural = rebuilt.fail, rebuilt.fail2, rebuilt.fail3, rebuilt.plural
+    agree, votes = rebuilt.agree, rebuilt.votes
+    carry = np.empty(plural.shape[2], dtype=np.uint64)
+    borrow = np.empty(plural.shape[2], dtype=np.uint64)
+    for env in range(window.shape[0]):
+        for r in range(counters[env, Counter.COUNT]):
+            q = window[env, r]
+            add_failures(env, q, 1, tables.failing, tables.n_failing, fail, fail2, fail3)
+            if settings.track_agreement:
+                add_agreement(env, q, 1, tables.preds, agree, votes)
+            if settings.use_table:
+                row = tables.plural_table[tables.table_row[q]]
+                update_plurality(plural[env], row, row, False, carry, borrow)
+
+
+class SnapshotCheck:
+    """The value checks of :meth:`~ensemble_env.game.engine.EnsembleVectorEnv.set_state`, in an order where each
+    check relies only on what the earlier ones established (the kernels that rebuild the counts and the
+    observations run last, on arrays whose indices are all known to be in range).
+
+    What a snapshot of this engine holds, per copy b, with L = episode_length, T = window, S = the stream's size:
+
+    - ``order``: sequential order, exactly the stream (the split's questions in cache order; grouped by task with
+      ``episodes="task"``); shuffled order, per copy the first questions of a permutation of the stream (questions
+      of the stream, none twice);
+    - ``counters``: START in 0..S - L (0 when shuffled or when an episode is the whole stream; with
+      ``episodes="task"``, within a task, at most min(L, its size) before its end), POS (steps answered) in
+      0..MAX_STEPS, and the others follow from them: ANSWERED = POS, COUNT = min(POS, T), HEAD = POS mod T,
+      STREAM = (order's width, or the end of START's task) - START, N_CORRECT in 0..ANSWERED;
+    - ``team``: 0/1, at least ``min_team_size`` models (every model with ``decider=False``);
+    - ``window``: question indices of the cache; the last COUNT slots written hold the questions answered at those
+      steps (step t answered ``order[START + min(t, L - 1, STREAM - 1)]``);
+    - ``fail`` ... ``votes``: exactly the counts of the window's questions (rebuilt and compared);
+    - ``rewards``: finite, inside ``reward_range``, zero where the episode has not yet written one;
+    - ``last`` (the infos): finite; at POS = 0 the values of a reset; after it, the last question, its label and
+      task, the step, the running accuracy exactly, the answer an integer (the label when right), the team size
+      and cost possible, the reward inside the bounds (and the history's last entry), the return within POS
+      times the bounds, the focal diversity that of the team over the window;
+    - ``rng``: a PCG64 state (odd increment, has_uint32 0 or 1, a 32-bit cached value);
+    - ``task_deck`` (``episodes="task"``): a permutation of the stream's tasks, then how many are dealt (0..tasks);
+    - ``model_right``, ``team_right`` (a record extra): exactly the counts of the questions the episode answered
+      (rebuilt from the order, START and POS, and compared); with ``feedback="team"`` see below;
+    - ``feedback="team"``: ``revealed``, in each of the window's COUNT slots written a team mask of N bits (at
+      least ``min_team_size``, every model with ``decider=False``; the newest of |E_t| = the info ``team_size``),
+      zeros in the others; ``seen``, ``seen_right`` exactly the counts of those rows (rebuilt and compared); the
+      record's counts (``model_seen``, ``model_right``, ``team_seen``, ``team_right``) those of the window's rows
+      plus, for the POS - COUNT older steps no longer in the window, 0 <= right <= seen <= POS - COUNT more (exact
+      while the window holds the whole episode);
+    - ``obs_decider``, ``obs_fusion``: finite (but features), inside their spaces, and equal to the observations
+      the restored state gives (rebuilt by ``dynamics.observe``, with ``feedback="team"`` ``feedback.observe_team``).
+    """
+
+    def __init__(self, engine: Game, values: dict[str, np.ndarray]) -> None:
+        self.engine = engine
+        self.values = values
+        self.state = CopyState(**{name: values[name] for name in CopyState._fields})
+        self.sequential = engine.config.order != "shuffled"
+        has_record = engine.record_tables is not None
+        self.record = TaskRecord(**{name: values[name] for name in TaskRecord._fields}) if has_record else None
+        self.team_feedback = engine.config.feedback == "team"
+        self.feedback = (
+            Feedback(**{name: values[name] for name in Feedback._fields})
+            if self.team_feedback
+            else build_feedback(engine.config, engine.num_envs, engine.n_models, False, False)
+        )
+        self._window_masks = np.zeros((0, 0, 0), dtype=np.int64)  # (B, T, N) written by ``revealed``
+
+    def run(self) -> None:
+        self.order()
+        self.counters()
+        self.team()
+        self.window()
+        self.counts()
+        self.revealed()
+        self.records()
+        self.rewards()
+        self.infos()
+        self.rng()
+        self.deck()
+        self.observations()
+
+    # -- where each copy is ---------------------------------------------------------------------------
+    def _stream_text(self) -> str:
+        cfg, n_stream = self.engine.config, self.engine.questions.size
+        tasks = "" if cfg.tasks is None else f" and tasks {list(cfg.tasks)}"
+        grouped = ", grouped by task (episodes='task')" if self.engine.by_task else ""
+        return f"the {n_stream} questions of split {cfg.split!r}{tasks}, in cache order{grouped}"
+
+    def order(self) -> None:
+        order, questions = self.state.order, self.engine.questions
+        if self.sequential:
+            index = _first(order != questions[None, :])
+            if index is not None:
+                raise _refusal(
+                    "order",
+                    index,
+                    order[index],
+                    f"is not question {questions[index[1]]}: with order='sequential' the stream is "
+                    f"{self._stream_text()}",
+                )
+            return
+        index = _first(~np.isin(order, questions))
+        if index is not None:
+            raise _refusal("order", index, order[index], f"is not one of {self._stream_text()}")
+        ordered = np.sort(order, axis=1)
+        index = _first(ordered[:, 1:] == ordered[:, :-1])
+        if index is not None:
+            raise ValueError(
+                f"set_state: order[{index[0]}] holds question {ordered[index]} twice: a shuffled stream draws "
+                f"each question of {self._stream_text()} at most once"
+            )
+
+    def counters(self) -> None:
+        engine, counters = self.engine, self.state.counters
+        window, length, n_stream = engine.config.window, engine.episode_length, engine.questions.size
+        start, pos = counters[:, Counter.START], counters[:, Counter.POS]
+        first: Any = 0
+        end: Any = self.state.order.shape[1]  # where each copy's stream ends in its order row
+        if engine.by_task:  # START lies in a task, at most min(L, its size) questions before its end
+            bounds = engine.task_bounds
+            task = np.clip(np.searchsorted(bounds, start, side="right") - 1, 0, bounds.size - 2)
+            first, end = bounds[task], bounds[task + 1]
+            latest = end - np.minimum(length, end - first)
+            why = f"with episodes='task' an episode of at most {length} questions lies within a task"
+        elif self.sequential and length < n_stream:
+            latest, why = n_stream - length, f"an episode of {length} questions starts within a stream of {n_stream}"
+        else:
+            latest = 0
+            why = "a shuffled episode starts its own stream" if not self.sequential else "an episode is the stream"
+        self._in_range(Counter.START, first, latest, why)
+        self._in_range(Counter.POS, 0, MAX_STEPS, "the steps answered in the episode")
+        derived = {
+            Counter.ANSWERED: (pos, "ANSWERED counts the steps answered, as POS"),
+            Counter.COUNT: (np.minimum(pos, window), f"the window holds min(POS, window={window}) questions"),
+            Counter.HEAD: (pos % window, f"the window's next slot is POS mod window={window}"),
+            Counter.STREAM: (
+                end - start,
+                "STREAM is the questions of the copy's stream (its task, with episodes='task') from START on",
+            ),
+        }
+        for column, (expected, why) in derived.items():
+            index = _first(counters[:, column] != expected)
+            if index is not None:
+                env = index[0]
+                raise _refusal(
+                    "counters",
+                    (env, column.name),
+                    counters[env, column],
+                    f"is not {expected[env]}, the value for POS = {pos[env]} and START = {start[env]} ({why})",
+                )
+        self._in_range(Counter.N_CORRECT, 0, counters[:, Counter.ANSWERED], "the right answers among ANSWERED")
+
+    def _in_range(self, column: Counter, low: Any, high: Any, why: str) -> None:
+        values = self.state.counters[:, column]
+        lows, highs = np.broadcast_to(low, values.shape), np.broadcast_to(high, values.shape)
+        index = _first((values < lows) | (values > highs))
+        if index is not None:
+            env = index[0]
+            raise _refusal(
+                "counters",
+                (env, column.name),
+                values[env],
+                f"is outside [{_item(lows[env])}, {_item(highs[env])}] ({why})",
+            )
+
+    def _answered(self, env: int, steps: np.ndarray) -> np.ndarray:
+        """The questions copy ``env`` answered at the given steps of its episode (a copy stepped past the end of its
+        episode answers its last question again)."""
+        counters, length = self.state.counters, self.engine.episode_length
+        start, last = int(counters[env, Counter.START]), min(length, int(counters[env, Counter.STREAM])) - 1
+        return self.state.order[0 if self.sequential else env, start + np.minimum(steps, last)]
+
+    # -- teams and windows ----------------------------------------------------------------------------
+    def team(self) -> None:
+        team, smallest = self.state.team, self.engine.config.min_team_size
+        index = _first(team > 1)
+        if index is not None:
+            raise _refusal("team", index, team[index], "is not 0 or 1 (a team is a 0/1 mask over the models)")
+        sizes = team.sum(axis=1, dtype=np.int64)
+        if not self.engine.config.decider:
+            index = _first(team != 1)
+            if index is not None:
+                raise _refusal("team", index, team[index], "is not 1: with decider=False the team is every model")
+        index = _first(sizes < smallest)
+        if index is not None:
+            raise ValueError(
+                f"set_state: team[{index[0]}] has {sizes[index]} models, fewer than min_team_size={smallest}"
+            )
+
+    def window(self) -> None:
+        engine, state = self.engine, self.state
+        window, counters = state.window, state.counters
+        n_questions, size = engine.cache.n_questions, engine.config.window
+        index = _first((window < 0) | (window >= n_questions))
+        if index is not None:
+            raise _refusal("window", index, window[index], f"is not a question of the cache (0..{n_questions - 1})")
+        for env in range(engine.num_envs):
+            pos, start = int(counters[env, Counter.POS]), int(counters[env, Counter.START])
+            last = min(engine.episode_length, int(counters[env, Counter.STREAM])) - 1
+            steps = np.arange(pos - min(pos, size), pos, dtype=np.int64)
+            expected = self._answered(env, steps)
+            got = window[env, steps % size]
+            wrong = _first(got != expected)
+            if wrong is not None:
+                k = wrong[0]
+                raise _refusal(
+                    "window",
+                    (env, int(steps[k] % size)),
+                    got[k],
+                    f"is not question {expected[k]}, the one copy {env} answered at step {steps[k]} of its episode "
+                    f"(order[{0 if self.sequential else env}, {start + min(int(steps[k]), last)}], with counters "
+                    f"POS = {pos} and START = {start})",
+                )
+
+    def counts(self) -> None:
+        engine, state = self.engine, self.state
+        names = ("fail", "fail2", "fail3", "plural", "agree", "votes")
+        rebuilt = {name: np.zeros_like(getattr(state, name)) for name in names}
+        _window_counts(state._replace(**rebuilt), engine.tables, engine.settings)
+        for name, expected in rebuilt.items():
+            got = getattr(state, name)
+            index = _first(got != expected)
+            if index is not None:
+                env = index[0]
+                count = int(state.counters[env, Counter.COUNT])
+                raise _refusal(
+                    name,
+                    index,
+                    got[index],
+                    f"is not {_item(expected[index])}, the count the questions of copy {env}'s window give (its "
+                    f"window's first {count} slots, counters COUNT = {count})",
+                )
+
+    def revealed(self) -> None:
+        """``feedback="team"``: the answering team of each window slot, and the per-model counts over them."""
+        if not self.team_feedback:
+            return
+        engine, state, feedback = self.engine, self.state, self.feedback
+        n_models, counters = engine.n_models, state.counters
+        count = counters[:, Counter.COUNT]
+        written = np.arange(state.window.shape[1])[None, :] < count[:, None]  # (B, T) the slots the episode wrote
+        bits = revealed_masks(feedback.revealed, 64 * feedback.revealed.shape[2])
+        index = _first(bits[..., n_models:].any(axis=-1) | (~written & bits.any(axis=-1)))
+        if index is not None:
+            env = index[0]
+            problem = (
+                f"sets a bit beyond the N={n_models} models" if written[index] else
+                f"is not 0: copy {env}'s window has {count[env]} slots written (counters COUNT), not this one"
+            )  # fmt: skip
+            raise _refusal("revealed", index, feedback.revealed[index][0], problem)
+        masks = bits[..., :n_models].astype(np.int64)
+        sizes = masks.sum(axis=-1)
+        cfg = engine.config
+        smallest = n_models if not cfg.decider else cfg.min_team_size
+        index = _first(written & (sizes < smallest))
+        if index is not None:
+            raise _refusal(
+                "revealed",
+                index,
+                feedback.revealed[index][0],
+                f"is a team of {sizes[index]} models, fewer than "
+                + ("every model (decider=False)" if not cfg.decider else f"min_team_size={smallest}"),
+            )
+        played = np.flatnonzero(counters[:, Counter.POS] > 0)
+        newest = (counters[played, Counter.HEAD] - 1) % state.window.shape[1]
+        index = _first(sizes[played, newest] != state.last[Info.TEAM_SIZE, played])
+        if index is not None:
+            env = int(played[index[0]])
+            raise _refusal(
+                "revealed",
+                (env, int(newest[index[0]])),
+                feedback.revealed[env, newest[index[0]]][0],
+                f"is a team of {sizes[env, newest[index[0]]]} models, not the info team_size "
+                f"{state.last[Info.TEAM_SIZE, env]:g} of the team that answered copy {env}'s last question",
+            )
+        shown = masks * written[..., None]
+        right = shown * self.engine.tables.correct[state.window].astype(np.int64)
+        for name, expected in (("seen", shown.sum(axis=1)), ("seen_right", right.sum(axis=1))):
+            got = getattr(feedback, name)
+            index = _first(got != expected)
+            if index is not None:
+                env = index[0]
+                raise _refusal(
+                    name,
+                    index,
+                    got[index],
+                    f"is not {_item(expected[index])}, the count the {count[env]} rows of copy {env}'s window and "
+                    "their answering teams (revealed) give",
+                )
+        self._window_masks = shown  # (B, T, N) the revealed outputs of the window's rows, for the records
+
+    def records(self) -> None:
+        """The task's record (a record extra): each count is that of the questions the episode answered."""
+        record, tables = self.record, self.engine.record_tables
+        if record is None or tables is None:
+            return
+        if self.team_feedback:
+            self._revealed_records(record, tables)
+            return
+        counters = self.state.counters
+        for env in range(self.engine.num_envs):
+            pos = int(counters[env, Counter.POS])
+            played = min(pos, min(self.engine.episode_length, int(counters[env, Counter.STREAM])))
+            answered = self._answered(env, np.arange(played, dtype=np.int64))
+            again = pos - played  # steps past the episode's end answer its last question again
+            for name, table in (("model_right", tables.correct), ("team_right", tables.team_correct)):
+                expected = table[answered].sum(axis=0, dtype=np.int64)
+                if again and played:
+                    expected = expected + again * table[answered[-1]].astype(np.int64)
+                got = getattr(record, name)[env]
+                index = _first(got != expected)
+                if index is not None:
+                    raise _refusal(
+                        name,
+                        (env, *index),
+                        got[index],
+                        f"is not {_item(expected[index])}, the count the {pos} questions copy {env} answered in its "
+                        f"episode give (counters START = {counters[env, Counter.START]}, POS = {pos})",
+                    )
+
+    def _revealed_records(self, record: TaskRecord, tables: RecordTables) -> None:
+        """``feedback="team"``: the record counts only what was revealed. The window's rows (their answering teams:
+        ``revealed``) give their part exactly; the POS - COUNT older steps, which left the window, add at most one
+        each, and a right answer only where it was seen."""
+        engine, state, feedback = self.engine, self.state, self.feedback
+        counters = state.counters
+        masks = self._window_masks  # (B, T, N)
+        older = counters[:, Counter.POS] - counters[:, Counter.COUNT]
+        parts = [("model_seen", "model_right", masks, tables.correct[state.window].astype(np.int64))]
+        if tables.team_correct.shape[1] > 0:  # team k is in a row's answering team when all its models were revealed
+            teams = subset_masks(engine.n_models).astype(np.int64)  # (K, N)
+            contains = (masks @ teams.T == teams.sum(axis=1)).astype(np.int64)  # (B, T, K)
+            parts.append(("team_seen", "team_right", contains, tables.team_correct[state.window].astype(np.int64)))
+        for seen_name, right_name, shown, right in parts:
+            window_seen, window_right = shown.sum(axis=1), (shown * right).sum(axis=1)
+            seen, got_right = getattr(feedback, seen_name), getattr(record, right_name)
+            more_seen, more_right = seen - window_seen, got_right - window_right
+            for name, got, more, low, high, what in (
+                (seen_name, seen, more_seen, 0, older[:, None], "the older steps that left the window"),
+                (right_name, got_right, more_right, 0, more_seen, f"the older steps' {seen_name}"),
+            ):
+                index = _first((more < low) | (more > high))
+                if index is not None:
+                    env = index[0]
+                    raise _refusal(
+                        name,
+                        index,
+                        got[index],
+                        f"is not the count of copy {env}'s window rows ({_item((got - more)[index])}) plus 0 to "
+                        f"{_item(np.broadcast_to(high, more.shape)[index])} more from {what} (counters POS = "
+                        f"{counters[env, Counter.POS]}, COUNT = {counters[env, Counter.COUNT]})",
+                    )
+
+    # -- rewards and infos ----------------------------------------------------------------------------
+    def rewards(self) -> None:
+        rewards, pos = self.state.rewards, self.state.counters[:, Counter.POS]
+        history = rewards.shape[1]
+        if history == 0:
+            return
+        low, high = self.engine.reward_range
+        index = _first(~np.isfinite(rewards))
+        if index is not None:
+            raise _refusal("rewards", index, rewards[index], "is not finite")
+        index = _first((rewards < np.float32(low)) | (rewards > np.float32(high)))
+        if index is not None:
+            raise _refusal("rewards", index, rewards[index], f"is outside the reward range [{low:g}, {high:g}]")
+        unset = np.arange(history)[None, :] < (history - np.minimum(pos, history))[:, None]
+        index = _first(unset & (rewards != 0))
+        if index is not None:
+            env = index[0]
+            raise _refusal(
+                "rewards",
+                index,
+                rewards[index],
+                f"is not 0: copy {env} has answered {pos[env]} questions of its episode, so only its last "
+                f"{min(int(pos[env]), history)} rewards are set",
+            )
+
+    def infos(self) -> None:
+        engine, state = self.engine, self.state
+        last, counters, order = state.last, state.counters, state.order
+        index = _first(~np.isfinite(last))
+        if index is not None:
+            raise _refusal("last", (Info(index[0]).name, index[1]), last[index], "is not finite (an info value)")
+        pos = counters[:, Counter.POS]
+        envs = np.arange(engine.num_envs)
+        fresh, played = envs[pos == 0], envs[pos > 0]
+        # at the start of an episode: the values of a reset
+        first = order[0 if self.sequential else fresh, counters[fresh, Counter.START]]
+        at_reset = {
+            Info.CORRECT: 0.0,
+            Info.ANSWER: -1.0,
+            Info.LABEL: -1.0,
+            Info.QUESTION: -1.0,
+            Info.TASK: -1.0,
+            Info.TEAM_SIZE: float(engine.initial_team.sum()),
+            Info.COST: initial_cost(engine.tables, engine.settings, engine.initial_team, first),
+            Info.REWARD: 0.0,
+            Info.ACCURACY: 0.0,
+            Info.EPISODE_RETURN: 0.0,
+            Info.STEP: 0.0,
+        }
+        for row, expected in at_reset.items():
+            self._expect(row, fresh, expected, "the value at the start of an episode (POS = 0)")
+        if played.size == 0:
+            return
+        # after a step: what the last step wrote
+        steps = pos[played]
+        rows = 0 if self.sequential else played
+        last_step = np.minimum(engine.episode_length, counters[played, Counter.STREAM]) - 1
+        question = order[rows, counters[played, Counter.START] + np.minimum(steps - 1, last_step)]
+        tables = engine.tables
+        self._expect(Info.QUESTION, played, question, "the question the copy answered last")
+        self._expect(Info.LABEL, played, tables.labels[question], "the label of the question answered last")
+        self._expect(Info.TASK, played, tables.tasks[question], "the task of the question answered last")
+        self._expect(Info.STEP, played, steps, "the steps answered (counters POS)")
+        answered, right = counters[played, Counter.ANSWERED], counters[played, Counter.N_CORRECT]
+        self._expect(Info.ACCURACY, played, right / answered, "N_CORRECT / ANSWERED of the counters")
+        correct = last[Info.CORRECT, played]
+        self._require(Info.CORRECT, played, (correct == 0) | (correct == 1), "is not 0 or 1")
+        self._require(
+            Info.CORRECT,
+            played,
+            (right >= correct) & (right <= answered - 1 + correct),
+            "does not agree with the counters' N_CORRECT (the right answers of the episode)",
+        )
+        answer = last[Info.ANSWER, played]
+        self._require(
+            Info.ANSWER,
+            played,
+            (answer == np.round(answer)) & (np.abs(answer) <= 2.0**63),
+            "is not an integer answer (an int64)",
+        )
+        self._require(Info.ANSWER, played, (correct == 0) | (answer == tables.labels[question]), "is not the label")
+        n_models, smallest = engine.n_models, engine.config.min_team_size
+        size = last[Info.TEAM_SIZE, played]
+        self._require(
+            Info.TEAM_SIZE,
+            played,
+            (size == np.round(size)) & (size >= smallest) & (size <= n_models),
+            f"is not a team size in [min_team_size={smallest}, N={n_models}]",
+        )
+        self._require(Info.CORRECT, played, (size > 0) | (correct == 0), "is 1 for an empty team (never right)")
+        cost = last[Info.COST, played]
+        total_cost = np.zeros(played.size)
+        for i in range(n_models):  # the question's cost for the whole pool, summed in the step kernel's order
+            total_cost = total_cost + tables.costs[question if engine.cache.costs is not None else 0, i]
+        if engine.cache.costs is None:
+            self._require(Info.COST, played, cost == size, "is not the team size (the cache has no costs)")
+        else:
+            self._require(Info.COST, played, (cost >= 0) & (cost <= total_cost), "is not a cost of a team")
+        low, high = engine.reward_range
+        slack = 1e-9 * max(1.0, abs(low), abs(high))
+        reward = last[Info.REWARD, played]
+        self._require(
+            Info.REWARD,
+            played,
+            (reward >= low - slack) & (reward <= high + slack),
+            f"is outside the reward range [{low:g}, {high:g}]",
+        )
+        # the reward of the answer, team size and cost above (the same kernels as the step's), but the diversity
+        # bonus: that is bonus x the focal diversity the answering team had, in [0, 1], exactly 0 without a bonus
+        cfg = engine.config
+        scoring = RewardSettings(alpha=cfg.alpha, size_penalty_mode=cfg.size_penalty_mode, use_costs=cfg.use_costs)
+        base = scoring.rewards(correct == 1, scoring.share(engine.cache, size, cost, total_cost))
+        bonus = cfg.diversity_bonus
+        index = _first((reward - base < min(bonus, 0.0) - slack) | (reward - base > max(bonus, 0.0) + slack))
+        if index is not None:
+            env = int(played[index[0]])
+            raise _refusal(
+                "last",
+                ("REWARD", env),
+                reward[index],
+                f"is not the reward of copy {env}'s last answer (its CORRECT, TEAM_SIZE and COST give "
+                f"{_item(base[index])}, plus the diversity bonus {bonus:g} times a focal diversity in [0, 1])",
+            )
+        if state.rewards.shape[1] > 0:
+            self._require(
+                Info.REWARD,
+                played,
+                reward.astype(np.float32) == state.rewards[played, -1],
+                "is not the last reward of the history (rewards)",
+            )
+        total_return = last[Info.EPISODE_RETURN, played]
+        self._require(
+            Info.EPISODE_RETURN,
+            played,
+            (total_return >= steps * low - slack * steps) & (total_return <= steps * high + slack * steps),
+            "is not a sum of POS rewards inside the reward range",
+        )
+        history = state.rewards.shape[1]
+        whole = steps <= history  # every reward of the episode is in the history: the return is their sum
+        if whole.any():
+            envs, kept = played[whole], np.arange(history)[None, :] >= history - steps[whole][:, None]
+            sums = np.where(kept, state.rewards[envs], 0.0).sum(axis=1, dtype=np.float64)
+            self._require(
+                Info.EPISODE_RETURN,
+                envs,
+                np.abs(last[Info.EPISODE_RETURN, envs] - sums) <= 1e-6 * max(1.0, abs(low), abs(high)) * steps[whole],
+                "is not the sum of the episode's rewards (all in the history)",
+            )
+
+    def _expect(self, row: Info, envs: np.ndarray, expected: Any, what: str) -> None:
+        got = self.state.last[row, envs]
+        expected = np.broadcast_to(np.asarray(expected, dtype=np.float64), got.shape)
+        index = _first(got != expected)
+        if index is not None:
+            env = int(envs[index[0]])
+            raise _refusal(
+                "last", (row.name, env), got[index], f"is not {_item(expected[index])}, {what} of copy {env}"
+            )
+
+    def _require(self, row: Info, envs: np.ndarray, good: np.ndarray, problem: str) -> None:
+        index = _first(~good)
+        if index is not None:
+            env = int(envs[index[0]])
+            raise _refusal("last", (row.name, env), self.state.last[row, env], problem)
+
+    # -- the generator and the observations -----------------------------------------------------------
+    def rng(self) -> None:
+        words = self.values["rng"]
+        if not int(words[3]) & 1:
+            raise _refusal("rng", (3,), words[3], "is even: a PCG64 increment (words 2 and 3) is always odd")
+        if words[4] > 1:
+            raise _refusal("rng", (4,), words[4], "is not 0 or 1 (PCG64's has_uint32 flag)")
+        if words[5] >= 2**32:
+            raise _refusal("rng", (5,), words[5], "does not fit in 32 bits (PCG64's cached uinteger)")
+
+    def deck(self) -> None:
+        """The deck of tasks (``episodes="task"``): a permutation of the stream's tasks, then how many are dealt."""
+        if not self.engine.by_task:
+            return
+        deck, n_tasks = self.values["task_deck"], self.engine.stream_tasks.size
+        index = _first(np.sort(deck[:n_tasks]) != np.arange(n_tasks))
+        if index is not None:
+            raise ValueError(
+                f"set_state: task_deck[:{n_tasks}] = {show(deck[:n_tasks].tolist())} is not a permutation of "
+                f"0..{n_tasks - 1} (the deck of the stream's {n_tasks} tasks)"
+            )
+        if not 0 <= deck[n_tasks] <= n_tasks:
+            raise _refusal("task_deck", (n_tasks,), deck[n_tasks], f"is outside [0, {n_tasks}] (the tasks dealt)")
+
+    def observations(self) -> None:
+        engine, state, layout = self.engine, self.state, self.engine.layout
+        scratch = state._replace(last=state.last.copy())  # observing notes the focal diversity there
+        b = engine.num_envs
+        out = Outputs(
+            decider=np.zeros((b, layout.decider_size), dtype=np.float32),
+            fusion=np.zeros((b, layout.fusion_size), dtype=np.float32),
+            reward=np.zeros(b, dtype=np.float64),
+            done=np.zeros(b, dtype=np.bool_),
+            terminated=np.zeros(b, dtype=np.bool_),
+        )
+        if self.team_feedback:  # and the window blocks over what was revealed
+            observe_team(np.arange(b), engine.tables, scratch, self.feedback, engine.settings, out)
+        else:
+            dynamics.observe(np.arange(b), engine.tables, scratch, engine.settings, out)
+        if self.record is not None:
+            task_record.observe_record(np.arange(b), self.record, scratch, self.feedback, engine.settings, out)
+        blocks = (
+            ("obs_decider", out.decider, layout.decider, layout.decider_low, layout.decider_high),
+            ("obs_fusion", out.fusion, layout.fusion, layout.fusion_low, layout.fusion_high),
+        )
+        for name, expected, parts, low, high in blocks:
+            got = self.values[name]
+            checked = np.ones(got.shape[1], dtype=bool)
+            if "features" in parts:
+                checked[parts["features"]] = False  # float32 features of a finite cache may overflow to inf
+            index = _first(~np.isfinite(got) & checked)
+            if index is not None:
+                raise _refusal(
+                    name, index, got[index], f"is not finite (block {_block(parts, index[1])!r}, entry {index[1]})"
+                )
+            index = _first((got < low) | (got > high))
+            if index is not None:
+                raise _refusal(
+                    name,
+                    index,
+                    got[index],
+                    f"is outside the observation space's bounds [{low[index[1]]}, {high[index[1]]}] "
+                    f"(block {_block(parts, index[1])!r}, entry {index[1]})",
+                )
+            index = _first((got != expected) & ~(np.isnan(got) & np.isnan(expected)))
+            if index is not None:
+                block = _block(parts, index[1])
+                raise _refusal(
+                    name,
+                    index,
+                    got[index],
+                    f"is not {_item(expected[index])}, the observation the restored state gives (block {block!r}, "
+                    f"entry {index[1]}, from {_SOURCES[name, block]})",
+                )
+        got, expected = state.last[Info.FOCAL_DIVERSITY], scratch.last[Info.FOCAL_DIVERSITY]
+        index = _first(got != expected)
+        if index is not None:
+            env = index[0]
+            raise _refusal(
+                "last",
+                ("FOCAL_DIVERSITY", env),
+                got[env],
+                f"is not {_item(expected[env])}, the focal diversity of copy {env}'s team over its window",
+            )
+
+
+_STREAM = "order and counters"
+#: what each observation block is made from, for the message of an observation the state does not give
+_SOURCES = {
+    ("obs_decider", "team_mask"): "team",
+    ("obs_decider", "team_size"): "team",
+    ("obs_decider", "statistics"): "team, window and its counts (fail, fail2, fail3, plural, agree, votes; with "
+    "feedback='team': revealed)",
+    ("obs_decider", "model_accuracy"): "fail and counters (with feedback='team': seen, seen_right)",
+    ("obs_decider", "task"): _STREAM,
+    ("obs_decider", "features"): _STREAM,
+    ("obs_fusion", "probs"): f"{_STREAM} and team",
+    ("obs_fusion", "team_mask"): "team",
+    ("obs_fusion", "rewards"): "rewards",
+    ("obs_fusion", "action_mask"): _STREAM,
+    ("obs_fusion", "task"): _STREAM,
+    ("obs_fusion", "features"): _STREAM,
+    ("obs_decider", "task_record"): "model_right and counters (with feedback='team': model_seen)",
+    ("obs_decider", "team_record"): "team_right and counters (with feedback='team': team_seen)",
+    ("obs_fusion", "member_record"): "model_right, team and counters (with feedback='team': model_seen)",
+    ("obs_decider", "statistics_count"): "team, window, counters and revealed",
+    ("obs_decider", "model_accuracy_count"): "seen",
+    ("obs_decider", "task_record_count"): "model_seen",
+    ("obs_decider", "team_record_count"): "team_seen",
+    ("obs_fusion", "member_record_count"): "model_seen and team",
+}
+
+
+def _block(parts: dict[str, slice], column: int) -> str:
+    """The name of the observation block holding ``column``."""
+    return next(name for name, part in parts.items() if part.start <= column < part.stop)
