@@ -211,7 +211,8 @@ def static_team(
         if estimator == "pooled":
             pooled = {"estimator": "pooled", "strength": fit.strength, "cv_reward": fit.scores}
         else:
-            per_task = {key: dict(zip(task_names(cache), values, strict=True)) for key, values in fit.certified.items()}
+            decisions = fit.certified or {}
+            per_task = {key: dict(zip(task_names(cache), values, strict=True)) for key, values in decisions.items()}
             pooled = {"estimator": "certified", "level": fit.level, **per_task}
     elif estimator == "mean":
         fallback = choose(np.arange(train.size))
