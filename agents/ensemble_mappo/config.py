@@ -121,6 +121,7 @@ LIMITS: dict[str, float] = {
     "checkpoint_every": 2**31 - 1,
     "threads": 1024,
     "seed": 2**63 - 1,
+    "model_permutations": 64,
 }
 #: the most memory a rollout's storage may take (num_envs x num_steps transitions), checked before it is
 #: allocated (:func:`ensemble_mappo.progress.check_rollout_size`); the default rollout on bbh5 takes 10.5 MB
@@ -140,7 +141,7 @@ SHARED_RANGES: dict[str, tuple[float, float, bool]] = {
     "max_grad_norm": (0.0, math.inf, True),
 }
 #: int fields that may be 0 (the others are at least 1)
-_ZERO_ALLOWED = ("seed", "total_steps", "checkpoints")
+_ZERO_ALLOWED = ("seed", "total_steps", "checkpoints", "model_permutations")
 
 C = TypeVar("C", bound="LearnerConfig")
 
@@ -365,6 +366,11 @@ class TrainConfig(LearnerConfig):
     offline_level: float = 0.95
     """The confidence level of the certified start (``offline_estimator="certified"``): a team replaces the task's
     best single model only where its gain is above 0 at this one-sided level."""
+    model_permutations: int = 0
+    """Copies of each training task whose models' outputs are shuffled by a seeded permutation, added to the training
+    stream (ensemble_env.cache.augment.permuted_copies; tasks never seen only: episodes of one task, no task
+    one-hot). In a copy no model is best on every task, so a policy earns more than the best fixed team only by
+    reading the task's record; 0: none."""
     decider_kl_coef: float = 0.05
     """Weight of the KL divergence of the decider's policy from its start policy (``decider_start``) in its loss:
     the trust region that keeps PPO's fine-tuning near the start; 0: none (team decider only)."""

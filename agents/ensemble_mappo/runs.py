@@ -111,6 +111,7 @@ LEGACY_FIELDS: dict[str, Any] = {
     "selection": "safe",  # unused without kept checkpoints
     "offline_estimator": "mean",
     "offline_level": 0.95,  # unused before the certified start
+    "model_permutations": 0,
 }
 #: the keys of config.json's "run" entry
 RUN_KEYS = ("cache", "models", "tasks", "n_questions", "digest")

@@ -42,6 +42,7 @@ import torch
 from torch import Tensor
 
 from ensemble_env import files
+from ensemble_env.cache.augment import permuted_copies
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.files import holding_run_lock
 from ensemble_env.game.engine import EnsembleVectorEnv
@@ -180,14 +181,32 @@ class Setup:
     learner: Learner
 
 
+def training_cache(config: LearnerConfig, cache: LogitCache, options: dict[str, Any]) -> LogitCache:
+    """The cache a run trains on: ``cache`` with ``config.model_permutations`` model-permuted copies of each training
+    task appended (:func:`ensemble_env.cache.augment.permuted_copies`, seeded by the run's seed; every question of
+    ``cache`` keeps its index, so evaluation plays ``cache`` itself). ValueError for copies in a game that shows the
+    task (their task one-hot would be new columns) or is not played in task episodes."""
+    copies = getattr(config, "model_permutations", 0)
+    if not copies:
+        return cache
+    shown = (*tuple(options.get("decider_extras") or ()), *tuple(options.get("fusion_extras") or ()))
+    if options.get("episodes") != "task" or "task" in shown:
+        raise ValueError(
+            f"model_permutations={copies}: permuted copies of the training tasks are for tasks never seen (episodes "
+            "of one task, no task one-hot: --protocol unseen-tasks)"
+        )
+    return permuted_copies(cache, copies, seed=config.seed)
+
+
 def setup(config: LearnerConfig, cache: LogitCache, *, fit: bool, start_questions: np.ndarray | None = None) -> Setup:
     """A run's budget, episodes, training environment and learner at update 0 (given its start policy, fitted to
     the cache's train outcomes when ``fit``, or to those of ``start_questions``): the same objects, from the same
     random draws, for :func:`train` and :func:`start_networks`."""
     torch.set_num_threads(config.threads)
     kind = algorithms.learner_of(config)
-    budget = Budget.of_cache(config, cache)
     options = kind.env_options(config, cache)
+    cache = training_cache(config, cache, options)
+    budget = Budget.of_cache(config, cache)
     if options.get("episodes") == "task":  # an episode is one task (or a window of it); copies deal themselves tasks
         questions = cache.select("train", tasks=options.get("tasks"))
         largest = int(np.bincount(np.asarray(cache.tasks)[questions]).max())
