@@ -1,6 +1,8 @@
 """The repository's own files agree with each other: the licence (LICENSE, pyproject.toml), the citation
 (CITATION.cff: CFF 1.2.0, the version of pyproject.toml, the two seed papers), the documentation's index
-(docs/README.md lists every page) and the extras (pyproject.toml, :mod:`ensemble_env.extras`, the README's table).
+(docs/README.md lists every page), the extras (pyproject.toml, :mod:`ensemble_env.extras`, the table of
+docs/install.md) and the README as a front page (a picture and CI's two commands in its first screen, short
+paragraphs, a bounded length).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from ensemble_env import extras
 ROOT = Path(__file__).resolve().parents[1]
 #: the seed papers every citation must name: arXiv id -> a word of the title
 SEED_PAPERS = {"2502.04492": "Two-Stage Reinforcement Learning Agents", "2506.00439": "RLAE"}
+#: the README's bounds as a front page (issue 42): the first screen, a paragraph, the whole page, in lines
+FIRST_SCREEN_LINES, PARAGRAPH_LINES, README_LINES = 40, 8, 250
 #: the keys CFF 1.2.0 allows at the top level (its schema's ``properties``)
 CFF_KEYS = {
     "abstract", "authors", "cff-version", "commit", "contact", "date-released", "doi", "identifiers", "keywords",
@@ -187,17 +191,67 @@ def test_the_readme_links_the_docs_index() -> None:
 # -- the extras ---------------------------------------------------------------------------------------------------
 
 
-def test_the_extras_are_pyprojects_and_the_readme_tables_them() -> None:
+def test_the_extras_are_pyprojects_and_the_install_page_tables_them() -> None:
     defined = _pyproject()["project"]["optional-dependencies"]
     assert set(extras.EXTRAS) == set(defined)
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    rows = [line for line in readme.splitlines() if line.startswith("| `")]
+    page = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
     for name in defined:
         row = next((line for line in rows if f"`{name}`" in line.split("|")[1]), None)
-        assert row is not None, f"the README's extras table has no row for {name}"
+        assert row is not None, f"docs/install.md's extras table has no row for {name}"
         if name in ("plot", "data", "dev", "mappo"):
             assert f"`{extras.install_line(name, with_torch=name == 'mappo')}`" in row
     for name, extra in extras.EXTRAS.items():  # the modules the code checks come with the extra
         listed = " ".join(defined[name]).lower().replace("-", "_")
         for module in extra.modules:
             assert {"sklearn": "scikit_learn"}.get(module, module) in listed, f"{name}: {module}"
+
+
+# -- the README as a front page -------------------------------------------------------------------------------
+
+
+def _prose_paragraphs(text: str) -> list[tuple[int, int]]:
+    """(first line, line count) of each prose paragraph of a Markdown text, lines numbered from 1.
+
+    A paragraph is a run of non-blank lines outside fenced blocks; a table row, a heading or a fence ends it, and a
+    list item starts a paragraph of its own (its continuation lines belong to it).
+    """
+    paragraphs: list[tuple[int, int]] = []
+    start, count, fenced = 0, 0, False
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fenced = not fenced
+        prose = not fenced and bool(stripped) and not stripped.startswith(("```", "|", "#"))
+        item = re.match(r"(?:[-*+]|\d+\.) ", stripped) is not None
+        if count and (not prose or item):
+            paragraphs.append((start, count))
+            count = 0
+        if prose:
+            start, count = (number, 1) if count == 0 else (start, count + 1)
+    if count:
+        paragraphs.append((start, count))
+    return paragraphs
+
+
+def test_prose_paragraphs_are_counted_between_blocks_tables_and_list_items() -> None:
+    text = "# Title\n\none\ntwo\n\n```sh\nnot prose\n\nnor this\n```\n- item\n  more\n- next\n| a | b |\nafter\n"
+    assert _prose_paragraphs(text) == [(3, 2), (11, 2), (13, 1), (15, 1)]
+
+
+def test_the_readme_is_a_front_page() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert len(lines) <= README_LINES, f"README.md has {len(lines)} lines, more than {README_LINES}"
+    first_screen = "\n".join(lines[:FIRST_SCREEN_LINES])
+    images = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", first_screen)
+    assert images, f"README.md shows no image in its first {FIRST_SCREEN_LINES} lines"
+    for image in images:
+        assert (ROOT / image).is_file(), f"README.md shows {image}, which does not exist"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    commands = re.findall(r"^(?:main_job|tests)='([^']+)'", ci, re.M)
+    assert len(commands) == 2  # what .ci/run runs: the install-train-evaluate line and the tests' line
+    for command in commands:
+        assert command in first_screen, f"README.md's first {FIRST_SCREEN_LINES} lines do not show: {command}"
+    long = [f"line {start}: {count} lines" for start, count in _prose_paragraphs(text) if count > PARAGRAPH_LINES]
+    assert not long, f"README.md paragraphs longer than {PARAGRAPH_LINES} lines: {', '.join(long)}"
