@@ -257,46 +257,20 @@ def round_seed(seed: int, round_index: int) -> int:
 
 
 # -- the policy the run deploys ------------------------------------------------------------------------------
-#: folds of the validation questions over which the deployed start's validation rewards are cross-fitted
-CROSS_FIT_FOLDS = 5
-
-
-def cross_fitted_start(config: LearnerConfig, cache: LogitCache, validation: np.ndarray) -> np.ndarray:
-    """(V,) the validation rewards of the start *as it would be deployed* (refitted on train + validation), each
-    question's from a start fitted on train and the other :data:`CROSS_FIT_FOLDS` folds of the validation questions
-    (dealt within each task, seeded by ``config.seed``): an honest reference for the safe rule, which a start
-    refitted on every validation label could not be. ``validation``: the questions, in the order
-    :func:`~ensemble_mappo.evaluation.evaluate_agents` plays them (the rewards come in that order)."""
-    validation = np.asarray(validation, dtype=np.int64)
-    tasks = np.asarray(cache.tasks)[validation]
-    fold_of = np.empty(validation.size, dtype=np.int64)
-    rng = np.random.default_rng(np.random.SeedSequence([config.seed, 39]))
-    for task in np.unique(tasks):
-        rows = np.flatnonzero(tasks == task)
-        fold_of[rows[rng.permutation(rows.size)]] = np.arange(rows.size) % CROSS_FIT_FOLDS
-    train = cache.select("train", tasks=config.env.get("tasks"))
-    rewards = np.empty(validation.size, dtype=np.float64)
-    for fold in np.unique(fold_of):
-        refit = setup(config, cache, fit=True, start_questions=np.concatenate([train, validation[fold_of != fold]]))
-        played = evaluate_agents(refit.learner.state_dict(), config, cache, split="validation", seed=config.seed)
-        position = {int(question): k for k, question in enumerate(np.asarray(played.questions))}
-        rows = np.flatnonzero(fold_of == fold)
-        rewards[rows] = np.asarray(played.rewards)[[position[int(q)] for q in validation[rows]]]
-    return rewards
-
-
 def choose(run_dir: str | Path, cache: LogitCache) -> dict[str, Any]:
     """Choose the run's policy among its kept checkpoints (the start and ``checkpoints`` evenly spaced ones): each
     plays the validation split, frozen, and the config's ``selection`` rule (:func:`ensemble_mappo.selection.select`)
     reads their per-question rewards; on a cache without a validation split the last one is kept, and said so.
 
-    When the algorithm fits its start to labelled questions (MAPPO's offline start), the start it would deploy is
-    the start refitted on train + validation (``checkpoints/deployed.pt``): the settings are chosen, so every
-    labelled question informs the table the start plays. So the safe rule weighs the checkpoints against that start's
-    cross-fitted validation rewards (:func:`cross_fitted_start`), not against the start fitted on train alone: a
-    checkpoint is deployed only where it beats the start that would otherwise be deployed (the "best" rule reads
-    the start fitted on train). Writes ``selection.json`` and returns it. Only train and validation labels are
-    read."""
+    When the start is chosen and the algorithm fits its start to labelled questions (MAPPO's offline start), the
+    deployed policy is the start refitted on train + validation (``checkpoints/deployed.pt``): the settings are
+    chosen, so every labelled question informs the table the start plays. The choice itself read the validation
+    rewards of the start fitted on train alone, so the safe rule's guarantee is about that start; the refitted one
+    is the same estimator on more questions. (Cross-fitting the refitted start's validation rewards was tried and
+    dropped: with a few validation questions per task, a held-out question is exactly the one missing from the fit
+    that would have chosen the model it favours, so the cross-fitted score of a per-task argmax is biased low: on
+    bbh5 cut to 40 questions per task it scored -0.14 to -0.17 against -0.066 for the start fitted on train.) Writes
+    ``selection.json`` and returns it. Only train and validation labels are read."""
     run = read_config(run_dir)
     kept = [read_checkpoint(path, run) for _, path in candidates(run_dir)]
     if not kept:
@@ -314,14 +288,10 @@ def choose(run_dir: str | Path, cache: LogitCache) -> dict[str, Any]:
             "candidates": [],
         }
     else:
-        plays = [
-            evaluate_agents(c.networks, config, cache, split="validation", seed=config.seed, source=str(c.path))
+        rewards = [
+            evaluate_agents(c.networks, config, cache, split="validation", seed=config.seed, source=str(c.path)).rewards
             for c in kept
         ]
-        rewards = [play.rewards for play in plays]
-        refits = algorithms.learner_of(config).fits_start(config)
-        if refits and config.selection == "safe" and kept[0].iteration == 0:
-            rewards[0] = cross_fitted_start(config, cache, plays[0].questions)
         selection = select(rewards, config.selection)
         update = kept[selection.index].iteration
         chosen = {
@@ -332,9 +302,7 @@ def choose(run_dir: str | Path, cache: LogitCache) -> dict[str, Any]:
             "checkpoint": f"update_{update}",
             "candidates": [{"update": c.iteration, **selection.row(k)} for k, c in enumerate(kept)],
         }
-        if refits:
-            chosen["reference"] = "the start refitted on train + validation, cross-fitted on validation"
-        if update == 0 and refits:
+        if update == 0 and algorithms.learner_of(config).fits_start(config):
             labelled = np.concatenate([cache.select("train", tasks=tasks), validation])
             refit = setup(config, cache, fit=True, start_questions=labelled)
             refit.venv.reset(seed=round_seed(config.seed, 0))  # the state a run's update 0 saves
