@@ -77,7 +77,7 @@ DECIDER_CREDITS = ("sampled", "greedy", "expected")
 #: train outcomes (ensemble_mappo.start)
 DECIDER_STARTS = ("prior", "offline")
 #: the rules that choose, on the validation split, the policy a run deploys (ensemble_mappo.selection)
-SELECTIONS = ("safe", "best")
+SELECTIONS = ("safe", "best", "trained")
 #: the choices of the str fields (for the command line)
 CHOICES: dict[str, tuple[str, ...]] = {
     "mode": MODES,
@@ -197,7 +197,8 @@ class LearnerConfig:
     selection: str = "safe"
     """The rule that chooses among the start and the kept checkpoints on the validation split
     (ensemble_mappo.selection): "safe" deploys a checkpoint only where its paired gain over the start is positive
-    with confidence, "best" the highest mean validation reward."""
+    with confidence, "best" the highest mean validation reward, "trained" the trained checkpoint (never the start)
+    with the highest mean validation reward (for a start that encodes nothing to fall back on)."""
     checkpoint_every: int = 20
     """Write the resumable checkpoint (``checkpoint.pt``) every this many updates, and after the last one."""
     threads: int = 1

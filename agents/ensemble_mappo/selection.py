@@ -5,6 +5,8 @@ cache's train outcomes favour, answered by the mean vote) and ``K`` checkpoints;
 validation questions, so the choice reads per-question rewards (paired). Two rules (:data:`SELECTIONS`):
 
 - ``"best"``: the candidate with the highest mean validation reward (ties: the earliest).
+- ``"trained"``: the same among the trained checkpoints, never the start: for a learner whose start encodes
+  nothing worth falling back on (an untrained network: tasks never seen under partial feedback).
 - ``"safe"``: safe policy improvement over the start (high-confidence policy improvement, Thomas, Theocharous
   and Ghavamzadeh, ICML 2015; the same test guards SPIBB's baseline, Laroche et al., ICML 2019). A checkpoint is
   deployed only when the one-sided lower confidence bound of its paired per-question gain over the start is
@@ -104,6 +106,8 @@ def select(rewards: Sequence[np.ndarray], rule: str = DEFAULT_SELECTION, delta: 
     bounds[0] = 0.0
     if rule == "best":
         index = int(np.argmax(means))  # the first of equal means: the earliest
+    elif rule == "trained":
+        index = 1 + int(np.argmax(means[1:])) if len(table) > 1 else 0
     else:
         passing = [k for k in range(1, len(table)) if bounds[k] > 0.0]
         index = max(passing, key=lambda k: (means[k], -k)) if passing else 0

@@ -117,8 +117,11 @@ def learner(
     if unseen:
         protocols.learner_overrides(name, entry.config_class, 1, feedback)  # a learner not posed is refused now
 
+    steps = {"total_steps": protocols.PARTIAL_BUDGET_STEPS[budget]} if unseen and feedback == "team" else {}
+
     def run(cache: LogitCache, seed: int, alpha: float, out_dir: Path) -> Answers:
         overrides = protocols.learner_overrides(name, entry.config_class, cache.n_models, feedback) if unseen else None
+        overrides = {**overrides, **steps} if overrides is not None else None
         return learner_answers(
             cache, seed, alpha, out_dir, algorithm=name, passes=passes, checkpoints=checkpoints, overrides=overrides
         )
@@ -130,7 +133,8 @@ def learner(
     key = {"budget": budget, "passes": passes, "checkpoints": checkpoints, "config": defaults}
     if not unseen:
         return run, key
-    return run, {**key, "protocol": protocol, **({"feedback": feedback} if feedback != "all" else {})}
+    partial = {"feedback": feedback, "learner": protocols.PARTIAL_LEARNER, **steps} if feedback != "all" else {}
+    return run, {**key, "protocol": protocol, **partial}
 
 
 def budget_help() -> str:

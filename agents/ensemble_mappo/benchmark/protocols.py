@@ -30,6 +30,8 @@ from ensemble_env.game.config import unseen_game
 
 __all__ = [
     "FEEDBACKS",
+    "PARTIAL_BUDGET_STEPS",
+    "PARTIAL_LEARNER",
     "PROTOCOLS",
     "Unit",
     "combined_cache",
@@ -48,7 +50,18 @@ PROTOCOLS = ("standard", "unseen-tasks")
 FEEDBACKS = ("all", "team")
 #: the learner's settings under partial feedback: a start that encodes no hand rule (the size prior at 0.5: uniform
 #: over the teams, no KL to it) and the decider that scores each team from what the record shows of it
-PARTIAL_LEARNER: dict[str, Any] = {"decider_start": "prior", "decider_kl_coef": 0.0, "decider_policy": "scorer"}
+PARTIAL_LEARNER: dict[str, Any] = {
+    "decider_start": "prior",
+    "decider_kl_coef": 0.0,
+    "decider_policy": "scorer",
+    "model_permutations": 2,
+    "gamma": 0.9,
+    "selection": "trained",
+}
+#: the learners' budget under partial feedback, in env steps per ``--budget`` level (the training stream holds each
+#: training task three times, as it is and in two model-permuted copies; the default keeps the whole bbh5 benchmark,
+#: 4 folds x 5 seeds x 2 learners, within 30 CPU minutes)
+PARTIAL_BUDGET_STEPS = {"tiny": 4096, "quick": 32768, "default": 131072}
 #: the codes of the cache's ``split`` array
 TRAIN, TEST, VALIDATION = 0, 1, 2
 
