@@ -77,3 +77,10 @@ def test_bad_input_is_refused(rewards, rule, delta, message) -> None:
 
 def test_the_rules_are_listed() -> None:
     assert SELECTIONS == ("safe", "best")
+
+
+def test_the_trained_rule_never_deploys_the_start() -> None:
+    start, worse, better = np.array([1.0, 1.0, 1.0]), np.array([-1.0, -1.0, 1.0]), np.array([1.0, -1.0, 1.0])
+    assert select([start, worse, better], "trained").index == 2  # the best trained checkpoint, below the start
+    assert select([start, better, better], "trained").index == 1  # ties: the earliest
+    assert select([start, worse, better], "best").index == 0 and select([start], "trained").index == 0
