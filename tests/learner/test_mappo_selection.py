@@ -76,7 +76,7 @@ def test_bad_input_is_refused(rewards, rule, delta, message) -> None:
 
 
 def test_the_rules_are_listed() -> None:
-    assert SELECTIONS == ("safe", "best")
+    assert SELECTIONS == ("safe", "best", "trained")
 
 
 def test_the_trained_rule_never_deploys_the_start() -> None:

@@ -104,32 +104,42 @@ def plot_learning_curves(
     from matplotlib import pyplot as plt
 
     lines = results.get("protocol", {}).get("validation_lines", {}).get(cache_name, [])
+    feedback = results.get("protocol", {}).get("feedback", "all")
     n_folds = max(len(folds) for folds in curves.values())
-    figure, axes = plt.subplots(1, n_folds, figsize=(4.2 * n_folds, 3.8), squeeze=False, sharey=True)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for k, axis in enumerate(axes[0]):
+    columns = min(n_folds, 2)
+    rows = -(-n_folds // columns)
+    figure, grid = plt.subplots(rows, columns, figsize=(5.2 * columns, 3.4 * rows), squeeze=False)
+    colors = plt.get_cmap("tab10").colors
+    rules = sorted({rule for line in lines for rule in line})
+    styles = {rule: (colors[(len(curves) + j) % len(colors)], (0, (4, 2)) if j % 2 else (0, (1, 1.5))) for j, rule
+              in enumerate(rules)}  # fmt: skip
+    for k, axis in enumerate(grid.flat):
+        if k >= n_folds:
+            axis.set_visible(False)
+            continue
         for i, (name, folds) in enumerate(curves.items()):
             fold = folds[k]
-            mean = fold["rewards"].mean(axis=0)
-            axis.plot(fold["steps"], mean, marker="o", color=colors[i % len(colors)], label=name)
+            axis.plot(fold["steps"], fold["rewards"].mean(axis=0), marker="o", color=colors[i], label=name, lw=2)
             axis.fill_between(fold["steps"], fold["rewards"].min(axis=0), fold["rewards"].max(axis=0),
-                              color=colors[i % len(colors)], alpha=0.15)  # fmt: skip
-        for j, (rule, value) in enumerate(sorted((lines[k] if k < len(lines) else {}).items(), key=lambda x: -x[1])):
-            axis.axhline(value, color="0.35", linestyle=("--", ":", "-.")[j % 3], linewidth=1, label=rule)
-        label = next(iter(curves.values()))[k]["label"]
-        axis.set_title(f"{label}: validation tasks", fontsize=9)
-        axis.set_xlabel("environment steps")
+                              color=colors[i], alpha=0.15)  # fmt: skip
+        for rule, value in (lines[k] if k < len(lines) else {}).items():
+            reference = baselines.reference(rule, feedback)
+            color, style = ("black", (0, (6, 3))) if reference else styles[rule]
+            axis.axhline(
+                value, color=color, linestyle=style, lw=1.2, label=rule + (f" ({reference})" if reference else "")
+            )
+        axis.set_title(f"{next(iter(curves.values()))[k]['label']}: validation tasks", fontsize=9)
+        axis.set_xlabel("environment steps", fontsize=8)
+        axis.set_ylabel("reward per question", fontsize=8)
         axis.grid(alpha=0.3)
-    axes[0][0].set_ylabel("reward per question (validation tasks)")
-    handles, labels = axes[0][-1].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
-    feedback = results.get("protocol", {}).get("feedback", "all")
+    handles, labels = grid.flat[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, -0.02), ncol=4, fontsize=8)
     figure.suptitle(
-        f"{cache_name}, tasks never seen (feedback {feedback}): the learners' start (step 0) and checkpoints on the "
-        f"validation tasks, mean over seeds (band: range); lines: the hand rules on the same tasks",
+        f"{cache_name}, tasks never seen (feedback {feedback}): each learner's start (step 0) and checkpoints on its\n"
+        "fold's validation tasks, mean over seeds (band: range); lines: the hand rules on the same tasks",
         fontsize=9,
     )
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.1, 1, 1))
     saved = save_figure(figure, path, dpi=110, bbox_inches="tight")
     plt.close(figure)
     return saved
