@@ -11,10 +11,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ensemble_env.baselines.online import UNSEEN_BASELINES, team_outcomes
-from ensemble_env.baselines.simple import BaselineResult, question_indices, task_ids
+from ensemble_env.baselines.simple import BaselineResult, question_indices, task_ids, task_names
 from ensemble_env.cache import datasets
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings
+from ensemble_env.errors import command
+from ensemble_env.game.reward import DEFAULT_REWARD, SIZE_PENALTY_MODES, RewardSettings
 from ensemble_env.text import align_table
 
 __all__ = ["format_summary", "leave_one_task_out", "main", "summarize"]
@@ -46,7 +47,11 @@ def leave_one_task_out(
     tasks = task_ids(cache)[rows]
     held_out = np.unique(tasks)
     if held_out.size < 2:
-        raise ValueError("leave_one_task_out needs questions of at least two tasks")
+        found = ", ".join(repr(task_names(cache)[t]) for t in held_out) or "none"
+        raise ValueError(
+            f"{cache.path}: leave_one_task_out holds out each task in turn and needs questions of at least two "
+            f"tasks; the questions are of one task ({found})"
+        )
     outcomes = team_outcomes(cache, rows, reward)
     results: dict[str, list[BaselineResult]] = {name: [] for name in chosen}
     for task in held_out:
@@ -85,13 +90,19 @@ def format_summary(summary: Mapping[str, Mapping[str, float]], reward: RewardSet
     return "\n".join(align_table(["baseline", f"reward(alpha={reward.alpha:g})", "accuracy", "team"], rows))
 
 
+PROG = "python -m ensemble_env.baselines.unseen"
+
+
+@command(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ensemble_env.baselines.unseen [CACHE] [--alpha A] [--size-penalty-mode M] [--use-costs]``:
-    print the leave-one-task-out table of every unseen-task baseline on a cache (a built-in name or a file)."""
-    parser = argparse.ArgumentParser(prog="python -m ensemble_env.baselines.unseen", description=main.__doc__)
+    print the leave-one-task-out table of every unseen-task baseline on a cache (a built-in name or a file).
+    Bad input (a cache that cannot be read, an alpha or a mode out of range, costs the cache lacks, a cache of one
+    task) is one error line, as with ``ensemble-env`` (:func:`~ensemble_env.cli.options.run_command`)."""
+    parser = argparse.ArgumentParser(prog=PROG, description=main.__doc__)
     parser.add_argument("cache", nargs="?", default="bbh5", help="a built-in cache name or a cache file (bbh5)")
     parser.add_argument("--alpha", type=float, default=1.0)
-    parser.add_argument("--size-penalty-mode", default="on_error")
+    parser.add_argument("--size-penalty-mode", default="on_error", choices=SIZE_PENALTY_MODES)
     parser.add_argument("--use-costs", action="store_true")
     options = parser.parse_args(argv)
     cache = datasets.resolve(options.cache)
