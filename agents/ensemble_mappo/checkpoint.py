@@ -5,11 +5,13 @@ counters, the run's config as a dict, and the environment's snapshot as the byte
 (:func:`pack_arrays`; see :mod:`ensemble_mappo.training`). ``torch.load(path, weights_only=True)`` reads it, so
 loading a checkpoint never runs code.
 
-:func:`save_checkpoint` writes through :func:`ensemble_env.files.atomic_path` (``torch.save`` to a temporary
-file beside the target, synced, then renamed over it). :func:`load_checkpoint` reads one and checks its
-networks (a mapping of modules to mappings of plain tensors, every floating value finite); a run's checkpoint
-is read whole, every entry checked, by :func:`read_checkpoint`, and restored into a resumed run's live objects by
-:func:`restore_run`.
+:func:`save_checkpoint` serialises in memory (``torch.save`` into a buffer) and writes the bytes through
+:func:`ensemble_env.files.write_bytes` (a temporary file beside the target, synced, then renamed over it), so a full
+or read-only disk is an :class:`~ensemble_env.files.OutputError` naming the checkpoint and the cause, never torch's
+own writer failing mid-archive, and the previous checkpoint is left as it was.
+:func:`load_checkpoint` reads one and checks its networks (a mapping of modules to mappings of plain tensors, every
+floating value finite); a run's checkpoint is read whole, every entry checked, by :func:`read_checkpoint`, and
+restored into a resumed run's live objects by :func:`restore_run`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import torch
 from torch import Tensor
 
 from ensemble_env.cache.digest import cache_digest
-from ensemble_env.files import atomic_path
+from ensemble_env.files import write_bytes
 from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_env.text import show
 from ensemble_mappo import algorithms
@@ -92,9 +94,12 @@ _ARCHIVE_ERRORS += (NotImplementedError,)
 
 
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` to ``path`` atomically (:func:`ensemble_env.files.atomic_path`); the folder must exist."""
-    with atomic_path(path) as temporary:
-        torch.save(payload, temporary)
+    """Write ``payload`` to ``path`` atomically: serialised in memory, then :func:`ensemble_env.files.write_bytes`
+    (an :class:`~ensemble_env.files.OutputError` naming ``path`` and the cause when the disk refuses; the previous
+    file intact). The folder must exist."""
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    write_bytes(path, buffer.getvalue())
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from ensemble_env.cache.datasets import cost_unit
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.digest import cache_digest
 from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.files import make_folder
 from ensemble_env.game.reward import check_alpha
 from ensemble_env.text import show
 from ensemble_mappo.benchmark import marl_eval, protocols
@@ -31,7 +32,6 @@ from ensemble_mappo.benchmark.stats import REFERENCES, aggregate, paired_differe
 from ensemble_mappo.benchmark.store import (
     RESULT,
     RunError,
-    make_folder,
     prepare_out,
     read_run,
     run_folder,
