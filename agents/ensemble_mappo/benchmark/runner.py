@@ -207,7 +207,8 @@ def benchmark(
             for name in names
         }  # fmt: skip
         runs = {(_scored_name(key, loaded, eval_cache), name): group for (key, name), group in runs.items()}
-        results = _results(scored, list(names), runs, alpha, budget, seeds, reused, digests)
+        trained = {_scored_name(name, loaded, eval_cache): digests[name] for name in loaded}
+        results = _results(scored, list(names), runs, alpha, budget, seeds, reused, trained)
         if protocol != "standard":
             results["protocol"] = {
                 "name": protocol,
@@ -342,8 +343,9 @@ def _results(
     digests: dict[str, str],
 ) -> dict[str, Any]:
     """What ``results.json`` holds: per cache and algorithm, the runs, the aggregate, the routing and the paired
-    differences to the references; per cache, its content digest and the unit of its costs (``cost_units``: None
-    for a cache without costs or of unknown unit, :func:`ensemble_env.cache.datasets.cost_unit`)."""
+    differences to the references; per cache, its content digest (``cache_digests``; with ``--eval-cache``, the
+    training cache's, under the key of its results) and the unit of its costs (``cost_units``: None for a cache
+    without costs or of unknown unit, :func:`ensemble_env.cache.datasets.cost_unit`)."""
     results: dict[str, Any] = {"alpha": alpha, "budget": budget, "seeds": seeds, "reused_runs": reused, "caches": {}}
     for cache_name, cache in loaded.items():
         per_algorithm = {}

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ensemble_env.baselines import arguments
 from ensemble_env.baselines.online import UNSEEN_BASELINES, team_outcomes
 from ensemble_env.baselines.simple import BaselineResult, question_indices, task_ids, task_names
 from ensemble_env.cache import datasets
@@ -38,10 +39,7 @@ def leave_one_task_out(
     ``questions`` restricts both sides to some questions (default: all). Returns ``{name: [one result per task, in
     task order]}``. One :class:`TeamOutcomes` serves every fold.
     """
-    chosen = list(UNSEEN_BASELINES if names is None else names)
-    unknown = [name for name in chosen if name not in UNSEEN_BASELINES]
-    if unknown:
-        raise ValueError(f"unknown unseen-task baseline {unknown[0]!r}; they are {', '.join(UNSEEN_BASELINES)}")
+    chosen = list(UNSEEN_BASELINES) if names is None else arguments.names(names, "names", UNSEEN_BASELINES)
     rows = np.arange(cache.n_questions) if questions is None else question_indices(cache, questions, "questions")
     rows = np.unique(rows)
     tasks = task_ids(cache)[rows]
