@@ -125,7 +125,10 @@ def _failing(writer: str, patch: pytest.MonkeyPatch, code: int) -> str:
 
 WRITERS = ["config.json", "checkpoints/update_1.pt", "checkpoint.pt", "progress.csv", "tensorboard", "selection.json"]
 CASES = [pytest.param(writer, errno.ENOSPC, id=f"{writer}-ENOSPC") for writer in WRITERS]
-CASES += [pytest.param(w, errno.EROFS, id=f"{w}-EROFS", marks=pytest.mark.slow) for w in ("checkpoint.pt", "tensorboard")]
+CASES += [
+    pytest.param(writer, errno.EROFS, id=f"{writer}-EROFS", marks=pytest.mark.slow)
+    for writer in ("checkpoint.pt", "tensorboard")
+]
 
 
 @pytest.mark.parametrize(("writer", "code"), CASES)
