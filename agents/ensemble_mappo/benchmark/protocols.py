@@ -32,6 +32,7 @@ from ensemble_env.game.config import unseen_game
 from ensemble_env.text import show
 
 __all__ = [
+    "ANSWER_DTYPE",
     "PROTOCOLS",
     "Unit",
     "check_unseen",
@@ -93,14 +94,18 @@ def fold_cache(cache: LogitCache, held_out: tuple[str, ...], validation_tasks: t
     return dataclasses.replace(cache, split=split)
 
 
-def _answers(cache: LogitCache) -> list[tuple[int, bytes]]:
-    """Per question, what makes it the same question in another cache of the same models: its label and its answers
-    (every model's scores over its choices, as float64 bytes)."""
-    scores = np.asarray(cache.scores, dtype=np.float64)
-    return [
-        (int(cache.labels[q]), np.ascontiguousarray(scores[q, :, : cache.n_choices[q]]).tobytes())
-        for q in range(cache.n_questions)
-    ]
+#: the precision answers are compared at: the narrowest float a cache stores scores in (a copy of a cache narrowed to
+#: float16 or float32 holds the same questions)
+ANSWER_DTYPE = np.float16
+
+
+def _answers(cache: LogitCache) -> list[bytes]:
+    """Per question, what makes it the same question in another cache of the same models: its answers, every model's
+    scores over its choices, at :data:`ANSWER_DTYPE` precision (the label is left out: a question relabelled is still
+    the question the models answered)."""
+    with np.errstate(over="ignore"):
+        scores = np.asarray(cache.scores).astype(ANSWER_DTYPE)
+    return [np.ascontiguousarray(scores[q, :, : cache.n_choices[q]]).tobytes() for q in range(cache.n_questions)]
 
 
 def _task_of_each(cache: LogitCache) -> list[str]:
@@ -111,11 +116,13 @@ def training_questions(train: LogitCache, evaluation: LogitCache) -> np.ndarray:
     """(K,) int64, ascending: the questions of ``evaluation`` that are questions of ``train``.
 
     A question is a training question when a task of the same name holds it: the same question id (when both caches
-    hold ids), or the same label and answers (every model's scores over its choices, exactly); and every question of
-    a task whose questions all have the labels and answers of training questions, whatever its name (a training task
-    renamed). A copy of the training cache, a part of it, its questions under other splits or other task names are
-    training questions; a cache of other questions shares none (a question's answers alone, in a task of another
-    name, are not enough: saturated models answer different questions alike)."""
+    hold ids), or the same answers (every model's scores over its choices, compared at :data:`ANSWER_DTYPE`
+    precision, whatever its label); and every question of a task whose questions all have the answers of training
+    questions, whatever its name (a training task renamed). A copy of the training cache, a part of it, its questions
+    under other splits, other labels, other task names or narrower floats are training questions; a cache of other
+    questions shares none (a question's answers alone, in a task of another name, are not enough: saturated models
+    answer different questions alike). Questions whose every answer was changed and whose id is gone are other
+    questions to this check."""
     if tuple(train.models) != tuple(evaluation.models) or train.score_kind != evaluation.score_kind:
         return np.zeros(0, dtype=np.int64)  # other models, or scores of another kind: no answer can be the same
     tasks, train_tasks = _task_of_each(evaluation), _task_of_each(train)
