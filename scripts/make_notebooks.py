@@ -94,7 +94,11 @@ def notebook_text(lesson: Path) -> str:
         value = _header_field(lesson, text, field)
         if value != expected:
             raise LessonError(f"{lesson}: jupytext header {field} is {value!r}, expected {expected!r}")
-    source = jupytext.reads(text, fmt="py:percent")
+    try:
+        source = jupytext.reads(text, fmt="py:percent")
+    except Exception as error:  # jupytext's YAML, JSON and format readers raise many kinds on a damaged header
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise LessonError(f"{lesson}: jupytext cannot read it ({type(error).__name__}: {first[:200]})") from None
     cells = []
     for index, cell in enumerate(source.cells):
         metadata = {key: cell.metadata[key] for key in KEPT_CELL_METADATA if key in cell.metadata}
@@ -107,7 +111,10 @@ def notebook_text(lesson: Path) -> str:
             raise LessonError(f"{lesson}: cell {index} has cell_type {cell.cell_type!r}, expected code or markdown")
     if not any(cell.cell_type == "code" for cell in cells):
         raise LessonError(f"{lesson}: no code cell ('# %%') found")
-    notebook = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": dict(source.metadata["kernelspec"])})
+    kernelspec = source.metadata.get("kernelspec")
+    if not isinstance(kernelspec, dict):
+        raise LessonError(f"{lesson}: the jupytext header has no kernelspec block (its name: {KERNEL})")
+    notebook = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": dict(kernelspec)})
     nbformat.validate(notebook)
     return nbformat.writes(notebook, version=4) + "\n"
 
