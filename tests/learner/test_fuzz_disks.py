@@ -1,10 +1,11 @@
 """Seeded fuzzing of ``train`` on a disk that fills up (issue 41, "Reliability round 4", class 2).
 
-Each case runs ``ensemble-env train`` in a process whose files may not grow past a limit (``RLIMIT_FSIZE``, drawn
-log-uniformly from 512 bytes to 400 KB: the kernel refuses the write that crosses it with EFBIG, as a full disk
-refuses one with ENOSPC), with the csv or the TensorBoard logger, checkpoints every update or only at the end, and
-0 to 2 kept checkpoints: the limit falls under whichever writer crosses it first (``config.json``, a kept checkpoint,
-``checkpoint.pt``, a row of ``progress.csv``, an event file, ``selection.json``). Then, the limit lifted, the run is
+Each case runs ``ensemble-env train`` in a process whose files may not grow past a limit (``RLIMIT_FSIZE``: the kernel
+refuses the write that crosses it with EFBIG, as a full disk refuses one with ENOSPC), with the csv or the TensorBoard
+logger, checkpoints every update or only at the end, and 0 to 2 kept checkpoints. The limit is drawn log-uniformly
+from one of four bands, so that it falls under each writer: below ``config.json`` (1.5 KB); between it and the
+checkpoints (a run that keeps none and checkpoints at its end: a row of ``progress.csv`` or an event file crosses
+it); under the checkpoints (about 470 KB each); above them (the run finishes). Then, the limit lifted, the run is
 resumed (``train --resume``; started again when it has no config yet).
 
 The run must end with one line naming a file of the run directory and the cause (exit 2) or finish (exit 0); never a
@@ -27,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +43,13 @@ CASE_SECONDS = 600.0
 MODULE = "test_fuzz_disks"
 TINY = ["--cache", "toy8", "--total-steps", "1536", "--num-envs", "16", "--num-steps", "32", "--no-progress"]
 UPDATES = 3
-LOW, HIGH = 512, 400_000
+#: the bands of the limit: (low, high, checkpoint every, kept checkpoints or None for any)
+BANDS = [
+    (512, 1_500, None, None),
+    (1_600, 12_000, 100, 0),
+    (12_000, 470_000, None, None),
+    (480_000, 1_500_000, None, None),
+]
 
 
 def _limited(limit: int) -> Any:
@@ -99,16 +107,24 @@ def disk_case(case: dict[str, Any]) -> tuple[str, str]:
         return "lost", f"the resumed run logged {_rows(run)}"
     if first.returncode == 0:
         return "accepted", ""
-    return "refused", lines[0][:300]
+    return "refused", f"{_writer(lines[0], run)}: {lines[0][:300]}"
+
+
+def _writer(line: str, run: Path) -> str:
+    """The file of the run a refusal names (``progress.csv``, ``checkpoints/update_0.pt``, ...)."""
+    found = re.search(rf"{re.escape(str(run))}/(\S+?):", line)
+    return re.sub(r"events\.out\.tfevents\.\S+", "events", found.group(1)) if found else "?"
 
 
 def disk_cases(n: int, seed: int) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
     cases = []
     for index in range(n):
-        limit = int(math.exp(rng.uniform(math.log(LOW), math.log(HIGH))))
+        low, high, every_, kept = BANDS[index % len(BANDS)]
+        limit = int(math.exp(rng.uniform(math.log(low), math.log(high))))
         logger = str(rng.choice(["csv", "tensorboard"]))
-        every, checkpoints = int(rng.choice([1, 100])), int(rng.integers(0, 3))
+        every = every_ if every_ is not None else int(rng.choice([1, 100]))
+        checkpoints = kept if kept is not None else int(rng.integers(0, 3))
         kind = f"{logger}, {limit:,} bytes, checkpoint every {every}, keep {checkpoints}"
         cases.append({"limit": limit, "logger": logger, "every": every, "checkpoints": checkpoints, "kind": kind,
                       "seed": int(seed * 1_000_003 + index)})  # fmt: skip
@@ -126,7 +142,10 @@ def suite_disks(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
     workdir.mkdir(parents=True, exist_ok=True)
     _warm(workdir)
     cases = disk_cases(slow_size(40) if slow else 1, seed=101 if slow else 10)
-    return run_cases(MODULE, "disk_case", cases, workdir, CASE_SECONDS), 0
+    results = run_cases(MODULE, "disk_case", cases, workdir, CASE_SECONDS)
+    writers = Counter(result["detail"].split(":", 1)[0] for result in results if result["outcome"] == "refused")
+    print(f"train on a filling disk: the writer that failed: {dict(sorted(writers.items()))}", file=sys.stderr)
+    return results, 0
 
 
 SUITES = {"train on a filling disk": suite_disks}
