@@ -4,9 +4,9 @@ Each case runs ``ensemble-env train`` in a process whose files may not grow past
 refuses the write that crosses it with EFBIG, as a full disk refuses one with ENOSPC), with the csv or the TensorBoard
 logger, checkpoints every update or only at the end, and 0 to 2 kept checkpoints. The limit is drawn log-uniformly
 from one of four bands, so that it falls under each writer: below ``config.json`` (1.5 KB); between it and the
-checkpoints (a run that keeps none and checkpoints at its end: a row of ``progress.csv`` or an event file crosses
-it); under the checkpoints (about 470 KB each); above them (the run finishes). Then, the limit lifted, the run is
-resumed (``train --resume``; started again when it has no config yet).
+checkpoints (the run of 12 updates keeping none and checkpointing at its end: a row of ``progress.csv`` or an event
+file crosses it); under the checkpoints (about 470 KB each); above them (the run finishes). Then, the limit lifted,
+the run is resumed (``train --resume``; started again when it has no config yet).
 
 The run must end with one line naming a file of the run directory and the cause (exit 2) or finish (exit 0); never a
 traceback. No temporary file may be left, and the resumed run must finish with every update logged once and a
@@ -41,12 +41,12 @@ from fuzzing import bad, count, run_cases, slow_size, suites_main
 
 CASE_SECONDS = 600.0
 MODULE = "test_fuzz_disks"
-TINY = ["--cache", "toy8", "--total-steps", "1536", "--num-envs", "16", "--num-steps", "32", "--no-progress"]
-UPDATES = 3
+TINY = ["--cache", "toy8", "--total-steps", "768", "--num-envs", "8", "--num-steps", "8", "--no-progress"]
+UPDATES = 12
 #: the bands of the limit: (low, high, checkpoint every, kept checkpoints or None for any)
 BANDS = [
     (512, 1_500, None, None),
-    (1_600, 12_000, 100, 0),
+    (1_600, 6_000, 100, 0),
     (12_000, 470_000, None, None),
     (480_000, 1_500_000, None, None),
 ]
