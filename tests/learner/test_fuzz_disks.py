@@ -122,7 +122,7 @@ def disk_cases(n: int, seed: int) -> list[dict[str, Any]]:
     for index in range(n):
         low, high, every_, kept = BANDS[index % len(BANDS)]
         limit = int(math.exp(rng.uniform(math.log(low), math.log(high))))
-        logger = str(rng.choice(["csv", "tensorboard"]))
+        logger = ("csv", "tensorboard")[(index // len(BANDS)) % 2]  # each band with each logger
         every = every_ if every_ is not None else int(rng.choice([1, 100]))
         checkpoints = kept if kept is not None else int(rng.integers(0, 3))
         kind = f"{logger}, {limit:,} bytes, checkpoint every {every}, keep {checkpoints}"
