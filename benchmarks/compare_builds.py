@@ -122,13 +122,21 @@ def command(trees: dict[str, Path], folder: Path, repeats: int, template: str) -
     print(f"  before/after CPU time: {medians['before'][0] / medians['after'][0]:.2f}x")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    """The command line; its errors go through the project's one error handler (``compare_builds.py: error: ...``)."""
+    sys.path.insert(0, str(ROOT / "src"))  # the handler of this checkout (the "after" build)
+    from ensemble_env.errors import run_command
+
+    return run_command("compare_builds.py", lambda: _compare(argv))
+
+
+def _compare(argv: list[str] | None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", required=True, help="git revision of the 'before' build (e.g. HEAD~3, a tag)")
     parser.add_argument("--command", default=None, help="time this command per build instead of the throughput")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--quick", action="store_true", help="throughput: shorter blocks (noisier)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
         trees = {"before": _worktree(args.before, folder), "after": ROOT}
@@ -144,4 +152,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

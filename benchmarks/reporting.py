@@ -13,11 +13,13 @@ lines; a script regenerates its own block and leaves the rest of the file (other
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from ensemble_env.cache.convert.common import decode_text, read_input
 from ensemble_env.files import write_text
 
 __all__ = ["SECTION", "mean_std", "replace_block", "write_block"]
@@ -53,7 +55,8 @@ def replace_block(text: str, name: str, body: str) -> str:
 
 
 def write_block(path: str | Path, name: str, body: str) -> None:
-    """Replace block ``name`` of the file at ``path`` (created if missing), atomically."""
+    """Replace block ``name`` of the file at ``path`` (created if missing), atomically; the file is read as the
+    converters read their inputs (a regular UTF-8 file within the size limit: never a FIFO or a device)."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    text = decode_text(path, read_input(path)) if os.path.lexists(path) else "# Benchmarks\n"
     write_text(path, replace_block(text, name, body))

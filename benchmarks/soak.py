@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 import ensemble_env
+from ensemble_env.errors import command
 from ensemble_env.synthetic import make_cache
 
 
@@ -27,6 +28,7 @@ def rss_mib() -> float:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
+@command("soak.py")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env-steps", type=int, default=10_000_000)
@@ -67,4 +69,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

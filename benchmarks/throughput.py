@@ -45,6 +45,7 @@ import numpy as np
 
 import ensemble_env
 from ensemble_env import metrics
+from ensemble_env.errors import command
 from ensemble_env.files import write_text
 from ensemble_env.synthetic import make_cache
 
@@ -295,6 +296,7 @@ def setup_cost(cache_arg: str) -> dict[str, float]:
     return json.loads(output.strip().splitlines()[-1])
 
 
+@command("throughput.py")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke check, noisier)")
@@ -379,4 +381,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -29,6 +29,7 @@ from reporting import write_block
 import ensemble_mappo.mappo as mappo
 import ensemble_mappo.training as training
 from ensemble_env import datasets
+from ensemble_env.errors import command
 from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_mappo.config import config_from_dict
 
@@ -58,6 +59,7 @@ def _instrument() -> None:
     training.update = _timed("epochs", training.update)  # type: ignore[assignment]
 
 
+@command("train_speed.py")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", default="bbh5", help="a built-in cache name or a cache file (default bbh5)")
@@ -108,4 +110,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

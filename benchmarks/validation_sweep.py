@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ import numpy as np
 from ensemble_env import datasets
 from ensemble_env.baselines import comparison
 from ensemble_env.cache.datasets import resolve as resolve_cache
+from ensemble_env.errors import command
 from ensemble_env.game.reward import RewardSettings
 
 #: what the sweep compares by default: the defaults, and each of the decider's mechanisms switched back
@@ -67,6 +67,7 @@ def parse_setting(text: str) -> tuple[str, dict[str, Any]]:
     return name.strip(), fields
 
 
+@command("validation_sweep.py")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", default=datasets.DEFAULT, help="built-in name or cache file (default: %(default)s)")
@@ -142,4 +143,4 @@ def _mode(codes: np.ndarray) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -45,6 +44,7 @@ from typing import Any
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+PROG = "build_bbh5.py"
 DEFAULT_DATA = REPO_ROOT / ".." / "shared" / "data" / "bbh-leaderboard"
 DEFAULT_OUT = REPO_ROOT / "src" / "ensemble_env" / "data" / "bbh5.h5"
 TEST_FRACTION = 0.2
@@ -88,17 +88,34 @@ def narrowest_exact_dtype(scores: np.ndarray, valid: np.ndarray) -> np.dtype[Any
     return scores.dtype
 
 
+def read_text(path: Path) -> str:
+    """The UTF-8 text of ``path``, read as the converters read their inputs
+    (:func:`ensemble_env.cache.convert.common.read_input`: a regular file within the size limit, never a FIFO or a
+    device; errors name the file)."""
+    from ensemble_env.cache.convert.common import decode_text, read_input
+
+    return decode_text(path, read_input(path))
+
+
+def _json(path: Path, text: str, line: int) -> Any:
+    """The JSON value of ``text`` (line ``line`` of ``path``); ValueError naming the file and the line otherwise."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}, line {line + error.lineno - 1}: not valid JSON ({error.msg})") from None
+
+
 def check_reference(cache: Any, data: Path) -> None:
     """Each model's accuracy on each task (all questions) equals the data's reference_accuracy.json."""
-    reference = json.loads((data / "reference_accuracy.json").read_text(encoding="utf-8"))
+    reference = _json(data / "reference_accuracy.json", read_text(data / "reference_accuracy.json"), 1)
     columns = [cache.models.index(model) for model in REFERENCE_ORDER]
     if sorted(reference) != sorted(cache.task_names):
-        raise SystemExit(f"error: tasks {cache.task_names} differ from the reference {sorted(reference)}")
+        raise ValueError(f"tasks {cache.task_names} differ from the reference {sorted(reference)}")
     for task, expected in reference.items():
         questions = cache.select("all", [task])
         got = cache.model_accuracy(questions)[columns].tolist()
         if questions.size != expected["n"] or got != expected["acc"]:
-            raise SystemExit(f"error: task {task}: accuracies {got} (n={questions.size}) differ from {expected}")
+            raise ValueError(f"task {task}: accuracies {got} (n={questions.size}) differ from {expected}")
 
 
 def accuracy_table(cache: Any) -> str:
@@ -126,20 +143,20 @@ def accuracy_table(cache: Any) -> str:
 
 def prompt_characters(cache: Any, data: Path) -> np.ndarray:
     """(Q,) int64: the length in characters of the prompt each question was scored with (``arg_0``), read from
-    every model's samples, which must agree on it (SystemExit naming the file and the question otherwise)."""
+    every model's samples, which must agree on it (a ValueError naming the file and the question otherwise)."""
     lengths: dict[str, int] = {}
     for path in sorted(data.glob("*/samples_*.jsonl")):
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            record = json.loads(line)
+        for number, line in enumerate(read_text(path).splitlines(), start=1):
+            record = _json(path, line, number)
             contexts = {request["arg_0"] for request in record["arguments"].values()}
             if len(contexts) != 1:
-                raise SystemExit(f"error: {path}:{number}: the choices were scored after different prompts")
+                raise ValueError(f"{path}:{number}: the choices were scored after different prompts")
             length = len(contexts.pop())
             if lengths.setdefault(record["doc_hash"], length) != length:
-                raise SystemExit(f"error: {path}:{number}: doc_hash {record['doc_hash']}: another prompt length")
+                raise ValueError(f"{path}:{number}: doc_hash {record['doc_hash']}: another prompt length")
     missing = [qid for qid in cache.question_ids if qid not in lengths]
     if missing:
-        raise SystemExit(f"error: no samples record of question {missing[0]} in {data}")
+        raise ValueError(f"no samples record of question {missing[0]} in {data}")
     return np.array([lengths[qid] for qid in cache.question_ids], dtype=np.int64)
 
 
@@ -148,7 +165,7 @@ def question_costs(cache: Any, data: Path) -> np.ndarray:
     of characters (:data:`COST_UNIT`)."""
     missing = [model for model in cache.models if model not in ACTIVE_PARAMETERS_B]
     if missing:
-        raise SystemExit(f"error: no active parameter count for model {missing[0]} (ACTIVE_PARAMETERS_B)")
+        raise ValueError(f"no active parameter count for model {missing[0]} (ACTIVE_PARAMETERS_B)")
     parameters = np.array([ACTIVE_PARAMETERS_B[model] for model in cache.models])
     return prompt_characters(cache, data)[:, None] / 1000.0 * parameters[None, :]
 
@@ -165,12 +182,10 @@ def describe_costs(models: tuple[str, ...]) -> str:
 
 def copy_license(data: Path, folder: Path) -> Path:
     """Copy the BIG-Bench-Hard licence beside the cache (atomically: temporary file, then rename)."""
-    from ensemble_env.files import atomic_path
+    from ensemble_env.cache.convert.common import read_input
+    from ensemble_env.files import write_bytes
 
-    target = folder / LICENSE_FILE
-    with atomic_path(target) as temporary:
-        shutil.copyfile(data / LICENSE_FILE, temporary)
-    return target
+    return write_bytes(folder / LICENSE_FILE, read_input(data / LICENSE_FILE), inputs=[data / LICENSE_FILE])
 
 
 def build(data: Path) -> Any:
@@ -180,7 +195,7 @@ def build(data: Path) -> Any:
 
     cache = from_lm_eval([data], test_fraction=TEST_FRACTION, validation_fraction=VALIDATION_FRACTION)
     if cache.n_models != 5 or cache.n_tasks != 16:
-        raise SystemExit(f"error: expected 16 tasks x 5 models, got {cache.n_tasks} x {cache.n_models}")
+        raise ValueError(f"expected 16 tasks x 5 models, got {cache.n_tasks} x {cache.n_models}")
     check_reference(cache, data)
     valid = np.arange(cache.max_choices)[None, None, :] < cache.n_choices[:, None, None]
     valid = np.broadcast_to(valid, cache.scores.shape)
@@ -193,29 +208,33 @@ def build(data: Path) -> Any:
         cache, scores=cache.scores.astype(dtype), source=source, costs=question_costs(cache, data)
     )
     if not np.array_equal(narrowed.preds, cache.preds):
-        raise SystemExit("error: narrowing the scores changed a prediction")
+        raise ValueError("narrowing the scores changed a prediction")
     return narrowed
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the BBH samples folder (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write the cache (default: %(default)s)")
     args = parser.parse_args(argv)
-    if not (args.data / "reference_accuracy.json").is_file():
-        print(f"error: {args.data}: not the BBH samples folder (no reference_accuracy.json)", file=sys.stderr)
-        return 2
-
     # use this checkout's package, whether or not it is installed
     sys.path.insert(0, str(REPO_ROOT / "src"))
+    from ensemble_env.errors import run_command
+
+    return run_command(PROG, lambda: _build(args.data, args.out))
+
+
+def _build(data: Path, out: Path) -> int:
+    if not (data / "reference_accuracy.json").is_file():
+        raise ValueError(f"{data}: not the BBH samples folder (no reference_accuracy.json)")
     from ensemble_env.cache import SPLITS, load_cache
     from ensemble_env.datasets import save_builtin
 
     start = time.perf_counter()
-    size = save_builtin(args.out, build(args.data), MAX_FILE_BYTES)
-    print(f"wrote {args.out} ({size / 1024:.0f} KiB) in {time.perf_counter() - start:.1f}s")
-    print(f"copied {copy_license(args.data, args.out.parent)}")
-    loaded = load_cache(args.out)
+    size = save_builtin(out, build(data), MAX_FILE_BYTES)
+    print(f"wrote {out} ({size / 1024:.0f} KiB) in {time.perf_counter() - start:.1f}s")
+    print(f"copied {copy_license(data, out.parent)}")
+    loaded = load_cache(out)
     counts = {name: int((loaded.split == code).sum()) for name, code in SPLITS.items()}
     print(f"scores {loaded.scores.dtype}, features {loaded.features.shape}, splits {counts}")  # type: ignore[union-attr]
     mean_costs = ", ".join(f"{m} {c:.3f}" for m, c in zip(loaded.models, loaded.costs.mean(axis=0), strict=True))  # type: ignore[union-attr]

@@ -56,6 +56,7 @@ from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+PROG = "build_default_cache.py"
 DEFAULT_OUT = REPO_ROOT / "src" / "ensemble_env" / "data" / "toy8.h5"
 TASK_NAMES = ("iris", "wine", "breast_cancer", "digits", "diabetes")
 MAX_CHOICES = 10  # digits has 10 classes, the most of any task
@@ -424,23 +425,29 @@ def report(cache: Any, seed: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write the cache (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="shuffling, fold and model seed (default: %(default)s)")
     args = parser.parse_args(argv)
 
     # use this checkout's package, whether or not it is installed
     sys.path.insert(0, str(REPO_ROOT / "src"))
+    from ensemble_env.errors import run_command
+
+    return run_command(PROG, lambda: _build(args.out, args.seed))
+
+
+def _build(out: Path, seed: int) -> int:
     from ensemble_env.cache import load_cache
     from ensemble_env.datasets import save_builtin
 
     start = time.perf_counter()
-    size = save_builtin(args.out, build_cache(args.seed), MAX_FILE_BYTES)
-    print(f"wrote {args.out} ({size / 1024:.0f} KiB) in {time.perf_counter() - start:.1f}s")
-    loaded = load_cache(args.out)
+    size = save_builtin(out, build_cache(seed), MAX_FILE_BYTES)
+    print(f"wrote {out} ({size / 1024:.0f} KiB) in {time.perf_counter() - start:.1f}s")
+    loaded = load_cache(out)
     print(f"source: {loaded.source}")
     print()
-    print(report(loaded, args.seed))
+    print(report(loaded, seed))
     return 0
 
 

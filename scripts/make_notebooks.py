@@ -18,11 +18,18 @@ Usage (from anywhere; the default folder is this repository's ``docs/tutorials``
 
 Needs jupytext and nbformat (the ``dev`` extra). A notebook ``NN_*.ipynb`` without its lesson is reported in
 both modes (exit 1) and left alone: remove it, or restore its lesson.
+
+Lessons and notebooks are read as the converters read their inputs
+(:func:`ensemble_env.cache.convert.common.read_input`): regular files only (a FIFO never blocks, a folder, a
+device or a dangling link is refused naming it), of at most :data:`MAX_FILE_BYTES`, UTF-8; errors, a notebook
+that cannot be written (a folder, a read-only or full disk) included, are one line, ``make_notebooks.py: error:
+...`` (exit 2), through the project's error handler (:func:`ensemble_env.cli.options.run_command`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -39,6 +46,8 @@ NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 #: the cell metadata a notebook keeps (jupytext's own hints, such as ``lines_to_next_cell``, are dropped)
 KEPT_CELL_METADATA = ("tags",)
 KERNEL = "python3"
+#: the largest lesson or notebook read (the course's are about 20 KB)
+MAX_FILE_BYTES = 4 * 2**20
 
 
 class LessonError(ValueError):
@@ -65,17 +74,31 @@ def _header_field(lesson: Path, text: str, field: str) -> str:
     return found.group(1)
 
 
+def read_file(path: Path) -> bytes:
+    """The bytes of ``path``, a regular file of at most :data:`MAX_FILE_BYTES` (the converters' reader: a FIFO, a
+    folder, a device or a link to one is refused naming it; FileNotFoundError when there is none)."""
+    from ensemble_env.cache.convert.common import read_input
+
+    return read_input(path, limit=MAX_FILE_BYTES)
+
+
 def notebook_text(lesson: Path) -> str:
     """The notebook of ``lesson``, as the bytes (UTF-8 text) written to its ``.ipynb``."""
     import jupytext
     import nbformat
 
-    text = lesson.read_text(encoding="utf-8")
+    from ensemble_env.cache.convert.common import decode_text
+
+    text = decode_text(lesson, read_file(lesson))
     for field, expected in (("format_name", "percent"), ("name", KERNEL)):
         value = _header_field(lesson, text, field)
         if value != expected:
             raise LessonError(f"{lesson}: jupytext header {field} is {value!r}, expected {expected!r}")
-    source = jupytext.reads(text, fmt="py:percent")
+    try:
+        source = jupytext.reads(text, fmt="py:percent")
+    except Exception as error:  # jupytext's YAML, JSON and format readers raise many kinds on a damaged header
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise LessonError(f"{lesson}: jupytext cannot read it ({type(error).__name__}: {first[:200]})") from None
     cells = []
     for index, cell in enumerate(source.cells):
         metadata = {key: cell.metadata[key] for key in KEPT_CELL_METADATA if key in cell.metadata}
@@ -88,7 +111,10 @@ def notebook_text(lesson: Path) -> str:
             raise LessonError(f"{lesson}: cell {index} has cell_type {cell.cell_type!r}, expected code or markdown")
     if not any(cell.cell_type == "code" for cell in cells):
         raise LessonError(f"{lesson}: no code cell ('# %%') found")
-    notebook = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": dict(source.metadata["kernelspec"])})
+    kernelspec = source.metadata.get("kernelspec")
+    if not isinstance(kernelspec, dict):
+        raise LessonError(f"{lesson}: the jupytext header has no kernelspec block (its name: {KERNEL})")
+    notebook = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": dict(kernelspec)})
     nbformat.validate(notebook)
     return nbformat.writes(notebook, version=4) + "\n"
 
@@ -101,7 +127,12 @@ def plan(folder: Path) -> tuple[dict[Path, str], list[Path]]:
 
 
 def _current(path: Path, text: str) -> bool:
-    return path.is_file() and path.read_bytes() == text.encode("utf-8")
+    """Whether the notebook ``path`` holds ``text`` (False when there is none; one that is not a regular file is
+    refused, naming it)."""
+    try:
+        return read_file(path) == text.encode("utf-8")
+    except FileNotFoundError:
+        return False
 
 
 def problems(folder: Path) -> list[str]:
@@ -109,7 +140,7 @@ def problems(folder: Path) -> list[str]:
     wanted, orphans = plan(folder)
     found = []
     for path, text in wanted.items():
-        if not path.exists():
+        if not os.path.lexists(path):
             found.append(f"{path}: missing (run python scripts/{PROG})")
         elif not _current(path, text):
             lesson = path.with_suffix(".py").name
@@ -128,36 +159,37 @@ def write(folder: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; every error is one line through the project's error handler."""
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a notebook is not current")
     parser.add_argument("--folder", type=Path, default=COURSE, help="the lessons' folder (default: %(default)s)")
     args = parser.parse_args(argv)
     if str(REPO_ROOT / "src") not in sys.path:  # use this checkout's package, whether or not it is installed
         sys.path.insert(0, str(REPO_ROOT / "src"))
+    from ensemble_env.errors import run_command
+
+    return run_command(PROG, lambda: _make(args.folder, args.check))
+
+
+def _make(folder: Path, check: bool) -> int:
     from ensemble_env import extras
 
     absent = extras.missing(NEEDS)
     if absent:
         print(f"{PROG}: error: {extras.message(PROG, 'dev', absent)}", file=sys.stderr)
         return extras.EXIT_STATUS
-    if not args.folder.is_dir():
-        print(f"{PROG}: error: --folder {args.folder}: not a folder", file=sys.stderr)
-        return extras.EXIT_STATUS
-    if not lessons(args.folder):
-        print(f"{PROG}: error: --folder {args.folder}: no lesson ({LESSON_GLOB}) in it", file=sys.stderr)
-        return extras.EXIT_STATUS
-    try:
-        if not args.check:
-            for path in write(args.folder):
-                print(f"wrote {path}")
-        found = problems(args.folder)
-    except LessonError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return extras.EXIT_STATUS
+    if not folder.is_dir():
+        raise ValueError(f"--folder {folder}: not a folder")
+    if not lessons(folder):
+        raise ValueError(f"--folder {folder}: no lesson ({LESSON_GLOB}) in it")
+    if not check:
+        for path in write(folder):
+            print(f"wrote {path}")
+    found = problems(folder)
     for line in found:
         print(line, file=sys.stderr)
     if not found:
-        print(f"{len(lessons(args.folder))} notebooks current in {args.folder}")
+        print(f"{len(lessons(folder))} notebooks current in {folder}")
     return 1 if found else 0
 
 

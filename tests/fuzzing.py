@@ -13,9 +13,13 @@ outcome             meaning
 ``wrong``           accepted with other values where it must not be (checksummed file, hostile value)
 ``bad_error``       another exception, or a message without the file or too long
 ``hang``/``crash``  set by the parent, as above
+``lost``            data lost: an input or a previous output changed, a temporary file left, a run that
+                    does not resume
 ==================  ================================================================================
 
-``python tests/fuzzing.py [--slow]`` runs the suites of both test files and prints the table of issue 13.
+``python tests/fuzzing.py [--slow]`` runs the suites of :data:`SUITE_MODULES` (caches, lm-eval samples, and those
+of issue 41: the online baselines' arguments, unseen-task evaluation caches, lessons, config files, array
+columns, train on a filling disk) and prints their table; ``--only TEXT`` runs the suites whose name holds TEXT.
 
 Three sizes: the default ``pytest`` runs each suite's quick part; ``pytest --run-slow`` (CI) runs a fifth of its
 full part (:func:`slow_size`); ``python tests/fuzzing.py --slow`` and the other suites' ``--slow`` scripts run the
@@ -48,9 +52,18 @@ def slow_size(full: int) -> int:
     return full if os.environ.get(FULL_VARIABLE) == "full" else max(1, full // 5)
 
 
-OUTCOMES = ("refused", "equal", "accepted", "wrong", "bad_error", "hang", "crash")
+OUTCOMES = ("refused", "equal", "accepted", "wrong", "bad_error", "hang", "crash", "lost")
 #: the outcomes that must never happen
-BAD = ("wrong", "bad_error", "hang", "crash")
+BAD = ("wrong", "bad_error", "hang", "crash", "lost")
+#: the suites ``python tests/fuzzing.py`` runs: (folder under tests/, module), each module's ``SUITES``
+SUITE_MODULES = (
+    ("cache", "test_fuzz_caches"),
+    ("cache", "test_fuzz_lm_eval"),
+    ("baselines", "test_fuzz_online"),
+    ("learner", "test_fuzz_unseen"),
+    ("cli", "test_fuzz_commands"),
+    ("learner", "test_fuzz_disks"),
+)
 #: a message may be at most this much longer than the path it names
 MESSAGE_LIMIT = 700
 #: seconds a worker may take to start (imports) before its first case
@@ -169,6 +182,7 @@ def table(rows: dict[str, list[dict[str, Any]]], orphans: dict[str, int] | None 
         "bad error",
         "hang",
         "crash",
+        "data lost",
         "orphans",
         "notes",
     ]
@@ -222,9 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.slow:
         os.environ[FULL_VARIABLE] = "full"
     here = Path(__file__).resolve().parent
-    sys.path[:0] = [str(here), str(here / "cache")]  # this helper, and the suites' folder
+    folders = dict.fromkeys(str(here / folder) for folder, _ in SUITE_MODULES)
+    sys.path[:0] = [str(here), *folders, str(here / "adapters")]  # this helper, the suites' folders
     suites: dict[str, Callable[[Path, bool], tuple[list[dict[str, Any]], int]]] = {}
-    for module in ("test_fuzz_caches", "test_fuzz_lm_eval"):
+    for _, module in SUITE_MODULES:
         found = importlib.import_module(module).SUITES
         suites.update({name: suite for name, suite in found.items() if args.only in name})
     rows: dict[str, list[dict[str, Any]]] = {}
@@ -232,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(dir=args.workdir) as folder:
         for name, suite in suites.items():
             started = time.perf_counter()
-            rows[name], orphans[name] = suite(Path(folder) / name, args.slow)
+            rows[name], orphans[name] = suite(Path(folder) / name.replace(" ", "-"), args.slow)
             print(f"{name}: {len(rows[name])} inputs in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     print(table(rows, orphans))
     failures = [result for results in rows.values() for result in bad(results)]

@@ -10,6 +10,7 @@ they are marked slow (CI runs them); the structure checks are fast.
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import json
 import os
@@ -231,6 +232,69 @@ def test_make_notebooks_refuses_a_lesson_it_cannot_convert(
     lesson.write_text(lesson.read_text(encoding="utf-8").replace(*edit, 1), encoding="utf-8")
     assert make.main(["--folder", str(folder)]) == 2
     assert capsys.readouterr().err == f"make_notebooks.py: error: {lesson}: {message}\n"
+    assert sorted(path.name for path in folder.iterdir()) == ["06_adaptation.py"]
+
+
+def _hostile_lesson(folder: Path, kind: str) -> Path:
+    """A lesson (``07_x.py``, beside a good one) that is a FIFO, not UTF-8, a folder, a link to /dev/zero or a
+    dangling link; or a good lesson whose notebook path is a folder."""
+    lesson = folder / "07_x.py"
+    if kind == "fifo":
+        os.mkfifo(lesson)
+    elif kind == "not UTF-8":
+        lesson.write_bytes((COURSE / "06_adaptation.py").read_bytes().replace(b"# ---\n", b"# ---\n# \xff\xfe\n", 1))
+    elif kind == "folder":
+        lesson.mkdir()
+    elif kind == "link to /dev/zero":
+        lesson.symlink_to("/dev/zero")
+    elif kind == "dangling link":
+        lesson.symlink_to(folder / "gone.py")
+    elif kind == "notebook a folder":
+        (folder / "06_adaptation.ipynb").mkdir()
+        return folder / "06_adaptation.ipynb"
+    return lesson
+
+
+HOSTILE_LESSONS = {
+    "fifo": "a FIFO (named pipe), not a regular file; it is not read",
+    "not UTF-8": "line 2: not UTF-8 text (invalid start byte)",
+    "folder": "a folder, not a regular file; it is not read",
+    "link to /dev/zero": "a character device (a symbolic link to /dev/zero), not a regular file; it is not read",
+    "dangling link": "no such file (a symbolic link to ",
+    "notebook a folder": "a folder, not a regular file; it is not read",
+}
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE_LESSONS))
+def test_make_notebooks_reads_only_regular_files_and_says_what_is_wrong(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 41, class 5: a lesson or a notebook that is not a regular UTF-8 file is one error line naming it (a FIFO
+    never blocks: it is never opened for reading), and nothing is written."""
+    make = load_make_notebooks()
+    folder = tmp_path / "course"
+    _copy_lessons(folder, ["06_adaptation.py"])
+    bad = _hostile_lesson(folder, kind)
+    before = sorted(path.name for path in folder.iterdir())
+    for argv in (["--folder", str(folder)], ["--check", "--folder", str(folder)]):
+        assert make.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"make_notebooks.py: error: {bad}"), err
+        assert HOSTILE_LESSONS[kind] in err, err
+    assert sorted(path.name for path in folder.iterdir()) == before
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.ENOSPC], ids=["EROFS", "ENOSPC"])
+def test_make_notebooks_on_a_failing_disk_is_one_line(
+    code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make = load_make_notebooks()
+    folder = tmp_path / "course"
+    _copy_lessons(folder, ["06_adaptation.py"])
+    monkeypatch.setattr(os, "replace", lambda *args: (_ for _ in ()).throw(OSError(code, os.strerror(code))))
+    assert make.main(["--folder", str(folder)]) == 2
+    notebook = folder / "06_adaptation.ipynb"
+    assert capsys.readouterr().err == f"make_notebooks.py: error: {notebook}: cannot write: {os.strerror(code)}\n"
     assert sorted(path.name for path in folder.iterdir()) == ["06_adaptation.py"]
 
 

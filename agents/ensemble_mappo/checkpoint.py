@@ -5,11 +5,13 @@ counters, the run's config as a dict, and the environment's snapshot as the byte
 (:func:`pack_arrays`; see :mod:`ensemble_mappo.training`). ``torch.load(path, weights_only=True)`` reads it, so
 loading a checkpoint never runs code.
 
-:func:`save_checkpoint` writes through :func:`ensemble_env.files.atomic_path` (``torch.save`` to a temporary
-file beside the target, synced, then renamed over it). :func:`load_checkpoint` reads one and checks its
-networks (a mapping of modules to mappings of plain tensors, every floating value finite); a run's checkpoint
-is read whole, every entry checked, by :func:`read_checkpoint`, and restored into a resumed run's live objects by
-:func:`restore_run`.
+:func:`save_checkpoint` serialises in memory (``torch.save`` into a buffer) and writes the bytes through
+:func:`ensemble_env.files.write_bytes` (a temporary file beside the target, synced, then renamed over it), so a full
+or read-only disk is an :class:`~ensemble_env.files.OutputError` naming the checkpoint and the cause, never torch's
+own writer failing mid-archive, and the previous checkpoint is left as it was.
+:func:`load_checkpoint` reads one and checks its networks (a mapping of modules to mappings of plain tensors, every
+floating value finite); a run's checkpoint is read whole, every entry checked, by :func:`read_checkpoint`, and
+restored into a resumed run's live objects by :func:`restore_run`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
-import stat
+import re
 import struct
 import warnings
 import zipfile
@@ -31,8 +33,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ensemble_env.cache.convert.common import read_input
 from ensemble_env.cache.digest import cache_digest
-from ensemble_env.files import atomic_path
+from ensemble_env.files import write_bytes
 from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_env.text import show
 from ensemble_mappo import algorithms
@@ -55,10 +58,13 @@ from ensemble_mappo.runs import (
 __all__ = [
     "CHECKPOINT_KEYS",
     "CHECKPOINT_NAME",
+    "MAX_CHECKPOINT_BYTES",
     "Checkpoint",
     "check_networks",
     "check_tensor",
+    "checkpoint_file",
     "load_checkpoint",
+    "load_error",
     "load_networks",
     "load_optimizer",
     "pack_arrays",
@@ -89,46 +95,85 @@ _DTYPES += (torch.int32, torch.int64, torch.bool)
 #: what numpy and zipfile raise on damaged archive bytes
 _ARCHIVE_ERRORS = (ValueError, OSError, EOFError, KeyError, MemoryError, zipfile.BadZipFile, zlib.error, struct.error)
 _ARCHIVE_ERRORS += (NotImplementedError,)
+#: the largest checkpoint read (a run at the largest hidden size, with its optimizer's moments, is far below it)
+MAX_CHECKPOINT_BYTES = 8 * 2**30
 
 
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` to ``path`` atomically (:func:`ensemble_env.files.atomic_path`); the folder must exist."""
-    with atomic_path(path) as temporary:
-        torch.save(payload, temporary)
+    """Write ``payload`` to ``path`` atomically: serialised in memory, then :func:`ensemble_env.files.write_bytes`
+    (an :class:`~ensemble_env.files.OutputError` naming ``path`` and the cause when the disk refuses; the previous
+    file intact). The folder must exist."""
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    write_bytes(path, buffer.getvalue())
+
+
+def checkpoint_file(path: str | Path) -> Path:
+    """The checkpoint file ``path`` names: ``path/checkpoint.pt`` for a run directory, else ``path`` itself (a
+    folder named ``*.pt`` is a checkpoint file that is a folder, refused as such when read, never looked into)."""
+    path = Path(path)
+    if path.is_dir() and path.suffix != ".pt":
+        return path / CHECKPOINT_NAME
+    return path
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Read a checkpoint (a run directory or the file itself) with ``torch.load(weights_only=True)``.
 
-    Refused with a ValueError naming the file: a file torch cannot read that way (damaged, truncated, a pickle of
-    objects), one that is not a dict with a ``networks`` entry, and networks that are not plain tensors or hold
-    a value that is not finite (:func:`check_networks`). A missing file raises FileNotFoundError.
+    The file is read as the converters read their inputs (:func:`ensemble_env.cache.convert.common.read_input`): a
+    regular file of at most :data:`MAX_CHECKPOINT_BYTES`; a folder, a FIFO, a device or a link to one is refused
+    naming what it is. Refused with a ValueError naming the file and the cause (:func:`load_error`): a file torch
+    cannot read that way (damaged, truncated, a pickle of objects), one that is not a dict with a ``networks``
+    entry, and networks that are not plain tensors or hold a value that is not finite (:func:`check_networks`). A
+    missing file raises FileNotFoundError.
     """
-    path = Path(path)
-    if path.is_dir():
-        path = path / CHECKPOINT_NAME
+    path = checkpoint_file(path)
     try:
-        mode = os.stat(path).st_mode
+        data = read_input(path, limit=MAX_CHECKPOINT_BYTES)
     except FileNotFoundError:
         raise FileNotFoundError(f"no checkpoint at {path}: train with `ensemble-env train --out DIR` first") from None
-    except OSError as error:
-        raise ValueError(f"{path}: cannot read the checkpoint ({error.strerror or error})") from None
-    if not stat.S_ISREG(mode):  # a FIFO would block the reader, a device never end
-        raise ValueError(f"{path}: not a regular file, so not a checkpoint")
     try:
         with warnings.catch_warnings():  # torch warns about foreign pickles before refusing them; we explain
             warnings.simplefilter("ignore", UserWarning)
-            payload = torch.load(path, map_location="cpu", weights_only=True)
+            payload = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, ValueError, OSError, pickle.UnpicklingError, MemoryError) as error:
-        first = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
         raise ValueError(
-            f"{path} is not a readable checkpoint (damaged, truncated or not written by ensemble_mappo): {first}; "
-            "train again, or resume from an intact copy"
+            f"{path} is not a readable checkpoint (damaged, truncated or not written by ensemble_mappo): "
+            f"{load_error(error)}; train again, or resume from an intact copy"
         ) from None
     if not isinstance(payload, dict) or "networks" not in payload:
         raise ValueError(f"{path} is not an ensemble_mappo checkpoint (no 'networks' entry)")
     check_networks(payload["networks"], str(path))
     return payload
+
+
+#: terminal colour codes (torch writes some in its messages)
+_ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: where torch's refusal of a pickled object says which object (after its advice on loading it anyway)
+_UNPICKLER = "WeightsUnpickler error:"
+
+
+def load_error(error: BaseException) -> str:
+    """What ``torch.load(weights_only=True)`` found wrong, in one sentence of at most about 200 characters: the
+    object it refused (``Unsupported global: GLOBAL numpy...``), else the first sentence of its message
+    (``PytorchStreamReader failed reading zip archive: failed finding central directory``), never its advice, cut
+    at a word.
+
+    >>> load_error(RuntimeError("PytorchStreamReader failed reading zip archive: failed finding central directory. "
+    ...                         "This is an internal miniz error. If you are seeing this error, ..."))
+    'PytorchStreamReader failed reading zip archive: failed finding central directory'
+    """
+    text = _ESCAPES.sub("", str(error)).strip()
+    if _UNPICKLER in text:
+        refused = text.split(_UNPICKLER, 1)[1].strip().splitlines()[0]
+        text = "it holds an object a checkpoint never holds: " + refused.split(". Please", 1)[0]
+    lines = text.splitlines()
+    sentence = lines[0].split(". ", 1)[0].rstrip(". ") if lines else ""
+    if not sentence:
+        return type(error).__name__
+    if len(sentence) > 200:
+        sentence = sentence[:200].rsplit(" ", 1)[0] + " ..."
+    return sentence
 
 
 def check_tensor(value: Any, where: str, name: str) -> torch.Tensor:
@@ -226,9 +271,7 @@ def read_checkpoint(run_dir: str | Path, run: RunConfig | None = None) -> Checkp
     that are ints (``3``, never ``"3"`` or ``3.7``) and agree with each other and the config, finite network
     and optimizer tensors, a generator state torch accepts, an environment snapshot archive. With ``run``
     (the folder's ``config.json``), the checkpoint must belong to it: the same config and pool."""
-    path = Path(run_dir)
-    if path.is_dir():
-        path = path / CHECKPOINT_NAME
+    path = checkpoint_file(run_dir)
     payload = load_checkpoint(path)
     where = str(path)
     missing = [key for key in CHECKPOINT_KEYS if key not in payload]

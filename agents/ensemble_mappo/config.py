@@ -27,12 +27,14 @@ import inspect
 import itertools
 import json
 import math
+import re
 import sys
 import textwrap
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from ensemble_env.cache.convert.common import DuplicateKeyError, decode_text, json_decoder, read_input
 from ensemble_env.game.config import EnvConfig
 from ensemble_env.text import show
 
@@ -497,30 +499,46 @@ def _toml_module() -> Any:
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """The object of a config file: TOML (``.toml``) or JSON (anything else), a regular UTF-8 file of at most
-    :data:`MAX_CONFIG_BYTES`; errors name the file."""
+    :data:`MAX_CONFIG_BYTES`, read as the converters read their inputs
+    (:func:`ensemble_env.cache.convert.common.read_input`: never a FIFO or a device); errors name the file, and the
+    line and the key of a key given twice (TOML refuses it, JSON would keep the last silently: both are refused)."""
     path = Path(path)
     try:
-        if not path.is_file():  # a folder, a FIFO or a device (/dev/zero) is no config, and reading one may not end
-            raise ValueError(f"{path}: not a regular file; a config is a TOML or JSON file")
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise ValueError(f"{path}: {path.stat().st_size:,} bytes, more than a config's {MAX_CONFIG_BYTES:,}")
-        text = path.read_text(encoding="utf-8")
+        text = decode_text(path, read_input(path, limit=MAX_CONFIG_BYTES))
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such config file") from None
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: a config is UTF-8 text (TOML or JSON); byte {error.start} is not") from None
-    except OSError as error:
-        raise ValueError(f"{path}: cannot read the config ({error.strerror or error})") from None
     try:
         if path.suffix == ".toml":
             values = _toml_module().loads(text)
         else:
-            values = json.loads(text)
+            values = json_decoder(bounded_numbers=False).decode(text)  # the config's checks refuse infinities
+    except DuplicateKeyError as error:
+        raise ValueError(f"{path}: {error}") from None
     except (ValueError, RecursionError) as error:
-        raise ValueError(f"{path}: cannot parse the config ({show(str(error), 300)})") from None
+        raise ValueError(f"{path}: cannot parse the config ({_parse_problem(error, text)})") from None
     if not isinstance(values, dict):
         raise ValueError(f"{path}: a config must be an object of field names, got {type(values).__name__}")
     return values
+
+
+#: where a TOML or JSON parser says the problem is: ``(at line 3, column 21)`` or ``line 3 column 21``
+_WHERE = re.compile(r"line (?P<line>[0-9]+),? column [0-9]+")
+
+
+def _parse_problem(error: BaseException, text: str) -> str:
+    """The parser's message, with the line it names quoted; for a TOML key set twice (``Cannot overwrite a value``,
+    which does not name it), the key."""
+    message = show(str(error), 300)[1:-1]
+    found = _WHERE.search(str(error))
+    if found is None:
+        return message
+    number = int(found.group("line"))
+    lines = text.splitlines()
+    line = lines[number - 1].strip() if 0 < number <= len(lines) else ""
+    if str(error).startswith("Cannot overwrite a value") and "=" in line:
+        key = line.split("=", 1)[0].strip()
+        return f"line {number}: the key {key} is set twice ({show(line, 120)})"
+    return f"{message}: {show(line, 120)}" if line else message
 
 
 def load_config(path: str | Path, config_class: type[C] = TrainConfig) -> C:  # type: ignore[assignment]

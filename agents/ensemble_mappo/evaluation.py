@@ -427,8 +427,8 @@ def policy_checkpoint(run_dir: str | Path, run: RunConfig, name: str | None = No
         name = "last" if selection is None else selection["checkpoint"]
     if name == "last":
         return read_checkpoint(folder / CHECKPOINT_NAME, run)
-    if name == DEPLOYED and (folder / CANDIDATES_DIR / f"{DEPLOYED}.pt").is_file():
-        return read_checkpoint(folder / CANDIDATES_DIR / f"{DEPLOYED}.pt", run)
+    if name == DEPLOYED and os.path.lexists(folder / CANDIDATES_DIR / f"{DEPLOYED}.pt"):
+        return read_checkpoint(folder / CANDIDATES_DIR / f"{DEPLOYED}.pt", run)  # a folder, FIFO, device: named so
     kept = dict(candidates(folder))
     match = _CANDIDATE.fullmatch(f"{name}.pt")
     if match is None or int(match.group(1)) not in kept:

@@ -25,7 +25,7 @@ import numpy as np
 from ensemble_env import extras
 from ensemble_env.cache.datasets import cost_unit
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.files import save_figure
+from ensemble_env.files import OutputError, make_folder, save_figure
 from ensemble_mappo.progress import read_progress
 from ensemble_mappo.runs import RunConfig, read_config, run_cache
 
@@ -211,11 +211,9 @@ def plot_runs(
     logs = [read_progress(Path(run_dir), run) for run_dir, run in zip(run_dirs, runs, strict=True)]
     out = Path(out_dir) if out_dir is not None else Path(run_dirs[0])
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise ValueError(f"--out {out}: is a file; give a folder for the plots") from None
-    except OSError as error:
-        raise ValueError(f"--out {out}: cannot create the folder ({error.strerror or error})") from None
+        make_folder(out)
+    except OutputError as error:
+        raise OutputError(f"--out {out}: {error}; give a folder for the plots", error.errno) from None
     cache = run_cache(runs[0], cache_arg)
     evaluations = [_evaluation(Path(run_dir), run, cache, status) for run_dir, run in zip(run_dirs, runs, strict=True)]
     config, run = runs[0].config, runs[0].description  # every input read and checked: now the baselines

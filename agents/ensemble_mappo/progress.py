@@ -18,6 +18,7 @@ its progress bar.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import io
@@ -25,6 +26,7 @@ import math
 import os
 import re
 import stat
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -205,17 +207,22 @@ class ProgressLog:
         header.writeheader()
         header.writerows(self.kept)
         files.write_bytes(path, text.getvalue().encode("utf-8"))
-        self.file = path.open("a", newline="")
+        with files.writing(path):
+            self.file = path.open("a", newline="")
         self.writer = csv.DictWriter(self.file, fieldnames=columns, extrasaction="ignore")
 
     def write(self, row: dict[str, float]) -> None:
-        """Append ``row`` (its keys among the columns) and flush it."""
-        self.writer.writerow({key: _csv_value(value) for key, value in row.items()})
-        self.file.flush()
+        """Append ``row`` (its keys among the columns) and flush it; a disk that refuses is an
+        :class:`~ensemble_env.files.OutputError` naming the file (a row cut by it comes after the checkpoint: a resumed
+        run rewrites it)."""
+        with files.writing(self.path):
+            self.writer.writerow({key: _csv_value(value) for key, value in row.items()})
+            self.file.flush()
 
     def close(self) -> None:
-        """Close the file."""
-        self.file.close()
+        """Close the file (what it cannot flush is lost; the run stops on the first error anyway)."""
+        with contextlib.suppress(OSError):
+            self.file.close()
 
 
 #: the names of TensorBoard's event files (``SummaryWriter`` adds the time, host, process and a counter)
@@ -275,6 +282,7 @@ class TensorBoardLog:
             raise extras.missing_error("the tensorboard logger", "tensorboard", [error.name or "tensorboard"]) from None
         self.summary_writer = SummaryWriter
         self.writer: Any = None
+        _quiet_writer_threads()
 
     def open(self, history: Sequence[Mapping[str, str]], columns: Sequence[str]) -> None:
         """Replace the folder's event files by ``history`` (rows of progress.csv as text; ``columns`` are written)."""
@@ -283,36 +291,68 @@ class TensorBoardLog:
                 path.unlink()
             except OSError as error:
                 raise refuse(path, "", f"cannot remove it ({error.strerror or error})") from None
-        self.writer = self.summary_writer(str(self.folder))
+        with files.writing(self.folder):
+            self.writer = self.summary_writer(str(self.folder))
         for row in history:
             self.write({name: float(row[name]) for name in columns if row.get(name)}, flush=False)
-        self.writer.flush()
+        self.flush()
 
     def write(self, row: Mapping[str, float], *, flush: bool = True) -> None:
         """One row: every finite value but ``global_step`` at step ``global_step``; flushed to disk."""
         step = int(row["global_step"])
-        for name, value in row.items():
-            if name != "global_step" and math.isfinite(value):
-                self.writer.add_scalar(name, value, step)
+        with files.writing(self.folder):
+            for name, value in row.items():
+                if name != "global_step" and math.isfinite(value):
+                    self.writer.add_scalar(name, value, step)
         if flush:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what the writer holds to the event file; a disk that refuses is an
+        :class:`~ensemble_env.files.OutputError` naming the folder and the cause."""
+        with files.writing(self.folder):
             self.writer.flush()
 
     def selection(self, chosen: Mapping[str, Any], batch_size: int, last_step: int) -> None:
         """The choice on validation (``selection.json``, :func:`ensemble_mappo.training.choose`): each candidate's
         facts at its update's step (``validation/reward``, ``validation/gain_over_start``, ``validation/gain_error``,
         ``validation/gain_lower_bound``) and ``validation/chosen_update`` at the last step."""
-        for candidate in chosen.get("candidates", []):
-            step = int(candidate["update"]) * batch_size
-            for name, value in candidate.items():
-                if name != "update" and math.isfinite(value):
-                    self.writer.add_scalar(f"validation/{name.removeprefix('validation_')}", value, step)
-        self.writer.add_scalar("validation/chosen_update", float(chosen["update"]), last_step)
-        self.writer.flush()
+        with files.writing(self.folder):
+            for candidate in chosen.get("candidates", []):
+                step = int(candidate["update"]) * batch_size
+                for name, value in candidate.items():
+                    if name != "update" and math.isfinite(value):
+                        self.writer.add_scalar(f"validation/{name.removeprefix('validation_')}", value, step)
+            self.writer.add_scalar("validation/chosen_update", float(chosen["update"]), last_step)
+        self.flush()
 
     def close(self) -> None:
-        """Close the writer (its files stay)."""
+        """Close the writer (its files stay; what it cannot write after a failing disk is lost)."""
         if self.writer is not None:
-            self.writer.close()
+            with contextlib.suppress(OSError):
+                self.writer.close()
+
+
+#: the class of TensorBoard's writing thread: it writes the event files, keeps the OSError of a failing disk and
+#: raises it again in the thread that logs (at the next write or flush), then ends on it
+_WRITER_THREAD = "_AsyncWriterThread"
+
+
+def _quiet_writer_threads() -> None:
+    """Keep the traceback of TensorBoard's writing thread off stderr when the disk fails under it: the same OSError
+    reaches the logging thread (:meth:`TensorBoardLog.flush`), which reports it in one line naming the folder. Every
+    other thread's exception is reported as before (``threading.excepthook`` is chained, once)."""
+    previous = threading.excepthook
+    if getattr(previous, "quiets", None) == _WRITER_THREAD:
+        return
+
+    def hook(args: Any) -> None:
+        if type(args.thread).__name__ == _WRITER_THREAD and isinstance(args.exc_value, OSError):
+            return
+        previous(args)
+
+    hook.quiets = _WRITER_THREAD  # type: ignore[attr-defined]
+    threading.excepthook = hook
 
 
 def _csv_value(value: float) -> str:

@@ -107,7 +107,7 @@ def train(
     out = Path(out_dir)
     if "tensorboard" in check_loggers(loggers):  # a logger that cannot write stops the run before it starts
         tensorboard_folder(out)
-    out.mkdir(parents=True, exist_ok=True)
+    files.make_folder(out)
     # a resumed run loads its networks from its checkpoint; one stopped before its first checkpoint starts over
     run = setup(config, cache, fit=not (resume and os.path.lexists(out / CHECKPOINT_NAME)))
     budget, venv, learner = run.budget, run.venv, run.learner
@@ -319,7 +319,7 @@ def choose(run_dir: str | Path, cache: LogitCache) -> dict[str, Any]:
 def _save(path: Path, iteration: int, run: Setup, optimizer: Optimizer, generator: torch.Generator) -> None:
     """Write the checkpoint of the run after ``iteration`` updates to ``path``: plain data
     (``torch.load(weights_only=True)``), everything a resumed run restores."""
-    path.parent.mkdir(exist_ok=True)
+    files.make_folder(path.parent)
     save_checkpoint(path, _payload(iteration, run, optimizer.state_dict(), generator.get_state()))
 
 

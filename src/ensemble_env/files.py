@@ -3,6 +3,8 @@ through :func:`atomic_path` or one of the helpers built on it, so a failure or a
 file where a complete one was expected, and an output never replaces one of the inputs it was made from.
 
 - :func:`atomic_path`: the one atomic writer (a temporary file beside the target, synced, then renamed).
+- :func:`writing`: the writes that cannot be atomic (a line appended to a log, the event files a library writes
+  in a folder): a failing disk is reported as :func:`atomic_path` reports it; :func:`make_folder` makes a folder.
 - :func:`check_output`: the one check that an output is none of the inputs (same device and inode).
 - :class:`OutputError`: what both raise when an output cannot be written; a ValueError and an OSError,
   naming the output and the cause.
@@ -56,9 +58,11 @@ __all__ = [
     "check_output",
     "describe_holder",
     "holding_run_lock",
+    "make_folder",
     "save_figure",
     "write_bytes",
     "write_text",
+    "writing",
 ]
 
 #: the lock file of a folder held by :class:`RunLock`
@@ -273,6 +277,45 @@ def atomic_path(path: str | os.PathLike[str], *, inputs: Iterable[str | os.PathL
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def writing(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A block that writes ``path`` in place, where a temporary file renamed into place cannot be used: a line
+    appended to a log (``progress.csv``), the event files a library writes in a folder (TensorBoard's). An OSError
+    the block raises (a full or read-only disk, a quota, no permission) becomes an :class:`OutputError` naming
+    ``path`` and the cause, with its ``errno``, as :func:`atomic_path` reports it; an OutputError passes as it is.
+    What the block wrote before the failure stays: the caller keeps its file readable (a log keeps its complete
+    rows; a resumed run rewrites what came after its checkpoint).
+
+    >>> import errno
+    >>> with writing("runs/a/progress.csv"):
+    ...     raise OSError(errno.ENOSPC, "No space left on device")
+    Traceback (most recent call last):
+    ...
+    ensemble_env.files.OutputError: runs/a/progress.csv: cannot write: No space left on device
+    """
+    try:
+        yield Path(path)
+    except OutputError:
+        raise
+    except OSError as error:
+        raise OutputError(f"{path}: cannot write: {_cause(error)}", error.errno) from error
+
+
+def make_folder(path: str | os.PathLike[str]) -> Path:
+    """Create the folder ``path`` (and its parents; nothing to do when it is there); :class:`OutputError` naming it
+    and the cause when it cannot be (a file in the way, a read-only or full disk, no permission)."""
+    path = Path(path)
+    blocker = next((parent for parent in (path, *path.parents) if parent.exists() or parent.is_symlink()), None)
+    if blocker is not None and not blocker.is_dir():
+        where = "" if blocker == path else f" (in the way of {path})"
+        raise OutputError(f"{blocker}: is a file, not a folder{where}", errno.ENOTDIR)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise OutputError(f"{path}: cannot create the folder ({_cause(error)})", error.errno) from None
+    return path
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> Path:

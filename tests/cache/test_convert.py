@@ -823,10 +823,12 @@ def test_bad_csv_names_line_and_column(tmp_path: Path, text: str, problem: str) 
 def test_bad_label_file(tmp_path: Path) -> None:
     (tmp_path / "s.csv").write_text("0.2,0.8\n0.6,0.4\n", encoding="utf-8")
     (tmp_path / "labels.txt").write_text("1\n0.5\n", encoding="utf-8")
-    with pytest.raises(ConversionError, match=r"labels\.txt, line 2: column 1: '0\.5' is not an integer"):
+    with pytest.raises(
+        ConversionError, match=r"labels\.txt, line 2: field 'labels': column 1: '0\.5' is not an integer"
+    ):
         from_array_files(tmp_path / "s.csv", score_kind="prob", labels=tmp_path / "labels.txt", models=["a"])
     np.save(tmp_path / "labels.npy", np.array([1.0, 0.0]))
-    with pytest.raises(ConversionError, match=r"labels\.npy: must hold integers, got dtype float64"):
+    with pytest.raises(ConversionError, match=r"labels\.npy: field 'labels': must hold integers, got dtype float64"):
         from_array_files(tmp_path / "s.csv", score_kind="prob", labels=tmp_path / "labels.npy", models=["a"])
     (tmp_path / "s.json").write_text("[]", encoding="utf-8")
     with pytest.raises(ConversionError, match=r"s\.json: unknown file type"):

@@ -72,6 +72,8 @@ TINY = {
 }
 OUTCOMES = ("refused", "accepted", "wrong", "bad_error", "lost", "hang", "crash")
 BAD = ("wrong", "bad_error", "lost", "hang", "crash")
+#: what torch's refusals hold besides their cause: colour codes and advice (a message cut in them says nothing)
+TORCH_ADVICE = ("\x1b[", "there is a high likelihood", "Please use", "Please file", "If you are seeing this error")
 #: the worker's peak memory may grow by this much over a budget case (the limits refuse before allocating)
 BUDGET_MEMORY = 512 * 2**20
 
@@ -365,6 +367,8 @@ def _judge(code: Any, err: str, command: str, named: str, must: bool | None) -> 
         return "bad_error", f"exit {code}: {err[-300:]}"
     if not first.startswith(f"ensemble-env {command}: error: ") or named not in first or len(first) > 1500:
         return "bad_error", f"message does not name {named} in one bounded line: {err[-400:]}"
+    if any(text in first for text in TORCH_ADVICE):  # a library's advice instead of what is wrong (issue 41)
+        return "bad_error", f"message carries torch's advice or colour codes, not the cause: {first[:400]}"
     return "refused", first[:300]
 
 

@@ -4,6 +4,7 @@ task, a learner on tasks never seen whose held-out labels reach it only online, 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 from pathlib import Path
 
@@ -15,7 +16,7 @@ torch = pytest.importorskip("torch")
 from conftest import flip_labels  # noqa: E402
 
 import ensemble_env  # noqa: E402
-from ensemble_env.cache import save_cache  # noqa: E402
+from ensemble_env.cache import LogitCache, save_cache  # noqa: E402
 from ensemble_env.synthetic import make_cache  # noqa: E402
 from ensemble_mappo import benchmark  # noqa: E402
 from ensemble_mappo.benchmark import protocols  # noqa: E402
@@ -191,5 +192,94 @@ def test_task_names_without_questions_are_never_held_out() -> None:
     assert dealt == sorted(protocols.tasks_with_questions(part)) == sorted(np.take(cache.task_names, [0, 2, 3, 5]))
     for unit in units:
         assert set(unit.validation_tasks) <= set(dealt) and unit.cache.select("test").size > 0
-    (unit,), _ = protocols.units(small_cache(), k=2, seed=0, eval_cache=part)
+    (unit,), _ = protocols.units(small_cache(seed=2), k=2, seed=0, eval_cache=part)
     assert sorted(unit.held_out) == dealt
+
+
+# -- an evaluation cache must hold tasks never seen (issue 41, class 1) ------------------------------------------------
+def _training_copies(train: LogitCache) -> dict[str, LogitCache]:
+    """Caches holding training questions, each a way a user could make one by mistake (or on purpose)."""
+    rng = np.random.default_rng(0)
+    scores, labels, tasks = train.scores.copy(), train.labels.copy(), train.tasks.copy()
+    other = small_cache(seed=5)
+    mixed_scores, mixed_labels, mixed_tasks = other.scores.copy(), other.labels.copy(), other.tasks.copy()
+    mixed_scores[7], mixed_labels[7], mixed_tasks[7] = scores[7], labels[7], tasks[7]  # one training question
+    return {
+        "re-split": dataclasses.replace(train, split=rng.integers(0, 3, train.n_questions)),
+        "a part": train.subset(np.arange(train.n_questions) % 5 == 0),
+        "tasks renamed": dataclasses.replace(train, task_names=tuple(f"new_{name}" for name in train.task_names)),
+        "one shared question": dataclasses.replace(other, scores=mixed_scores, labels=mixed_labels, tasks=mixed_tasks),
+        "same ids": dataclasses.replace(
+            other,
+            question_ids=tuple(f"q{i}" for i in range(other.n_questions)),
+            task_names=train.task_names,
+        ),
+    }
+
+
+def test_an_eval_cache_holding_training_questions_is_refused(tmp_path: Path) -> None:
+    """The cache itself, a byte-identical copy, and caches holding some of its questions (re-split, a part of it, its
+    tasks renamed, one question copied in, the same ids in tasks of the same names) are refused naming both caches and
+    the first shared question; a cache of other questions is scored."""
+    import shutil
+
+    train = small_cache()
+    named = dataclasses.replace(train, question_ids=tuple(f"q{i}" for i in range(train.n_questions)))
+    train_file = save_cache(tmp_path / "train.h5", named)
+    shutil.copy(train_file, tmp_path / "copy.h5")
+    for name, path in (("itself", train_file), ("a copy", tmp_path / "copy.h5")):
+        with pytest.raises(ValueError, match=r"holds the same cache as --cache .*train\.h5 \(the same content digest"):
+            benchmark.benchmark(["global_team"], [0], [str(train_file)], tmp_path / "x", protocol="unseen-tasks",
+                                eval_cache=str(path), plot=False, progress=False)  # fmt: skip
+        assert not (tmp_path / "x").exists(), name  # refused before the results folder is made
+    loaded = dataclasses.replace(named, path=str(train_file))
+    for name, cache in _training_copies(named).items():
+        shared = protocols.training_questions(loaded, cache)
+        assert shared.size > 0, name
+        expected = rf"{shared.size:,} of its {cache.n_questions:,} questions are questions of --cache .*train\.h5 "
+        with pytest.raises(ValueError, match=expected + rf"\(the first: question {shared[0]},"):
+            protocols.units(loaded, k=2, seed=0, eval_cache=cache)
+    assert protocols.training_questions(loaded, _training_copies(named)["one shared question"]).tolist() == [7]
+    other = small_cache(seed=5)  # other questions of tasks of the same names: tasks never seen, scored
+    assert protocols.training_questions(loaded, other).size == 0
+    units, scored = protocols.units(loaded, k=2, seed=0, eval_cache=other)
+    assert len(units) == 1 and scored.n_questions == other.n_questions
+
+
+def test_the_command_refuses_the_training_cache_as_eval_cache_in_one_line(tmp_path: Path, capsys) -> None:
+    from ensemble_env.cli import main
+
+    train_file = save_cache(tmp_path / "train.h5", small_cache())
+    argv = ["benchmark", "--protocol", "unseen-tasks", "--cache", str(train_file), "--eval-cache", str(train_file),
+            "--algorithms", "global_team", "--seeds", "1", "--out", str(tmp_path / "out"), "--no-progress"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"ensemble-env benchmark: error: --eval-cache {train_file} holds the same cache as --cache")
+
+
+def test_several_training_caches_score_one_eval_cache(tmp_path: Path, capsys) -> None:
+    """``--cache a.h5,b.h5 --eval-cache e.h5``: each training cache is scored on e.h5 as it is alone (the same
+    numbers), under the key ``a.h5 -> e.h5``, with its digest and a frontier plot of its own."""
+    from ensemble_env.cache.digest import cache_digest
+    from ensemble_env.cli import main
+
+    files = {name: save_cache(tmp_path / f"{name}.h5", small_cache(seed=seed)) for name, seed in
+             (("a", 1), ("b", 2), ("e", 3))}  # fmt: skip
+    out = tmp_path / "out"
+    argv = ["benchmark", "--protocol", "unseen-tasks", "--cache", f"{files['a']},{files['b']}", "--eval-cache",
+            str(files["e"]), "--algorithms", "global_team,ftl_team", "--seeds", "2", "--out", str(out),
+            "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    results = json.loads((out / "results.json").read_text())
+    keys = [f"{files[name]} -> {files['e']}" for name in ("a", "b")]
+    assert list(results["caches"]) == keys and list(results["cache_digests"]) == keys
+    assert results["cache_digests"][keys[0]] == cache_digest(small_cache(seed=1))
+    assert results["protocol"]["trained_on"] == {keys[0]: str(files["a"]), keys[1]: str(files["b"])}
+    alone = benchmark.benchmark(["global_team", "ftl_team"], range(2), [str(files["a"])], tmp_path / "alone",
+                                protocol="unseen-tasks", eval_cache=str(files["e"]), plot=False,
+                                progress=False)  # fmt: skip
+    assert json.loads(json.dumps(alone["caches"][str(files["e"])])) == results["caches"][keys[0]]
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert sorted(path.name for path in out.glob("frontier*.png")) == ["frontier_a-to-e.png", "frontier_b-to-e.png"]

@@ -10,7 +10,8 @@ that every algorithm and baseline runs unchanged (fit on ``train``, choose on ``
   question of the rest ``train``;
 - with ``eval_cache``, :func:`combined_cache` puts every question of the training cache in train (its validation
   tasks in validation) and every question of the evaluation cache in test; the two caches must hold the same models
-  in the same order.
+  in the same order, and the evaluation cache no training question (:func:`training_questions`: the same cache, a
+  copy, a re-split or a part of it is refused, naming the first shared question).
 
 Learners play the scenario ``ensemble_env/EnsembleUnseen-v1`` (episodes of one task, no task one-hot:
 :func:`learner_overrides`); the answers of the folds are merged into one answer per question of the scored cache
@@ -25,21 +26,26 @@ from typing import Any
 
 import numpy as np
 
+from ensemble_env.cache.digest import cache_digest
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.config import unseen_game
+from ensemble_env.text import show
 
 __all__ = [
+    "ANSWER_DTYPE",
     "FEEDBACKS",
     "PARTIAL_BUDGET_STEPS",
     "PARTIAL_LEARNER",
     "PROTOCOLS",
     "Unit",
+    "check_unseen",
     "combined_cache",
     "fold_cache",
     "learner_overrides",
     "scored_cache",
     "task_folds",
     "tasks_with_questions",
+    "training_questions",
     "units",
 ]
 
@@ -108,11 +114,81 @@ def fold_cache(cache: LogitCache, held_out: tuple[str, ...], validation_tasks: t
     return dataclasses.replace(cache, split=split)
 
 
+#: the precision answers are compared at: the narrowest float a cache stores scores in (a copy of a cache narrowed to
+#: float16 or float32 holds the same questions)
+ANSWER_DTYPE = np.float16
+
+
+def _answers(cache: LogitCache) -> list[bytes]:
+    """Per question, what makes it the same question in another cache of the same models: its answers, every model's
+    scores over its choices, at :data:`ANSWER_DTYPE` precision (the label is left out: a question relabelled is still
+    the question the models answered)."""
+    with np.errstate(over="ignore"):
+        scores = np.asarray(cache.scores).astype(ANSWER_DTYPE)
+    return [np.ascontiguousarray(scores[q, :, : cache.n_choices[q]]).tobytes() for q in range(cache.n_questions)]
+
+
+def _task_of_each(cache: LogitCache) -> list[str]:
+    return np.asarray(cache.task_names)[np.asarray(cache.tasks)].tolist()
+
+
+def training_questions(train: LogitCache, evaluation: LogitCache) -> np.ndarray:
+    """(K,) int64, ascending: the questions of ``evaluation`` that are questions of ``train``.
+
+    A question is a training question when a task of the same name holds it: the same question id (when both caches
+    hold ids), or the same answers (every model's scores over its choices, compared at :data:`ANSWER_DTYPE`
+    precision, whatever its label); and every question of a task whose questions all have the answers of training
+    questions, whatever its name (a training task renamed). A copy of the training cache, a part of it, its questions
+    under other splits, other labels, other task names or narrower floats are training questions; a cache of other
+    questions shares none (a question's answers alone, in a task of another name, are not enough: saturated models
+    answer different questions alike). Questions whose every answer was changed and whose id is gone are other
+    questions to this check."""
+    if tuple(train.models) != tuple(evaluation.models) or train.score_kind != evaluation.score_kind:
+        return np.zeros(0, dtype=np.int64)  # other models, or scores of another kind: no answer can be the same
+    tasks, train_tasks = _task_of_each(evaluation), _task_of_each(train)
+    answers, train_answers = _answers(evaluation), _answers(train)
+    named = set(zip(train_tasks, train_answers, strict=True))
+    shared = np.array([(task, answer) in named for task, answer in zip(tasks, answers, strict=True)], dtype=bool)
+    if train.question_ids is not None and evaluation.question_ids is not None:
+        ids = set(zip(train_tasks, train.question_ids, strict=True))
+        shared |= [(task, qid) in ids for task, qid in zip(tasks, evaluation.question_ids, strict=True)]
+    known = set(train_answers)
+    in_training = np.array([answer in known for answer in answers], dtype=bool)
+    task_ids = np.asarray(evaluation.tasks)
+    for task in np.unique(task_ids):
+        members = task_ids == task
+        if in_training[members].all():  # a whole task of training questions, under another name
+            shared |= members
+    return np.flatnonzero(shared).astype(np.int64)
+
+
+def check_unseen(train: LogitCache, evaluation: LogitCache) -> None:
+    """Refuse (ValueError naming both caches) an evaluation cache that holds training questions: the training cache
+    itself or a copy of it (the same content digest), or any question of it (:func:`training_questions`), since the
+    unseen-task protocol scores tasks never seen."""
+    where = f"--eval-cache {evaluation.path}"
+    if cache_digest(train) == cache_digest(evaluation):
+        raise ValueError(
+            f"{where} holds the same cache as --cache {train.path} (the same content digest): the unseen-task "
+            "protocol scores tasks never seen in training; give --eval-cache a cache of other tasks"
+        )
+    shared = training_questions(train, evaluation)
+    if shared.size:
+        q = int(shared[0])
+        task = evaluation.task_names[int(evaluation.tasks[q])]
+        named = f", id {show(evaluation.question_ids[q])}" if evaluation.question_ids is not None else ""
+        raise ValueError(
+            f"{where}: {shared.size:,} of its {evaluation.n_questions:,} questions are questions of --cache "
+            f"{train.path} (the first: question {q}, task {show(task)}{named}): the unseen-task protocol scores tasks "
+            "never seen in training; remove them from one of the caches (ensemble-env cache ... --tasks)"
+        )
+
+
 def combined_cache(train: LogitCache, evaluation: LogitCache, validation_tasks: tuple[str, ...]) -> LogitCache:
     """One cache of ``train``'s questions (train; ``validation_tasks`` validation) then ``evaluation``'s (test):
-    the same models in the same order, else a ValueError naming both; the evaluation cache's tasks are renamed
-    ``eval:NAME`` where a name is also a training task. Features and costs are kept only where both caches hold
-    them with the same width."""
+    the same models in the same order, else a ValueError naming both; an evaluation cache holding a training question
+    is refused (:func:`check_unseen`); the evaluation cache's tasks are renamed ``eval:NAME`` where a name is also a
+    training task. Features and costs are kept only where both caches hold them with the same width."""
     if tuple(train.models) != tuple(evaluation.models):
         raise ValueError(
             f"--eval-cache {evaluation.path}: its models {list(evaluation.models)} are not the training cache's "
@@ -129,6 +205,7 @@ def combined_cache(train: LogitCache, evaluation: LogitCache, validation_tasks: 
     if train.score_kind != evaluation.score_kind:
         raise ValueError(f"--eval-cache {evaluation.path}: scores are {evaluation.score_kind}s, the training cache's "
                          f"{train.score_kind}s")  # fmt: skip
+    check_unseen(train, evaluation)
     eval_names = tuple(f"eval:{name}" if name in train.task_names else name for name in evaluation.task_names)
     n_train = train.n_questions
     split = fold_cache(train, (), validation_tasks).split

@@ -139,7 +139,8 @@ def _routing_table(per_algorithm: dict[str, Any]) -> list[str]:
 
 
 def plot_names(caches: Sequence[str], digests: Mapping[str, str]) -> dict[str, str]:
-    """The frontier plot's file name of each cache: ``frontier.png`` for one cache; else ``frontier_STEM.png``,
+    """The frontier plot's file name of each cache: ``frontier.png`` for one cache; else ``frontier_STEM.png``
+    (``frontier_TRAIN-to-EVAL.png`` for the results of several training caches on one ``--eval-cache``),
     with the start of the cache's content digest added (``frontier_STEM-1a2b3c4d5e6f.png``) where two caches
     share a file name (``a/pool.h5`` and ``b/pool.h5``)."""
     if len(caches) == 1:
@@ -153,7 +154,9 @@ def plot_names(caches: Sequence[str], digests: Mapping[str, str]) -> dict[str, s
 
 
 def _stem(cache_name: str) -> str:
-    return Path(cache_name).stem or "cache"
+    """The file-name stem of a cache's results: ``pool`` for ``a/pool.h5``; ``first-to-other`` for the results of
+    ``first.h5 -> other.h5`` (a training cache scored on ``--eval-cache``)."""
+    return "-to-".join(Path(part).stem or "cache" for part in cache_name.split(" -> "))
 
 
 def _span(entry: Mapping[str, float] | None) -> tuple[float, float] | None:

@@ -20,6 +20,7 @@ from ensemble_env.cache.datasets import cost_unit
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.digest import cache_digest
 from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.files import make_folder
 from ensemble_env.game.reward import check_alpha
 from ensemble_env.text import show
 from ensemble_mappo.benchmark import curves, marl_eval, protocols
@@ -31,7 +32,6 @@ from ensemble_mappo.benchmark.stats import REFERENCES, aggregate, paired_differe
 from ensemble_mappo.benchmark.store import (
     RESULT,
     RunError,
-    make_folder,
     prepare_out,
     read_run,
     run_folder,
@@ -220,7 +220,8 @@ def benchmark(
             for name in names
         }  # fmt: skip
         runs = {(_scored_name(key, loaded, eval_cache), name): group for (key, name), group in runs.items()}
-        results = _results(scored, list(names), runs, alpha, budget, seeds, reused, digests, feedback)
+        trained = {_scored_name(name, loaded, eval_cache): digests[name] for name in loaded}
+        results = _results(scored, list(names), runs, alpha, budget, seeds, reused, trained, feedback)
         if protocol != "standard":
             results["protocol"] = {
                 "name": protocol,
@@ -385,8 +386,9 @@ def _results(
     feedback: str = "all",
 ) -> dict[str, Any]:
     """What ``results.json`` holds: per cache and algorithm, the runs, the aggregate, the routing and the paired
-    differences to the references; per cache, its content digest and the unit of its costs (``cost_units``: None
-    for a cache without costs or of unknown unit, :func:`ensemble_env.cache.datasets.cost_unit`)."""
+    differences to the references; per cache, its content digest (``cache_digests``; with ``--eval-cache``, the
+    training cache's, under the key of its results) and the unit of its costs (``cost_units``: None for a cache
+    without costs or of unknown unit, :func:`ensemble_env.cache.datasets.cost_unit`)."""
     results: dict[str, Any] = {"alpha": alpha, "budget": budget, "seeds": seeds, "reused_runs": reused, "caches": {}}
     for cache_name, cache in loaded.items():
         per_algorithm = {}

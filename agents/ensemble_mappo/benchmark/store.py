@@ -30,7 +30,7 @@ import numpy as np
 
 from ensemble_env.cache.convert.common import MAX_DIGITS, check_depth, decode_text, read_input
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.files import OutputError, check_output, write_bytes
+from ensemble_env.files import OutputError, check_output, make_folder, write_bytes
 from ensemble_env.text import show
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "RESULT",
     "RunError",
     "check_record",
-    "make_folder",
     "prepare_out",
     "read_run",
     "run_folder",
@@ -230,20 +229,6 @@ def write_run(path: Path, record: Mapping[str, Any], cache: LogitCache, inputs: 
 def write_output(path: Path, text: str, inputs: Iterable[str]) -> None:
     """Write ``results.json`` or ``results.md`` atomically, never over one of ``inputs`` (the caches)."""
     write_bytes(path, text.encode("utf-8"), inputs=inputs)
-
-
-def make_folder(path: Path) -> Path:
-    """Create the folder ``path`` (and its parents); :class:`~ensemble_env.files.OutputError` naming it and the
-    cause when it cannot be (a file in the way, a read-only disk)."""
-    blocker = next((parent for parent in (path, *path.parents) if parent.exists() or parent.is_symlink()), None)
-    if blocker is not None and not blocker.is_dir():
-        where = "" if blocker == path else f" (in the way of {path})"
-        raise OutputError(f"{blocker}: is a file, not a folder{where}", errno.ENOTDIR)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise OutputError(f"{path}: cannot create the folder ({error.strerror or error})", error.errno) from None
-    return path
 
 
 def prepare_out(out: str | os.PathLike[str], outputs: Iterable[str], inputs: Iterable[str]) -> Path:

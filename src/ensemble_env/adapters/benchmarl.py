@@ -34,6 +34,7 @@ from typing import Any
 
 from ensemble_env.adapters import lazy_class, require
 from ensemble_env.cache.datasets import resolve as resolve_cache
+from ensemble_env.errors import command
 from ensemble_env.game.actions import choose_encoding
 from ensemble_env.game.config import rlae_game
 from ensemble_env.game.engine import check_seed
@@ -415,8 +416,10 @@ def register() -> Any:
     return enum
 
 
+@command("python -m ensemble_env.adapters.benchmarl")
 def main() -> None:
-    """BenchMARL's command line (``benchmarl/run.py``) with this task registered::
+    """BenchMARL's command line (``benchmarl/run.py``) with this task registered (BenchMARL missing, or a cache that
+    cannot be read, is one error line: :func:`ensemble_env.errors.run_command`)::
 
         python -m ensemble_env.adapters.benchmarl algorithm=mappo task=ensemble_env/ensemble
         python -m ensemble_env.adapters.benchmarl algorithm=ippo task=ensemble_env/ensemble task.cache=bbh5 \
@@ -477,4 +480,4 @@ def _task(member: str, cache: str | os.PathLike[str] | None, options: dict[str, 
 if __name__ == "__main__":  # python -m ensemble_env.adapters.benchmarl: run as the importable module, for pickling
     from ensemble_env.adapters import benchmarl as _module
 
-    _module.main()
+    raise SystemExit(_module.main())

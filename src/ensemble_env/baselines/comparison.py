@@ -42,7 +42,7 @@ from ensemble_env.baselines import routing, simple
 from ensemble_env.baselines.registry import BASELINES, Setting, lookup
 from ensemble_env.baselines.simple import BaselineResult
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.files import save_figure
+from ensemble_env.files import make_folder, save_figure
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings, check_alpha
 from ensemble_env.text import align_table
 
@@ -614,7 +614,7 @@ def plot_frontier(
     path = Path(out)
     if path.suffix.lower() != ".png":
         path = path / "frontier.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     figure = Figure(figsize=(4.2 * len(panels) + 3.3, 4.8), layout="constrained")
     all_axes = figure.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     for axes, panel in zip(all_axes, panels, strict=True):

@@ -56,6 +56,13 @@ with the best mean over training tasks of the mean reward per question wins (the
 read; the training task streamed is not left out of the prior). Everything is deterministic (nothing is drawn
 at random).
 
+**Arguments.** Every public function checks its arguments by type and value before anything is computed
+(:mod:`ensemble_env.baselines.arguments`, the environment's own checks): the cache and the reward settings by type;
+windows (1 .. :data:`~ensemble_env.game.config.MAX_WINDOW`), delays (0 .. :data:`MAX_DELAY`) and the grids' values
+as whole numbers or finite reals in range, the grids as lists (never a string read letter by letter); reward arrays
+as finite reals of the stated shapes, a rank as a permutation of the arms, the normalising bounds as two finite
+numbers, the lower first, holding every reward. A ValueError names the argument and the value.
+
 **Cost.** Every team's correctness and reward on every question involved is computed once
 (:func:`team_outcomes`, (K, Q)); follow-the-leader is a cumulative sum per task, the bandit a loop over the
 questions of the task vectorised over the teams, the grid values and the training streams.
@@ -80,21 +87,23 @@ ValueError: task 'task_1' is both a held-out task (test) and a training task (tr
 from __future__ import annotations
 
 import functools
-import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ensemble_env.baselines import routing, simple
+from ensemble_env.baselines import arguments, routing, simple
 from ensemble_env.baselines.simple import BaselineResult, question_indices, task_ids, task_names
 from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.checks import MAX_REAL
+from ensemble_env.game.config import MAX_QUESTIONS, MAX_WINDOW
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings, model_costs
 
 __all__ = [
     "GAME_DELAY",
+    "MAX_DELAY",
     "PROTOCOL",
     "SCORE_DIGITS",
     "UCB_EXPLORATION_GRID",
@@ -121,6 +130,8 @@ PROTOCOL = "unseen-tasks"
 #: the outcomes an online baseline waits for, as the game's decider does: it commits the team of question t + 1 in
 #: the step that answers question t, so the outcome of question t is not yet revealed (every earlier one is)
 GAME_DELAY = 1
+#: the longest delay (questions whose outcome is not revealed yet) a rule may be given: a stream's length at most
+MAX_DELAY = MAX_QUESTIONS
 #: the windows (answered questions of the task) :func:`ftl_team_window` tries on the training tasks
 WINDOW_GRID = (8, 16, 32, 64, 128)
 #: the exploration constants c :func:`ucb_team` tries on the training tasks (0: greedy on the smoothed means)
@@ -186,6 +197,7 @@ def team_outcomes(
     reward :class:`~ensemble_env.game.reward.RewardSettings`' (size over N, or with ``use_costs`` the team's share
     of the question's costs). Questions are stored ascending and unique.
     """
+    cache, reward = _cache(cache), _reward(reward)
     rows = np.arange(cache.n_questions) if questions is None else question_indices(cache, questions, "questions")
     rows = np.unique(rows)
     teams = routing.all_teams(cache.n_models)
@@ -205,7 +217,7 @@ def reward_range(reward: RewardSettings = DEFAULT_REWARD) -> tuple[float, float]
     >>> reward_range(RewardSettings(alpha=1.0))
     (-2.0, 1.0)
     """
-    low, high = reward.rewards(np.array([False, True]), np.array([1.0, 0.0]))
+    low, high = _reward(reward).rewards(np.array([False, True]), np.array([1.0, 0.0]))
     return float(low), float(high)
 
 
@@ -220,6 +232,11 @@ def prior_rank(rewards: np.ndarray, correct: np.ndarray, share: np.ndarray) -> n
     ...            np.array([[0.5, 0.5], [1.0, 1.0], [0.5, 0.5]])).tolist()
     [2, 1, 0]
     """
+    rewards = arguments.real_array(rewards, "rewards", ndim=2)
+    if rewards.shape[0] < 1 or rewards.shape[1] < 1:
+        raise ValueError(f"rewards must have at least one arm and one question, got shape {rewards.shape}")
+    correct = arguments.bool_array(correct, "correct", shape=rewards.shape)
+    share = arguments.real_array(share, "share", ndim=2, shape=rewards.shape, low=0.0, high=1.0)
     keys = (
         np.arange(rewards.shape[0]),
         np.round(share.mean(axis=1), SCORE_DIGITS),
@@ -260,7 +277,7 @@ def ftl_choices(rewards: np.ndarray, rank: np.ndarray, window: int | None = None
     >>> ftl_choices(np.array([[1.0, -1.0, -1.0, 1.0], [-1.0, 1.0, 1.0, 1.0]]), np.array([0, 1]), delay=1).tolist()
     [0, 0, 0, 0]
     """
-    rewards = np.asarray(rewards, dtype=np.float64)
+    rewards, rank = _arms(rewards, rank)
     n_arms, length = rewards.shape
     if window is not None:
         window = _window(window, "window")
@@ -269,29 +286,43 @@ def ftl_choices(rewards: np.ndarray, rank: np.ndarray, window: int | None = None
     np.cumsum(rewards, axis=1, out=cumulative[:, 1:])
     end = np.maximum(0, np.arange(length) - delay)
     start = np.zeros(length, dtype=np.int64) if window is None else np.maximum(0, end - window)
-    return _first_of_rank(cumulative[:, end] - cumulative[:, start], np.asarray(rank))
+    return _first_of_rank(cumulative[:, end] - cumulative[:, start], rank)
 
 
-def _count(value: Any, name: str, minimum: int) -> int:
-    """``value`` as an int (any integer type but bool), ValueError naming ``name`` unless it is >= ``minimum``."""
-    try:
-        count = operator.index(value)
-    except TypeError:
-        count = minimum - 1
-    if isinstance(value, bool) or count < minimum:
-        raise ValueError(f"{name}: {value!r} is not an integer >= {minimum}")
-    return count
+# -- the arguments' checks (ensemble_env.baselines.arguments) ------------------------------------------------------
+
+
+def _window(value: Any, option: str = "window") -> int:
+    """A window of answered questions: a whole number in [1, MAX_WINDOW], the environment's own window's range."""
+    return arguments.whole(value, option, 1, MAX_WINDOW)
 
 
 def _delay(value: Any) -> int:
-    return _count(value, "delay", 0)
+    return arguments.whole(value, "delay", 0, MAX_DELAY)
 
 
-def _check_ucb_constants(exploration: np.ndarray, pseudo_count: np.ndarray) -> None:
-    if not np.all(np.isfinite(exploration) & (exploration >= 0)):
-        raise ValueError(f"exploration constants must be finite and >= 0, got {exploration.tolist()}")
-    if not np.all(np.isfinite(pseudo_count) & (pseudo_count > 0)):
-        raise ValueError(f"pseudo-counts must be finite and > 0, got {pseudo_count.tolist()}")
+def _exploration(value: Any, option: str = "exploration") -> float:
+    return arguments.real(value, option, 0.0, MAX_REAL)
+
+
+def _pseudo_count(value: Any, option: str = "pseudo_count") -> float:
+    return arguments.real(value, option, 0.0, MAX_REAL, above=True)
+
+
+def _cache(cache: Any) -> LogitCache:
+    return arguments.instance(cache, "cache", LogitCache)
+
+
+def _reward(reward: Any) -> RewardSettings:
+    return arguments.instance(reward, "reward", RewardSettings)
+
+
+def _arms(rewards: Any, rank: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(rewards (A, T) float64, finite; rank (A,) int64, a permutation of the A arms)."""
+    table = arguments.real_array(rewards, "rewards", ndim=2)
+    if table.shape[0] < 1:
+        raise ValueError(f"rewards must have one row per arm, at least one, got shape {table.shape}")
+    return table, arguments.ranking(rank, "rank", table.shape[0])
 
 
 def _ucb(
@@ -367,14 +398,25 @@ def ucb_choices(
     ...             exploration=0.0, pseudo_count=4.0).tolist()
     [0, 0, 0, 1]
     """
-    low, high = reward_range() if bounds is None else bounds
-    rewards = np.asarray(rewards, dtype=np.float64)
-    c, n0 = np.array([float(exploration)]), np.array([float(pseudo_count)])
-    _check_ucb_constants(c, n0)
+    low, high = reward_range() if bounds is None else _bounds(bounds)
+    c, n0 = np.array([_exploration(exploration)]), np.array([_pseudo_count(pseudo_count)])
+    rewards, rank = _arms(rewards, rank)
+    arguments.real_array(rewards, "rewards", ndim=2, low=low, high=high)  # inside the bounds they are normalised by
+    prior = arguments.real_array(prior, "prior", ndim=1, shape=(rewards.shape[0],), low=low, high=high)
+    delay = _delay(delay)
     scale = (rewards - low) / (high - low)
-    prior_scaled = (np.asarray(prior, dtype=np.float64) - low) / (high - low)
+    prior_scaled = (prior - low) / (high - low)
     lengths = np.array([rewards.shape[1]])
-    return _ucb(scale[None], lengths, prior_scaled, np.asarray(rank), c, n0, _delay(delay))[0, 0]
+    return _ucb(scale[None], lengths, prior_scaled, rank, c, n0, delay)[0, 0]
+
+
+def _bounds(bounds: Any) -> tuple[float, float]:
+    """(low, high): two finite numbers, low below high (the rewards are normalised by high - low)."""
+    pair = arguments.real_array(bounds, "bounds", ndim=1, shape=(2,))
+    low, high = float(pair[0]), float(pair[1])
+    if not low < high:
+        raise ValueError(f"bounds must be (low, high) with low < high (rewards are divided by high - low), got {pair}")
+    return low, high
 
 
 # -- the protocol: checks, streams, prior ------------------------------------------------------------
@@ -436,6 +478,9 @@ def _protocol(
     validation: ArrayLike | None,
     outcomes: TeamOutcomes | None,
 ) -> _Protocol:
+    cache, reward = _cache(cache), _reward(reward)
+    if outcomes is not None:
+        arguments.instance(outcomes, "outcomes", TeamOutcomes)
     train_rows = question_indices(cache, train, "train")
     test_rows = question_indices(cache, test, "test")
     parts = {"train": train_rows}
@@ -578,8 +623,9 @@ def ftl_team(
     is the global team, ``info["switches"]`` the number of team changes per held-out task, ``info["teams_used"]``
     the questions each team answered.
     """
-    p = _protocol(cache, train, test, reward, validation, outcomes)
+    window = None if window is None else _window(window)
     delay = _delay(delay)
+    p = _protocol(cache, train, test, reward, validation, outcomes)
     options = ([] if window is None else [f"window={window}"]) + ([] if delay == GAME_DELAY else [f"delay={delay}"])
     name = "ftl_team" + (f"({', '.join(options)})" if options else "")
     name = "ftl_team(no_delay)" if options == ["delay=0"] else name
@@ -602,20 +648,6 @@ def ftl_single(
     return _ftl("ftl_single", p, p.outcomes.singles, None, GAME_DELAY, {})
 
 
-def _check_grid(values: Iterable[Any], name: str, kind: Callable[[Any], Any]) -> list[Any]:
-    try:
-        grid = [kind(value) for value in values]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must hold numbers, got {values!r}") from None
-    if not grid:
-        raise ValueError(f"{name} is empty: give at least one value to try on the training tasks")
-    return grid
-
-
-def _window(value: Any, name: str = "windows") -> int:
-    return _count(value, name, 1)
-
-
 def ftl_team_window(
     cache: LogitCache,
     train: ArrayLike,
@@ -635,7 +667,7 @@ def ftl_team_window(
     never read to choose it. Named ``"ftl_team(window)"``; ``info["window"]`` is W, ``info["window_scores"]`` the
     training score of every W tried.
     """
-    grid = _check_grid(windows, "windows", _window)
+    grid = arguments.grid(windows, "windows", _window)
     p = _protocol(cache, train, test, reward, validation, outcomes)
     arms = np.arange(p.teams.shape[0])
     rank = p.arm_rank(arms)
@@ -666,9 +698,8 @@ def ucb_team(
     to the smaller c, then the smaller n0). Deterministic. Named ``"ucb_team"``; ``info["exploration"]``,
     ``info["pseudo_count"]`` the chosen constants, ``info["grid_scores"]`` the training score of every pair.
     """
-    c_grid = _check_grid(explorations, "explorations", float)
-    n0_grid = _check_grid(pseudo_counts, "pseudo_counts", float)
-    _check_ucb_constants(np.array(c_grid), np.array(n0_grid))
+    c_grid = arguments.grid(explorations, "explorations", _exploration)
+    n0_grid = arguments.grid(pseudo_counts, "pseudo_counts", _pseudo_count)
     p = _protocol(cache, train, test, reward, validation, outcomes)
     low, high = reward_range(reward)
     normalised = (p.outcomes.rewards - low) / (high - low)  # (K, Q_outcomes)

@@ -31,7 +31,7 @@ import numpy as np
 from ensemble_env import extras
 from ensemble_env.baselines import simple as baselines
 from ensemble_env.cache.logit_cache import SPLITS, LogitCache
-from ensemble_env.files import save_figure
+from ensemble_env.files import make_folder, save_figure
 from ensemble_env.metrics import correlation, focal_diversity, plurality_accuracy
 from ensemble_env.text import align_table
 
@@ -404,8 +404,7 @@ def plot_cache(
     except ImportError as error:
         raise extras.missing_error("plotting a cache", "plot", ["matplotlib"]) from error
     questions = cache.select(split)
-    folder = Path(out_dir)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = make_folder(out_dir)
     names = _short_names(cache.models)
     figures = (
         _plot_accuracy(Figure, summarize(cache, split, train_split), names),

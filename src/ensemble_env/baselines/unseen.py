@@ -11,12 +11,13 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ensemble_env.baselines import partial, registry
+from ensemble_env.baselines import arguments, partial, registry
 from ensemble_env.baselines.online import UNSEEN_BASELINES, team_outcomes
-from ensemble_env.baselines.simple import BaselineResult, question_indices, task_ids
+from ensemble_env.baselines.simple import BaselineResult, question_indices, task_ids, task_names
 from ensemble_env.cache import datasets
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings
+from ensemble_env.errors import command
+from ensemble_env.game.reward import DEFAULT_REWARD, SIZE_PENALTY_MODES, RewardSettings
 from ensemble_env.text import align_table
 
 __all__ = ["format_summary", "leave_one_task_out", "main", "summarize"]
@@ -45,19 +46,20 @@ def leave_one_task_out(
     every fold.
     """
     defaults = {"all": tuple(UNSEEN_BASELINES), "team": registry.PARTIAL_DEFAULT_BASELINES}
-    if feedback not in defaults:
+    if not isinstance(feedback, str) or feedback not in defaults:
         raise ValueError(f"feedback {feedback!r}: the protocol's held-out tasks reveal {' or '.join(defaults)}")
     functions = {**UNSEEN_BASELINES, **partial.rules(seed)}
-    chosen = list(defaults[feedback] if names is None else names)
-    unknown = [name for name in chosen if name not in functions]
-    if unknown:
-        raise ValueError(f"unknown unseen-task baseline {unknown[0]!r}; they are {', '.join(functions)}")
+    chosen = list(defaults[feedback]) if names is None else arguments.names(names, "names", functions)
     rows = np.arange(cache.n_questions) if questions is None else question_indices(cache, questions, "questions")
     rows = np.unique(rows)
     tasks = task_ids(cache)[rows]
     held_out = np.unique(tasks)
     if held_out.size < 2:
-        raise ValueError("leave_one_task_out needs questions of at least two tasks")
+        found = ", ".join(repr(task_names(cache)[t]) for t in held_out) or "none"
+        raise ValueError(
+            f"{cache.path}: leave_one_task_out holds out each task in turn and needs questions of at least two "
+            f"tasks; the questions are of one task ({found})"
+        )
     outcomes = team_outcomes(cache, rows, reward)
     results: dict[str, list[BaselineResult]] = {name: [] for name in chosen}
     for task in held_out:
@@ -110,17 +112,20 @@ _CONSTANTS = {
     "ucb_team(partial)": ("(c, n0)", ("exploration", "pseudo_count")),
     "thompson_team": ("(sigma, n0)", ("scale", "pseudo_count")),
 }
+PROG = "python -m ensemble_env.baselines.unseen"
 
 
+@command(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ensemble_env.baselines.unseen [CACHE] [--alpha A] [--size-penalty-mode M] [--use-costs]
     [--feedback {all,team}] [--seed S]``: print the leave-one-task-out table of the unseen-task baselines on a
     cache (a built-in name or a file): every one of ``online`` under full feedback, the partial-feedback rules and
-    their references under ``--feedback team``."""
-    parser = argparse.ArgumentParser(prog="python -m ensemble_env.baselines.unseen", description=main.__doc__)
+    their references under ``--feedback team``. Bad input (a cache that cannot be read, an alpha or a mode out of
+    range, costs the cache lacks, a cache of one task) is one error line, as with ``ensemble-env``."""
+    parser = argparse.ArgumentParser(prog=PROG, description=main.__doc__)
     parser.add_argument("cache", nargs="?", default="bbh5", help="a built-in cache name or a cache file (bbh5)")
     parser.add_argument("--alpha", type=float, default=1.0)
-    parser.add_argument("--size-penalty-mode", default="on_error")
+    parser.add_argument("--size-penalty-mode", default="on_error", choices=SIZE_PENALTY_MODES)
     parser.add_argument("--use-costs", action="store_true")
     parser.add_argument("--feedback", choices=("all", "team"), default="all", help="what a held-out task reveals")
     parser.add_argument("--seed", type=int, default=0, help="the seed of thompson_team's draws (0)")

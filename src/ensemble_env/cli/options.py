@@ -16,6 +16,7 @@ from typing import Any, TextIO
 import ensemble_env
 from ensemble_env.cache import datasets
 from ensemble_env.cache.logit_cache import SPLITS, LogitCache
+from ensemble_env.errors import CLOSED_PIPE_STATUS
 
 __all__ = [
     "CLOSED_PIPE_STATUS",
@@ -27,9 +28,6 @@ __all__ = [
     "status",
     "version_text",
 ]
-
-#: the exit status after the reader of stdout went away: 128 + SIGPIPE, as a shell reports for ``seq ... | head``
-CLOSED_PIPE_STATUS = 141
 
 
 class ListOption(argparse.Action):

@@ -24,10 +24,12 @@ other package's, all the same way. A package adds commands by declaring one in i
 ``register(commands)`` receives the argparse sub-parsers object of ``ensemble-env``. It adds its parsers
 with ``commands.add_parser(NAME, help=...)`` and sets ``run`` on each parser a command line ends in
 (``parser.set_defaults(run=function)``; a group of sub-commands sets it on those): a function of the parsed
-:class:`argparse.Namespace` returning the exit code. A ``ValueError`` or ``FileNotFoundError`` raised by
-``run`` is printed as ``ensemble-env NAME: error: ...`` (exit code 2). The module is imported on every call
-of ``ensemble-env``, ``--help`` included: keep optional dependencies out of its imports (import them inside
-``run``).
+:class:`argparse.Namespace` returning the exit code. A ``ValueError``, an ``OSError`` (a missing or unreadable
+file, a full or read-only disk) or an ``ImportError`` raised by ``run`` is printed as one line,
+``ensemble-env NAME: error: ...`` (exit code 2), by :func:`~ensemble_env.cli.options.run_command`, the error
+handler every command of the project shares (the ``python -m`` entry points and the repository's scripts too).
+The module is imported on every call of ``ensemble-env``, ``--help`` included: keep optional dependencies out of
+its imports (import them inside ``run``).
 
 The entry points are loaded in the order of their names (then of their values), so the commands appear in a
 stable order. A plugin that fails to load or to register, or that
@@ -57,12 +59,12 @@ Conventions every command follows (and plugins should)
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 
-from ensemble_env.cli.options import CLOSED_PIPE_STATUS, version_text
+from ensemble_env.cli.options import version_text
+from ensemble_env.errors import run_command
 
 __all__ = ["COMMAND_GROUP", "build_parser", "main"]
 
@@ -109,29 +111,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _stdout_closed() -> int:
-    """The reader of stdout went away: stop quietly (see the module docstring)."""
-    try:  # Python flushes stdout again at exit: send what is left to /dev/null, not to the closed pipe
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # stdout without a file descriptor (e.g. captured): nothing to redirect
-        pass
-    return CLOSED_PIPE_STATUS
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``ensemble-env`` with ``argv`` (default: the command line); returns the exit status."""
-    try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        try:
-            return int(args.run(args))
-        except (ValueError, FileNotFoundError) as error:
-            print(f"ensemble-env {args.command}: error: {error}", file=sys.stderr)
-            return 2
-    except BrokenPipeError:
-        return _stdout_closed()
+    """Run ``ensemble-env`` with ``argv`` (default: the command line); returns the exit status. Errors go through the
+    one error handler, :func:`~ensemble_env.cli.options.run_command`: ``ensemble-env COMMAND: error: ...``."""
+    args: argparse.Namespace | None = None
+
+    def run() -> int:
+        nonlocal args
+        args = build_parser().parse_args(argv)
+        return int(args.run(args))
+
+    return run_command(lambda: "ensemble-env" if args is None else f"ensemble-env {args.command}", run)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing import Any
 from ensemble_env.cache import datasets
 from ensemble_env.cache.logit_cache import SPLIT_CHOICES
 from ensemble_env.cli.options import ListOption
+from ensemble_env.errors import command
 from ensemble_env.views import play as play_module
 from ensemble_env.views.play import ROLES, play
 
@@ -81,18 +82,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+PROG = "python -m ensemble_env.cli.play"
+
+
+@command(PROG)
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = configure(
-        argparse.ArgumentParser(
-            prog="python -m ensemble_env.cli.play", description=play_module.__doc__.split("\n\n")[0]
-        )
-    )
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except ValueError as error:
-        print(f"play: error: {error}", file=sys.stderr)
-        return 2
+    """``python -m ensemble_env.cli.play``: the ``play`` command on its own (errors as ``ensemble-env``'s)."""
+    parser = configure(argparse.ArgumentParser(prog=PROG, description=play_module.__doc__.split("\n\n")[0]))
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

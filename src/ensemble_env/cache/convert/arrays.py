@@ -262,10 +262,12 @@ def _csv_rows(path: Path, limit: int) -> Iterator[tuple[int, list[str]]]:
         raise conversion_error(path, None, None, f"not a valid CSV file ({error})") from None
 
 
-def _read_csv_numbers(path: Path, *, integer: bool, allow_empty: bool, limit: int) -> np.ndarray:
+def _read_csv_numbers(
+    path: Path, *, integer: bool, allow_empty: bool, limit: int, field: str | None = None
+) -> np.ndarray:
     """A 2-D array from a CSV of numbers; an optional header row (no cell of it a number, not even one
     written wrongly, such as fullwidth digits: :func:`~ensemble_env.cache.convert.common.looks_like_number`)
-    is skipped.
+    is skipped. ``field`` (the cache field the file gives, e.g. ``labels``) is named in errors.
 
     Empty cells are NaN when ``allow_empty`` (padding beyond a question's choices); NaN and infinity are refused.
     """
@@ -273,24 +275,24 @@ def _read_csv_numbers(path: Path, *, integer: bool, allow_empty: bool, limit: in
     if rows and not any(looks_like_number(cell) for cell in rows[0][1]):
         rows = rows[1:]  # a header: no cell of the first row is a number
     if not rows:
-        raise conversion_error(path, None, None, "holds no rows of numbers")
+        raise conversion_error(path, None, field, "holds no rows of numbers")
     width = len(rows[0][1])
     values = np.empty((len(rows), width), dtype=np.int64 if integer else np.float64)
     for r, (line, cells) in enumerate(rows):
         if len(cells) != width:
-            raise conversion_error(path, line, None, f"has {len(cells)} columns, the first row of numbers has {width}")
+            raise conversion_error(path, line, field, f"has {len(cells)} columns, the first row of numbers has {width}")
         for c, cell in enumerate(cells):
             if integer:
                 if not re.fullmatch(r"[+-]?[0-9]{1,19}", cell) or not -(2**63) <= int(cell) < 2**63:
                     problem = f"{show(cell)} is not an integer of 64 bits" if cell.isascii() else number_problem(cell)
-                    raise conversion_error(path, line, None, f"column {c + 1}: {problem}")
+                    raise conversion_error(path, line, field, f"column {c + 1}: {problem}")
                 values[r, c] = int(cell)
             elif cell == "" and allow_empty:
                 values[r, c] = np.nan
             else:
                 number = parse_float(cell)
                 if number is None:
-                    raise conversion_error(path, line, None, f"column {c + 1}: {number_problem(cell)}")
+                    raise conversion_error(path, line, field, f"column {c + 1}: {number_problem(cell)}")
                 values[r, c] = number
     return values
 
@@ -327,26 +329,27 @@ def _load_npy(path: Path, limit: int) -> np.ndarray:
         ) from None
 
 
-def _read_column(path: Path, kind: str, limit: int) -> np.ndarray:
-    """A per-question array from ``.npy`` or a text file with one value per line (``kind``: "int" or "str")."""
+def _read_column(path: Path, kind: str, limit: int, field: str) -> np.ndarray:
+    """A per-question array from ``.npy`` or a text file with one value per line (``kind``: "int" or "str"), the
+    cache's ``field`` (``labels``, ``n_choices``, ``tasks``: named in errors)."""
     if path.suffix.lower() == ".npy":
         array = _load_npy(path, limit)
     elif kind == "int":
-        table = _read_csv_numbers(path, integer=True, allow_empty=False, limit=limit)
+        table = _read_csv_numbers(path, integer=True, allow_empty=False, limit=limit, field=field)
         if table.shape[1] != 1:
-            raise conversion_error(path, None, None, f"expected one integer per line, got {table.shape[1]} columns")
+            raise conversion_error(path, None, field, f"expected one integer per line, got {table.shape[1]} columns")
         array = table[:, 0]
     else:
         lines = decode_text(path, _read(path, limit)).split("\n")
         array = np.array([line.strip() for line in lines if line.strip()], dtype=str)
     if array.ndim != 1:
         raise conversion_error(
-            path, None, None, f"expected a 1-D array (one value per question), got shape {array.shape}"
+            path, None, field, f"expected a 1-D array (one value per question), got shape {array.shape}"
         )
     if kind == "int" and array.dtype.kind not in "iu":
-        raise conversion_error(path, None, None, f"must hold integers, got dtype {array.dtype}")
+        raise conversion_error(path, None, field, f"must hold integers, got dtype {array.dtype}")
     if kind == "str" and array.dtype.kind != "U":
-        raise conversion_error(path, None, None, f"must hold strings, got dtype {array.dtype}")
+        raise conversion_error(path, None, field, f"must hold strings, got dtype {array.dtype}")
     return array
 
 
@@ -447,9 +450,9 @@ def from_array_files(
     else:
         raise conversion_error(path, None, None, "unknown file type: expected .npz, .npy, .csv, .tsv or .txt")
     given: dict[str, Any] = {
-        "labels": None if labels is None else _read_column(Path(labels), "int", limit),
-        "n_choices": None if n_choices is None else _read_column(Path(n_choices), "int", limit),
-        "tasks": None if tasks is None else _read_column(Path(tasks), "str", limit),
+        "labels": None if labels is None else _read_column(Path(labels), "int", limit, "labels"),
+        "n_choices": None if n_choices is None else _read_column(Path(n_choices), "int", limit, "n_choices"),
+        "tasks": None if tasks is None else _read_column(Path(tasks), "str", limit, "tasks"),
         "models": None if models is None else list(models),
     }
     for name, value in given.items():

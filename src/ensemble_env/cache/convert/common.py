@@ -165,9 +165,12 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def json_decoder() -> json.JSONDecoder:
-    """A JSON decoder whose overlong or out-of-range numbers become :class:`_BadNumber` values and whose objects
-    refuse a key written twice with different values (:class:`DuplicateKeyError`, a ValueError)."""
+def json_decoder(*, bounded_numbers: bool = True) -> json.JSONDecoder:
+    """A JSON decoder whose objects refuse a key written twice with different values (:class:`DuplicateKeyError`, a
+    ValueError) and, with ``bounded_numbers``, whose overlong or out-of-range numbers become :class:`_BadNumber`
+    values (without it numbers are Python's: ``1e400`` is infinite, for a reader that refuses infinities itself)."""
+    if not bounded_numbers:
+        return json.JSONDecoder(object_pairs_hook=_object)
     return json.JSONDecoder(parse_int=_json_int, parse_float=_json_float, object_pairs_hook=_object)
 
 
