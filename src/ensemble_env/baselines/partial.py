@@ -71,13 +71,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ensemble_env.baselines import online
+from ensemble_env.baselines import arguments, online, pooling
 from ensemble_env.baselines.online import (
     GAME_DELAY,
     SCORE_DIGITS,
     UCB_EXPLORATION_GRID,
     TeamOutcomes,
-    prior_rank,
     reward_range,
 )
 from ensemble_env.baselines.simple import BaselineResult, task_ids, task_names
@@ -110,13 +109,17 @@ THOMPSON_SCALE_GRID = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 
 # The private helpers of online.py read here (the protocol's checks and streams, the result): to be made public
 # there (another change is editing online.py's argument checks), then imported by name.
-_protocol, _result, _team_label, _stream_means, _count = (
+_protocol, _result, _team_label, _stream_means = (
     online._protocol,
     online._result,
     online._team_label,
     online._stream_means,
-    online._count,
 )
+
+
+def _count(value: object, name: str, minimum: int, maximum: int = online.MAX_DELAY) -> int:
+    """A whole number in [minimum, maximum] (not a bool), else a ValueError naming ``name``."""
+    return arguments.whole(value, name, minimum, maximum)
 
 
 # -- what a played team reveals ---------------------------------------------------------------------------------------
@@ -403,8 +406,16 @@ def _training_priors(p: Any, streams: list[np.ndarray]) -> tuple[np.ndarray, np.
     own = np.stack([np.stack([part[:, columns].sum(axis=1) for part in parts]) for columns in streams])  # (S, 3, K)
     sizes = np.array([columns.size for columns in streams], dtype=np.float64)
     others = (own.sum(axis=0)[None] - own) / (sizes.sum() - sizes)[:, None, None]
-    ranks = np.stack([prior_rank(*(means[:, None] for means in stream)) for stream in others])
+    ranks = np.stack([_rank(*stream) for stream in others])
     return others[:, 0], ranks
+
+
+def _rank(mean_reward: np.ndarray, accuracy: np.ndarray, mean_share: np.ndarray) -> np.ndarray:
+    """(K,) each team's rank (0 best) by the keys of :func:`~ensemble_env.baselines.online.prior_rank`, from the
+    teams' means (:func:`~ensemble_env.baselines.pooling.rank_teams`)."""
+    rank = np.empty(mean_reward.size, dtype=np.int64)
+    rank[pooling.rank_teams(mean_reward, accuracy, mean_share)] = np.arange(mean_reward.size)
+    return rank
 
 
 def _draws(seed: int | None, part: int, tasks: list[int], lengths: list[int], n_teams: int) -> list[np.ndarray] | None:
@@ -564,7 +575,7 @@ def thompson_team(
     ``"thompson_team"``; ``info["scale"]``, ``info["pseudo_count"]``, ``info["seed"]``, ``info["grid_scores"]``,
     ``info["first_team"]``, ``info["switches"]``.
     """
-    checked = _count(seed, "seed", 0)
+    checked = _count(seed, "seed", 0, 2**63 - 1)
     sigma_grid = _grid(scales, "scales", _positive)
     n0_grid = _grid(pseudo_counts, "pseudo_counts", _positive)
     p = _protocol(cache, train, test, reward, validation, outcomes)
