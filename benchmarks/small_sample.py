@@ -15,7 +15,6 @@ over seeds and test questions], and how many runs deployed their start. Finished
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import numpy as np
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.io import save_cache
 from ensemble_env.cache.logit_cache import SPLITS, LogitCache
+from ensemble_env.errors import command
 from ensemble_mappo.benchmark import benchmark
 
 #: the opponents of the stress: the best single model per task (on train) and the best fixed team per task (on
@@ -87,6 +87,7 @@ def stress(
     return rows
 
 
+@command("small_sample.py")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", default="bbh5", help="a built-in cache name or an HDF5 file (default: bbh5)")
@@ -114,4 +115,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

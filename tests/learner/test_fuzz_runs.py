@@ -150,9 +150,14 @@ def mutate_config(path: Path, rng: random.Random) -> tuple[str, bool | None]:
     free = any(target_path[: len(part)] == part for part in FREE_JSON)
     where = ".".join(map(str, target_path))
     if op == "delete":
+        # a field a run written before it existed may lack (LEGACY_FIELDS) reads as its legacy value: deleting it
+        # where the run holds that value leaves the same config (either outcome is right)
+        from ensemble_mappo.runs import LEGACY_FIELDS
+
+        legacy = parents == ["config"] and last in LEGACY_FIELDS and parent[last] == LEGACY_FIELDS[last]
         del parent[last]
         path.write_text(json.dumps(data))
-        return f"{where} deleted", None if free else True
+        return f"{where} deleted", None if free or legacy else True
     if op == "add":
         container = parent if isinstance(parent, dict) else data
         if isinstance(container, dict):
