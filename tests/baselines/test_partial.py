@@ -415,7 +415,7 @@ def test_the_protocol_checks_hold() -> None:
         partial.partial_statistics(rewards, routing.all_teams(3), [0, 1, 7, 0])
     with pytest.raises(ValueError, match=r"rewards must be \(K, T\) with K = 7"):
         partial.partial_statistics(np.zeros((3, 4)), routing.all_teams(3), [0, 1, 2, 0])
-    with pytest.raises(ValueError, match="delay must be an integer.*got -1"):
+    with pytest.raises(ValueError, match=r"delay must be an integer.*got -1"):
         partial.partial_statistics(rewards, routing.all_teams(3), [0, 1, 2, 0], delay=-1)
     with pytest.raises(ValueError, match=r"prior and rank must be \(7,\)"):
         partial.partial_choices(rewards, routing.all_teams(3), np.zeros(3), np.arange(7), pseudo_count=1.0)
@@ -453,7 +453,7 @@ def test_the_registry_runs_them_with_the_settings_seed() -> None:
         by_registry = registry.lookup(name).run(registry.Setting(cache, train, test, seed=3))
         direct = partial.rules(seed=3)[name](cache, train, test)
         assert by_registry.name == name and np.array_equal(by_registry.predictions, direct.predictions)
-    with pytest.raises(ValueError, match="seed must be an integer.*got None"):
+    with pytest.raises(ValueError, match=r"seed must be an integer.*got None"):
         registry.lookup("thompson_team").run(registry.Setting(cache, train, test, seed=None))
 
 

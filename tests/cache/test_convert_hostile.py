@@ -124,7 +124,9 @@ def test_csv_integers_beyond_64_bits_are_refused(tmp_path: Path) -> None:
     scores.write_text("0.1,0.9,0.6,0.4\n0.7,0.3,0.2,0.8\n", encoding="utf-8")
     for value in ("9" * 20, "7" * 5000):
         labels.write_text(f"0\n{value}\n", encoding="utf-8")
-        with pytest.raises(ConversionError, match=re.escape(f"{labels}, line 2: field 'labels': column 1: ")) as excinfo:
+        with pytest.raises(
+            ConversionError, match=re.escape(f"{labels}, line 2: field 'labels': column 1: ")
+        ) as excinfo:
             from_array_files(scores, score_kind="prob", labels=labels, models=["a", "b"])
         assert "is not an integer of 64 bits" in str(excinfo.value) and len(str(excinfo.value)) < 300
 
@@ -381,7 +383,9 @@ def test_integers_not_in_ascii_digits_are_refused(tmp_path: Path) -> None:
     scores, labels = tmp_path / "scores.csv", tmp_path / "labels.txt"
     scores.write_text("0.1,0.9\n0.7,0.3\n", encoding="utf-8")
     labels.write_text("0\n１\n", encoding="utf-8")
-    with pytest.raises(ConversionError, match=re.escape(f"{labels}, line 2: field 'labels': column 1: '１' is not a number written")):
+    with pytest.raises(
+        ConversionError, match=re.escape(f"{labels}, line 2: field 'labels': column 1: '１' is not a number written")
+    ):
         from_array_files(scores, score_kind="prob", labels=labels, models=["a"])
     rows = records("org__alpha", "suite_colors")
     rows[0]["target"] = "１"  # not a choice, and not an index in ASCII digits
