@@ -470,7 +470,7 @@ def _streams(tasks: np.ndarray) -> list[tuple[int, np.ndarray]]:
     return [(int(first[0][i]), np.flatnonzero(tasks == first[0][i])) for i in order]
 
 
-def _protocol(
+def unseen_setting(
     cache: LogitCache,
     train: ArrayLike,
     test: ArrayLike,
@@ -509,14 +509,14 @@ def _protocol(
     return _Protocol(cache, reward, training, test_rows, outcomes, train_columns, test_columns, rank)
 
 
-def _team_label(cache: LogitCache, team: np.ndarray) -> str:
+def team_label(cache: LogitCache, team: np.ndarray) -> str:
     return "+".join(cache.models[m] for m in np.flatnonzero(team))
 
 
-def _result(name: str, p: _Protocol, rows: np.ndarray, info: dict[str, Any]) -> BaselineResult:
+def unseen_result(name: str, p: _Protocol, rows: np.ndarray, info: dict[str, Any]) -> BaselineResult:
     """The mean votes of the team rows ``rows`` (Q,) on the held-out questions, with ``info`` and the teams used."""
     counts = np.bincount(rows, minlength=p.teams.shape[0])
-    used = {_team_label(p.cache, p.teams[k]): int(counts[k]) for k in np.argsort(-counts, kind="stable") if counts[k]}
+    used = {team_label(p.cache, p.teams[k]): int(counts[k]) for k in np.argsort(-counts, kind="stable") if counts[k]}
     return routing.team_vote(name, p.cache, p.test, p.teams[rows], {**info, "teams_used": used})
 
 
@@ -525,7 +525,7 @@ def _held_out_rewards(p: _Protocol, arms: np.ndarray, positions: np.ndarray) -> 
     return p.outcomes.rewards[np.ix_(arms, p.test_columns[positions])]
 
 
-def _stream_means(rewards: Sequence[np.ndarray], chosen: Sequence[np.ndarray]) -> float:
+def stream_means(rewards: Sequence[np.ndarray], chosen: Sequence[np.ndarray]) -> float:
     """Mean over streams of the mean reward per question of the arms ``chosen`` (T,) on ``rewards`` (A, T)."""
     return float(np.mean([r[c, np.arange(c.size)].mean() for r, c in zip(rewards, chosen, strict=True)]))
 
@@ -537,12 +537,12 @@ def _fixed(name: str, p: _Protocol, arms: np.ndarray) -> BaselineResult:
     best = arms[np.argmin(p.rank[arms])]
     train = p.train_columns
     info = p.info(
-        team=_team_label(p.cache, p.teams[best]),
+        team=team_label(p.cache, p.teams[best]),
         fitted_on="training tasks (train + validation, pooled)",
         train_reward=float(p.outcomes.rewards[best, train].mean()),
         train_accuracy=float(p.outcomes.correct[best, train].mean()),
     )
-    return _result(name, p, np.full(p.test.size, best), info)
+    return unseen_result(name, p, np.full(p.test.size, best), info)
 
 
 def global_single(
@@ -563,7 +563,7 @@ def global_single(
     ``"global_single"``, ``info["team"]`` the model, ``info["train_reward"]`` and ``info["train_accuracy"]`` its
     training scores.
     """
-    p = _protocol(cache, train, test, reward, validation, outcomes)
+    p = unseen_setting(cache, train, test, reward, validation, outcomes)
     return _fixed("global_single", p, p.outcomes.singles)
 
 
@@ -581,7 +581,7 @@ def global_team(
     The team :func:`~ensemble_env.baselines.routing.static_team` gives a task without train questions (same keys).
     Named ``"global_team"``; ``info`` as :func:`global_single`'s.
     """
-    p = _protocol(cache, train, test, reward, validation, outcomes)
+    p = unseen_setting(cache, train, test, reward, validation, outcomes)
     return _fixed("global_team", p, np.arange(p.teams.shape[0]))
 
 
@@ -595,8 +595,8 @@ def _ftl(
         chosen = arms[ftl_choices(_held_out_rewards(p, arms, positions), rank, window, delay)]
         rows[positions] = chosen
         switches[task_names(p.cache)[task]] = int(np.count_nonzero(np.diff(chosen)))
-    first = _team_label(p.cache, p.teams[arms[np.argmin(rank)]])
-    return _result(name, p, rows, p.info(**info, window=window, delay=delay, first_team=first, switches=switches))
+    first = team_label(p.cache, p.teams[arms[np.argmin(rank)]])
+    return unseen_result(name, p, rows, p.info(**info, window=window, delay=delay, first_team=first, switches=switches))
 
 
 def ftl_team(
@@ -625,7 +625,7 @@ def ftl_team(
     """
     window = None if window is None else _window(window)
     delay = _delay(delay)
-    p = _protocol(cache, train, test, reward, validation, outcomes)
+    p = unseen_setting(cache, train, test, reward, validation, outcomes)
     options = ([] if window is None else [f"window={window}"]) + ([] if delay == GAME_DELAY else [f"delay={delay}"])
     name = "ftl_team" + (f"({', '.join(options)})" if options else "")
     name = "ftl_team(no_delay)" if options == ["delay=0"] else name
@@ -644,7 +644,7 @@ def ftl_single(
     """:func:`ftl_team` over the single models: the model with the best mean reward on the task's answered
     questions, ties to the models' pooled training rank; the first question to :func:`global_single`'s model.
     Named ``"ftl_single"``."""
-    p = _protocol(cache, train, test, reward, validation, outcomes)
+    p = unseen_setting(cache, train, test, reward, validation, outcomes)
     return _ftl("ftl_single", p, p.outcomes.singles, None, GAME_DELAY, {})
 
 
@@ -668,11 +668,11 @@ def ftl_team_window(
     training score of every W tried.
     """
     grid = arguments.grid(windows, "windows", _window)
-    p = _protocol(cache, train, test, reward, validation, outcomes)
+    p = unseen_setting(cache, train, test, reward, validation, outcomes)
     arms = np.arange(p.teams.shape[0])
     rank = p.arm_rank(arms)
     streams = [p.outcomes.rewards[:, columns] for columns in p.training_streams()]
-    scores = {w: _stream_means(streams, [ftl_choices(r, rank, w, GAME_DELAY) for r in streams]) for w in grid}
+    scores = {w: stream_means(streams, [ftl_choices(r, rank, w, GAME_DELAY) for r in streams]) for w in grid}
     best = max(grid, key=lambda w: (round(scores[w], SCORE_DIGITS), w))
     info = {"fitted_on": "training tasks' streams", "window_scores": scores}
     return _ftl("ftl_team(window)", p, arms, best, GAME_DELAY, info)
@@ -700,7 +700,7 @@ def ucb_team(
     """
     c_grid = arguments.grid(explorations, "explorations", _exploration)
     n0_grid = arguments.grid(pseudo_counts, "pseudo_counts", _pseudo_count)
-    p = _protocol(cache, train, test, reward, validation, outcomes)
+    p = unseen_setting(cache, train, test, reward, validation, outcomes)
     low, high = reward_range(reward)
     normalised = (p.outcomes.rewards - low) / (high - low)  # (K, Q_outcomes)
     prior = normalised[:, p.train_columns].mean(axis=1)
@@ -717,9 +717,7 @@ def ucb_team(
     training = p.training_streams()
     chosen = play(training, c, n0)  # (G, S, T)
     rewards = [p.outcomes.rewards[:, columns] for columns in training]
-    scores = [
-        _stream_means(rewards, [chosen[g, s, : r.shape[1]] for s, r in enumerate(rewards)]) for g in range(c.size)
-    ]
+    scores = [stream_means(rewards, [chosen[g, s, : r.shape[1]] for s, r in enumerate(rewards)]) for g in range(c.size)]
     best = max(range(c.size), key=lambda g: (round(scores[g], SCORE_DIGITS), -g))
     held = p.held_out_streams()
     picked = play([p.test_columns[positions] for _, positions in held], c[best : best + 1], n0[best : best + 1])
@@ -733,9 +731,9 @@ def ucb_team(
         exploration=float(c[best]),
         pseudo_count=float(n0[best]),
         grid_scores={f"c={cg:g},n0={ng:g}": score for (cg, ng), score in zip(pairs, scores, strict=True)},
-        first_team=_team_label(cache, p.teams[np.argmin(p.rank)]),
+        first_team=team_label(cache, p.teams[np.argmin(p.rank)]),
     )
-    return _result("ucb_team", p, rows, info)
+    return unseen_result("ucb_team", p, rows, info)
 
 
 def hindsight_team(
@@ -754,7 +752,7 @@ def hindsight_team(
     :func:`~ensemble_env.baselines.routing.static_team` fitted on the test questions themselves). Named
     ``"hindsight_team"``; ``info["teams"]`` maps each held-out task to its team.
     """
-    p = _protocol(cache, train, test, reward, validation, outcomes)
+    p = unseen_setting(cache, train, test, reward, validation, outcomes)
     rows = np.empty(p.test.size, dtype=np.int64)
     teams: dict[str, str] = {}
     out = p.outcomes
@@ -762,8 +760,8 @@ def hindsight_team(
         columns = p.test_columns[positions]
         best = int(np.argmin(prior_rank(out.rewards[:, columns], out.correct[:, columns], out.share[:, columns])))
         rows[positions] = best
-        teams[task_names(cache)[task]] = _team_label(cache, p.teams[best])
-    return _result("hindsight_team", p, rows, p.info(uses_test_labels=True, teams=teams))
+        teams[task_names(cache)[task]] = team_label(cache, p.teams[best])
+    return unseen_result("hindsight_team", p, rows, p.info(uses_test_labels=True, teams=teams))
 
 
 def _mean_vote(

@@ -78,6 +78,10 @@ from ensemble_env.baselines.online import (
     UCB_EXPLORATION_GRID,
     TeamOutcomes,
     reward_range,
+    stream_means,
+    team_label,
+    unseen_result,
+    unseen_setting,
 )
 from ensemble_env.baselines.simple import BaselineResult, task_ids, task_names
 from ensemble_env.cache.logit_cache import LogitCache
@@ -106,15 +110,6 @@ PSEUDO_COUNT_GRID = (0.0625, 0.25, 1.0, 4.0, 16.0, 64.0)
 EXPLORE_GRID = (1, 2, 5, 10, 20)
 #: the sampling scales sigma (of the reward range) :func:`thompson_team` tries on the training tasks
 THOMPSON_SCALE_GRID = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
-
-# The private helpers of online.py read here (the protocol's checks and streams, the result): to be made public
-# there (another change is editing online.py's argument checks), then imported by name.
-_protocol, _result, _team_label, _stream_means = (
-    online._protocol,
-    online._result,
-    online._team_label,
-    online._stream_means,
-)
 
 
 def _count(value: object, name: str, minimum: int, maximum: int = online.MAX_DELAY) -> int:
@@ -439,7 +434,7 @@ def _rule(name: str, p: Any, grid: _Grid, seed: int | None = None) -> BaselineRe
     noise = _draws(seed, 1, [int(tasks[columns[0]]) for columns in training], [c.size for c in training], len(contains))
     chosen = _play(streams, prior, rank, contains, grid, high - low, noise, GAME_DELAY)
     scores = [
-        _stream_means(streams, [chosen[g, s, : r.shape[1]] for s, r in enumerate(streams)])
+        stream_means(streams, [chosen[g, s, : r.shape[1]] for s, r in enumerate(streams)])
         for g in range(len(grid.settings))
     ]
     best = max(range(len(scores)), key=lambda g: (round(scores[g], SCORE_DIGITS), -g))
@@ -470,10 +465,10 @@ def _rule(name: str, p: Any, grid: _Grid, seed: int | None = None) -> BaselineRe
         **grid.info(best),
         **({} if seed is None else {"seed": seed}),
         grid_scores=dict(zip(grid.labels, scores, strict=True)),
-        first_team=_team_label(p.cache, p.teams[played[0, 0]]),
+        first_team=team_label(p.cache, p.teams[played[0, 0]]),
         switches=switches,
     )
-    return _result(name, p, rows, info)
+    return unseen_result(name, p, rows, info)
 
 
 def greedy_team(
@@ -495,7 +490,7 @@ def greedy_team(
     ``info["grid_scores"]`` (the training score of every n0), ``info["first_team"]``, ``info["switches"]``.
     """
     grid = _grid(pseudo_counts, "pseudo_counts", _positive)
-    p = _protocol(cache, train, test, reward, validation, outcomes)
+    p = unseen_setting(cache, train, test, reward, validation, outcomes)
     settings = _Grid.of([{"n0": n0} for n0 in grid])
     return _rule("greedy_team", p, settings)
 
@@ -520,7 +515,7 @@ def etc_team(
     """
     m_grid = _grid(explores, "explores", _explore)
     n0_grid = _grid(pseudo_counts, "pseudo_counts", _positive)
-    p = _protocol(cache, train, test, reward, validation, outcomes)
+    p = unseen_setting(cache, train, test, reward, validation, outcomes)
     settings = _Grid.of([{"m": m, "n0": n0} for m in m_grid for n0 in n0_grid])
     return _rule("etc_team", p, settings)
 
@@ -546,7 +541,7 @@ def partial_ucb_team(
     """
     c_grid = _grid(explorations, "explorations", _non_negative)
     n0_grid = _grid(pseudo_counts, "pseudo_counts", _positive)
-    p = _protocol(cache, train, test, reward, validation, outcomes)
+    p = unseen_setting(cache, train, test, reward, validation, outcomes)
     settings = _Grid.of([{"c": c, "n0": n0} for c in c_grid for n0 in n0_grid])
     return _rule("ucb_team(partial)", p, settings)
 
@@ -578,7 +573,7 @@ def thompson_team(
     checked = _count(seed, "seed", 0, 2**63 - 1)
     sigma_grid = _grid(scales, "scales", _positive)
     n0_grid = _grid(pseudo_counts, "pseudo_counts", _positive)
-    p = _protocol(cache, train, test, reward, validation, outcomes)
+    p = unseen_setting(cache, train, test, reward, validation, outcomes)
     settings = _Grid.of([{"sigma": sigma, "n0": n0} for sigma in sigma_grid for n0 in n0_grid])
     return _rule("thompson_team", p, settings, checked)
 
