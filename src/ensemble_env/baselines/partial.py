@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -334,10 +333,10 @@ def partial_choices(
     if prior.shape != (n_teams,) or rank.shape != (n_teams,):
         raise ValueError(f"prior and rank must be ({n_teams},), got {prior.shape} and {rank.shape}")
     settings = {
-        "n0": _number(pseudo_count, "pseudo_count", positive=True),
-        "c": _number(exploration, "exploration", positive=False),
+        "n0": _positive(pseudo_count, "pseudo_count"),
+        "c": _non_negative(exploration, "exploration"),
         "m": _count(explore, "explore", 0),
-        "sigma": _number(scale, "scale", positive=False),
+        "sigma": _non_negative(scale, "scale"),
     }
     draws = None
     if noise is not None:
@@ -354,31 +353,16 @@ def partial_choices(
 # -- checks ------------------------------------------------------------------------------------------------------------
 
 
-def _number(value: Any, name: str, *, positive: bool) -> float:
-    """``value`` as a finite float, > 0 when ``positive`` else >= 0; ValueError naming ``name`` (bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"{name}: {value!r} is not a finite number")
-    if value < 0 or (positive and value == 0):
-        raise ValueError(f"{name}: {value!r} must be {'> 0' if positive else '>= 0'}")
-    return float(value)
-
-
-def _grid(values: Iterable[Any], name: str, check: Callable[[Any, str], Any]) -> list[Any]:
-    """``values`` checked one by one (``check(value, name)``), as a list; ValueError when empty or not a sequence."""
-    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
-        raise ValueError(f"{name} must be a sequence of values to try on the training tasks, got {values!r}")
-    grid = [check(value, name) for value in values]
-    if not grid:
-        raise ValueError(f"{name} is empty: give at least one value to try on the training tasks")
-    return grid
+#: the largest constant (a pseudo-count, an exploration or a scale) a grid may hold
+MAX_CONSTANT = 1e12
 
 
 def _positive(value: Any, name: str) -> float:
-    return _number(value, name, positive=True)
+    return arguments.real(value, name, 0.0, MAX_CONSTANT, above=True)
 
 
 def _non_negative(value: Any, name: str) -> float:
-    return _number(value, name, positive=False)
+    return arguments.real(value, name, 0.0, MAX_CONSTANT)
 
 
 def _explore(value: Any, name: str) -> int:
@@ -489,7 +473,7 @@ def greedy_team(
     :func:`~ensemble_env.baselines.online.global_team`'s. Named ``"greedy_team"``; ``info["pseudo_count"]``,
     ``info["grid_scores"]`` (the training score of every n0), ``info["first_team"]``, ``info["switches"]``.
     """
-    grid = _grid(pseudo_counts, "pseudo_counts", _positive)
+    grid = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
     p = unseen_setting(cache, train, test, reward, validation, outcomes)
     settings = _Grid.of([{"n0": n0} for n0 in grid])
     return _rule("greedy_team", p, settings)
@@ -513,8 +497,8 @@ def etc_team(
     then the smaller n0). Named ``"etc_team"``; ``info["explore"]`` m, ``info["pseudo_count"]`` n0,
     ``info["grid_scores"]``, ``info["first_team"]`` (all N models), ``info["switches"]``.
     """
-    m_grid = _grid(explores, "explores", _explore)
-    n0_grid = _grid(pseudo_counts, "pseudo_counts", _positive)
+    m_grid = arguments.grid(explores, "explores", _explore)
+    n0_grid = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
     p = unseen_setting(cache, train, test, reward, validation, outcomes)
     settings = _Grid.of([{"m": m, "n0": n0} for m in m_grid for n0 in n0_grid])
     return _rule("etc_team", p, settings)
@@ -539,8 +523,8 @@ def partial_ucb_team(
     c, then the smaller n0). Named ``"ucb_team(partial)"``; ``info["exploration"]``, ``info["pseudo_count"]``,
     ``info["grid_scores"]``, ``info["first_team"]``, ``info["switches"]``.
     """
-    c_grid = _grid(explorations, "explorations", _non_negative)
-    n0_grid = _grid(pseudo_counts, "pseudo_counts", _positive)
+    c_grid = arguments.grid(explorations, "explorations", _non_negative)
+    n0_grid = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
     p = unseen_setting(cache, train, test, reward, validation, outcomes)
     settings = _Grid.of([{"c": c, "n0": n0} for c in c_grid for n0 in n0_grid])
     return _rule("ucb_team(partial)", p, settings)
@@ -571,8 +555,8 @@ def thompson_team(
     ``info["first_team"]``, ``info["switches"]``.
     """
     checked = _count(seed, "seed", 0, 2**63 - 1)
-    sigma_grid = _grid(scales, "scales", _positive)
-    n0_grid = _grid(pseudo_counts, "pseudo_counts", _positive)
+    sigma_grid = arguments.grid(scales, "scales", _positive)
+    n0_grid = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
     p = unseen_setting(cache, train, test, reward, validation, outcomes)
     settings = _Grid.of([{"sigma": sigma, "n0": n0} for sigma in sigma_grid for n0 in n0_grid])
     return _rule("thompson_team", p, settings, checked)
