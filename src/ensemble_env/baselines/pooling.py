@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ensemble_env.baselines import arguments
 from ensemble_env.cache.logit_cache import LogitCache
 
 __all__ = [
@@ -81,29 +82,27 @@ STRENGTH_GRID = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 1280.0)
 FOLDS = 5
 
 
+#: the largest pooling strength (pseudo-questions) and count of resamples or folds the estimators take
+MAX_STRENGTH = 1e12
+MAX_COUNT = 10**7
+
+
 def _strength(value: object, name: str = "strength") -> float:
     """A pooling strength: a finite number >= 0 (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    if not (np.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
+    return arguments.real(value, name, 0.0, MAX_STRENGTH)
 
 
 def _whole(value: object, name: str, minimum: int) -> int:
     """A whole number >= ``minimum`` (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
-    return int(value)
+    return arguments.whole(value, name, minimum, MAX_COUNT)
 
 
 def _level(value: object) -> float:
     """A confidence level: a number strictly between 0 and 1."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise ValueError(f"level must be a number between 0 and 1 (exclusive), got {value!r}")
-    if not (np.isfinite(value) and 0.0 < value < 1.0):
-        raise ValueError(f"level must be a number between 0 and 1 (exclusive), got {value!r}")
-    return float(value)
+    level = arguments.real(value, "level", 0.0, 1.0, above=True)
+    if level >= 1.0:
+        raise ValueError(f"level must be a number in (0, 1), got {value!r}")
+    return level
 
 
 def _scores(rewards: np.ndarray, tasks: np.ndarray, n_tasks: int) -> tuple[np.ndarray, np.ndarray]:
@@ -181,11 +180,7 @@ def choose_strength(
     fold's questions are scored with the teams chosen on the other folds. Ties go to the first strength of ``grid``.
     ValueError for a strength of ``grid`` that is not a finite number >= 0, an empty grid, or ``folds`` below 2."""
     rewards, tasks = _scores(rewards, tasks, n_tasks)
-    if isinstance(grid, str | bytes) or not hasattr(grid, "__iter__"):
-        raise ValueError(f"grid must be a sequence of strengths, got {grid!r}")
-    grid = tuple(_strength(value, "a strength of grid") for value in grid)
-    if not grid:
-        raise ValueError("grid must hold at least one strength, got an empty sequence")
+    grid = tuple(arguments.grid(grid, "grid", _strength))
     folds = _whole(folds, "folds", 2)
     fold_of = np.empty(tasks.size, dtype=np.int64)
     rng = np.random.default_rng(seed)
