@@ -8,28 +8,40 @@ the start refitted on train + validation), ``best_single(per_task)`` and ``stati
 ``--seeds`` seeds. Printed per size: MAPPO's test reward and its paired differences to both, mean [95% interval
 over seeds and test questions], and how many runs deployed their start. Finished runs are read back, not redone.
 
+One cut is one draw of the fitting questions, and the learner's seeds share it: with ``--cut-seeds K`` the script
+also plays, without the learner, the start itself (``static_team(certified)`` on train + validation, what ``train``
+deploys when no checkpoint is certified) on the cuts of seeds 0..K-1 at each size, and prints its test reward minus
+each reference's: the mean over the cuts, its standard error and how many cuts it is below 0. That separates what the
+draw of the questions does from what the learner does (a few seconds a cut).
+
     python benchmarks/small_sample.py --out stress                 # sizes 40, 80, 120; 5 seeds; bbh5
     python benchmarks/small_sample.py --out stress --sizes 40 --seeds 3 --jobs 2
+    python benchmarks/small_sample.py --out stress --seeds 0 --cut-seeds 20   # the start over 20 cuts only
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ensemble_env.baselines.comparison import compare
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.io import save_cache
 from ensemble_env.cache.logit_cache import SPLITS, LogitCache
 from ensemble_env.errors import command
+from ensemble_env.game.reward import RewardSettings
 from ensemble_mappo.benchmark import benchmark
 
 #: the opponents of the stress: the best single model per task (on train) and the best fixed team per task (on
 #: train + validation)
 REFERENCES = ("best_single(per_task)", "static_team(train+val)")
 ALGORITHM = "mappo"
+#: the learner's start as a baseline: what ``train`` deploys when validation certifies no checkpoint
+START = "static_team(certified)"
 
 
 def cut_cache(cache: LogitCache, n: int, seed: int) -> LogitCache:
@@ -87,16 +99,48 @@ def stress(
     return rows
 
 
+def start_over_cuts(
+    cache: LogitCache, sizes: list[int], cut_seeds: int, *, alpha: float = 1.0, verbose: bool = False
+) -> list[dict[str, Any]]:
+    """The stress without the learner, over ``cut_seeds`` cuts: per size n, the test reward per question of
+    :data:`START` minus each of :data:`REFERENCES`'s, on the cut of each seed 0..cut_seeds-1 (:func:`cut_cache`);
+    one row per size, ``{"size": n, "differences": {reference: [one value per cut]}}``. ``verbose``: a progress
+    line on stderr."""
+    reward = RewardSettings(alpha=alpha)
+    rows = []
+    for n in sizes:
+        differences: dict[str, list[float]] = {reference: [] for reference in REFERENCES}
+        for seed in range(cut_seeds):
+            cut = cut_cache(cache, n, seed)
+            results = {result.name: result for result in compare(cut, names=[START, *REFERENCES], reward=reward)}
+            start = float(results[START].rewards(cut, reward).mean())
+            for reference in REFERENCES:
+                differences[reference].append(start - float(results[reference].rewards(cut, reward).mean()))
+            if verbose:
+                print(f"size {n}: cut {seed + 1} of {cut_seeds}", end="\r", file=sys.stderr, flush=True)
+        rows.append({"size": n, "differences": differences})
+    return rows
+
+
+def _over_cuts(values: list[float]) -> str:
+    spread = np.std(values, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float("nan")
+    below = sum(value < -1e-12 for value in values)
+    return f"{np.mean(values):+.4f} ({spread:.4f}), {below} of {len(values)} below 0"
+
+
 @command("small_sample.py")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", default="bbh5", help="a built-in cache name or an HDF5 file (default: bbh5)")
     parser.add_argument("--sizes", default="40,80,120", help="fitting questions kept per task (default: 40,80,120)")
-    parser.add_argument("--seeds", type=int, default=5, help="seeds 0..S-1 (default: 5)")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds 0..S-1 of the learner; 0: no learner (default: 5)")
     parser.add_argument("--out", required=True, type=Path, help="folder of the cut caches and the benchmarks")
     parser.add_argument("--jobs", type=int, default=1, help="processes for the runs (default: 1)")
     parser.add_argument("--cut-seed", type=int, default=0, help="seed of the questions kept (default: 0)")
     parser.add_argument("--budget", default="default", help="the learners' budget (default: default)")
+    parser.add_argument(
+        "--cut-seeds", type=int, default=0, help="also the start alone on the cuts of seeds 0..K-1 (default: 0, none)"
+    )
     args = parser.parse_args(argv)
     try:
         sizes = [int(size) for size in args.sizes.split(",")]
@@ -104,6 +148,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--sizes must be whole numbers separated by commas, got {args.sizes!r}")
     if not sizes or min(sizes) < 2:
         parser.error(f"--sizes must be whole numbers >= 2, got {args.sizes!r}")
+    if args.seeds < 0 or args.cut_seeds < 0 or args.seeds == args.cut_seeds == 0:
+        parser.error(f"--seeds and --cut-seeds must be >= 0 and not both 0, got {args.seeds} and {args.cut_seeds}")
+    if args.cut_seeds:
+        cut_rows = start_over_cuts(resolve_cache(args.cache), sizes, args.cut_seeds, verbose=sys.stderr.isatty())
+        print(f"\nthe start ({START}) alone over {args.cut_seeds} cuts of {args.cache}: test reward per question minus")
+        print("each reference, mean over the cuts (standard error), cuts below 0")
+        print("| fitting questions per task | start - " + " | start - ".join(REFERENCES) + " |")
+        print("|---|" + "---|" * len(REFERENCES))
+        for row in cut_rows:
+            cells = " | ".join(_over_cuts(row["differences"][reference]) for reference in REFERENCES)
+            print(f"| {row['size']} | {cells} |")
+    if not args.seeds:
+        return 0
     rows = stress(args.cache, sizes, args.seeds, args.out, jobs=args.jobs, cut_seed=args.cut_seed, budget=args.budget)
     print(f"\nsmall-sample stress on {args.cache}: test reward per question, mean [95% interval], {args.seeds} seeds")
     print("| fitting questions per task | mappo | mappo - " + " | mappo - ".join(REFERENCES) + " | start deployed |")
