@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import h5py
@@ -85,6 +87,18 @@ def _tiny_fields() -> dict[str, Any]:
         "features": np.arange(12, dtype=np.float64).reshape(6, 2) / 10,
         "source": "hand-built tiny cache (tests/conftest.py)",
     }
+
+
+#: the folder of the benchmark scripts (they import their siblings by name)
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def import_benchmark(monkeypatch: pytest.MonkeyPatch, name: str) -> ModuleType:
+    """The benchmark script ``name`` as the scripts import each other: a sibling on ``sys.path``, freshly imported
+    (forget it afterwards with ``sys.modules.pop(name, None)``)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    return importlib.import_module(name)
 
 
 def flip_labels(cache: LogitCache, questions: Any) -> LogitCache:

@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import doctest
-import importlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+from conftest import import_benchmark
 
 
 @pytest.fixture
 def reporting(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
     """The module as the scripts import it: a sibling on ``sys.path`` (forgotten afterwards)."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    monkeypatch.delitem(sys.modules, "reporting", raising=False)
-    yield importlib.import_module("reporting")
+    yield import_benchmark(monkeypatch, "reporting")
     sys.modules.pop("reporting", None)
 
 

@@ -4,14 +4,13 @@ questions and the start played over many cuts without the learner."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+from conftest import import_benchmark
 
 from ensemble_env.baselines.comparison import compare
 from ensemble_env.cache.logit_cache import SPLITS
@@ -20,15 +19,11 @@ from ensemble_env.synthetic import make_cache
 
 pytest.importorskip("torch")  # the script runs the learner too
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-
 
 @pytest.fixture
 def small_sample(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
     """The script as a module (a sibling on ``sys.path``, forgotten afterwards)."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    monkeypatch.delitem(sys.modules, "small_sample", raising=False)
-    yield importlib.import_module("small_sample")
+    yield import_benchmark(monkeypatch, "small_sample")
     sys.modules.pop("small_sample", None)
 
 
