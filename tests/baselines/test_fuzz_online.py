@@ -1,7 +1,9 @@
-"""Seeded fuzzing of the online baselines' arguments (issue 41, "Reliability round 4", class 4).
+"""Seeded fuzzing of the online baselines' arguments (issue 41, "Reliability round 4", class 4), and of the
+partial-feedback rules' (:mod:`ensemble_env.baselines.partial`, issue 40's newest surface).
 
 Each case gives one public function of :mod:`ensemble_env.baselines.online` (and
-:func:`~ensemble_env.baselines.unseen.leave_one_task_out`) one hostile argument, every other argument valid: numbers
+:func:`~ensemble_env.baselines.unseen.leave_one_task_out`, and the rules of :mod:`ensemble_env.baselines.partial` with
+their :func:`~ensemble_env.baselines.partial.partial_choices`) one hostile argument, every other argument valid: numbers
 of every width and kind (NaN, infinities, integers beyond 64 bits, booleans, text, ``None``, decimals, fractions,
 complex numbers), lists and arrays where one number is expected, strings and mappings where a list is expected, and
 arrays of rewards, ranks, shares, priors and bounds with another shape, another dtype, a NaN, a value out of range.
@@ -37,8 +39,11 @@ CASE_SECONDS = 60.0
 MODULE = "test_fuzz_online"
 A, T = 3, 6  # arms x questions of the array cases
 MAX_WINDOW, MAX_DELAY, MAX_REAL, MAX_GRID = 1_000_000, 2**31 - 1, 1e6, 64
-SCALARS = ("window", "delay", "exploration", "pseudo_count")
-GRIDS = ("windows", "explorations", "pseudo_counts")
+MAX_CONSTANT, MAX_SEED = 1e12, 2**63 - 1  # the partial rules' largest constant and seed
+SCALARS = ("window", "delay", "exploration", "pseudo_count", "explore", "scale", "seed")
+GRIDS = ("windows", "explorations", "pseudo_counts", "explores", "scales")
+#: the partial-feedback rules (their constants' domains differ from the online baselines')
+PARTIAL = ("greedy_team", "etc_team", "partial_ucb_team", "thompson_team", "partial_choices")
 #: (function, argument) pairs of the scalar and grid cases
 SCALAR_TARGETS = [
     ("ftl_choices", "window"), ("ftl_choices", "delay"), ("ucb_choices", "exploration"),
@@ -46,6 +51,10 @@ SCALAR_TARGETS = [
     ("ftl_team_window", "windows"), ("ucb_team", "explorations"), ("ucb_team", "pseudo_counts"),
     ("leave_one_task_out", "names"), ("global_team", "reward"), ("team_outcomes", "reward"),
     ("reward_range", "reward"), ("ftl_single", "cache"),
+    ("greedy_team", "pseudo_counts"), ("etc_team", "explores"), ("etc_team", "pseudo_counts"),
+    ("partial_ucb_team", "explorations"), ("partial_ucb_team", "pseudo_counts"), ("thompson_team", "scales"),
+    ("thompson_team", "seed"), ("partial_choices", "pseudo_count"), ("partial_choices", "exploration"),
+    ("partial_choices", "explore"), ("partial_choices", "scale"), ("partial_choices", "delay"),
 ]  # fmt: skip
 #: (function, argument) pairs of the array cases
 ARRAY_TARGETS = [
@@ -70,7 +79,14 @@ def _real(value: Any) -> bool:
         return False
 
 
-def _scalar_valid(argument: str, value: Any) -> bool:
+def _scalar_valid(argument: str, value: Any, partial: bool = False, in_grid: bool = False) -> bool:
+    if partial:  # ensemble_env.baselines.partial's domains: constants up to 1e12; a grid's m >= 1 and sigma > 0
+        if argument in ("explore", "delay"):
+            return _integer(value) and int(argument == "explore" and in_grid) <= value <= MAX_DELAY
+        if argument == "seed":
+            return _integer(value) and 0 <= value <= MAX_SEED
+        above = argument == "pseudo_count" or (argument == "scale" and in_grid)
+        return _real(value) and (0 < float(value) if above else 0 <= float(value)) and float(value) <= MAX_CONSTANT
     if argument == "window":
         return value is None or (_integer(value) and 1 <= value <= MAX_WINDOW)
     if argument == "delay":
@@ -80,14 +96,15 @@ def _scalar_valid(argument: str, value: Any) -> bool:
     return _real(value) and 0 < float(value) <= MAX_REAL  # pseudo_count
 
 
-def valid(argument: str, value: Any) -> bool:
-    """Whether ``value`` is in the documented domain of ``argument`` (of the scalar and grid cases)."""
+def valid(argument: str, value: Any, function: str = "") -> bool:
+    """Whether ``value`` is in the documented domain of ``function``'s ``argument`` (of the scalar and grid cases)."""
     from ensemble_env.baselines.online import UNSEEN_BASELINES
     from ensemble_env.cache import LogitCache
     from ensemble_env.game.reward import RewardSettings
 
+    partial = function in PARTIAL
     if argument in SCALARS:
-        return _scalar_valid(argument, value)
+        return _scalar_valid(argument, value, partial)
     if argument == "reward":
         return isinstance(value, RewardSettings)
     if argument == "cache":
@@ -98,8 +115,11 @@ def valid(argument: str, value: Any) -> bool:
     items = list(value)
     if argument == "names":
         return all(isinstance(item, str) and item in UNSEEN_BASELINES for item in items)
-    item = {"windows": "window", "explorations": "exploration", "pseudo_counts": "pseudo_count"}[argument]
-    return 1 <= len(items) <= MAX_GRID and all(value is not None and _scalar_valid(item, value) for value in items)
+    item = {"windows": "window", "explorations": "exploration", "pseudo_counts": "pseudo_count", "explores": "explore",
+            "scales": "scale"}[argument]  # fmt: skip
+    return 1 <= len(items) <= MAX_GRID and all(
+        value is not None and _scalar_valid(item, value, partial, in_grid=True) for value in items
+    )
 
 
 # -- the values ------------------------------------------------------------------------------------------------------
@@ -265,11 +285,17 @@ def _reference_ftl(rewards: np.ndarray, rank: np.ndarray, window: int | None, de
 
 
 def _call(function: str, arguments: dict[str, Any]) -> Any:
-    from ensemble_env.baselines import online, unseen
+    from ensemble_env.baselines import online, partial, unseen
     from ensemble_env.cache import synthetic
 
     if function in ("ftl_choices", "ucb_choices", "prior_rank", "reward_range"):
         return getattr(online, function)(**arguments)
+    if function == "partial_choices":  # {a}, {b}, {a, b} on a stream of 5 questions (the function's example)
+        stream = np.array([[-1.0] * 5, [1.0] * 5, [1.0] * 5])
+        teams = np.array([[1, 0], [0, 1], [1, 1]], bool)
+        return partial.partial_choices(
+            stream, teams, [0.0, -1.0, -1.5], [0, 1, 2], **{"pseudo_count": 1.0, "noise": np.zeros((5, 3)), **arguments}
+        )
     valid_cache = synthetic.make_cache(n_models=2, n_questions=40, n_tasks=2, seed=0)
     cache = arguments.pop("cache", valid_cache)
     if function == "team_outcomes":
@@ -278,6 +304,11 @@ def _call(function: str, arguments: dict[str, Any]) -> Any:
         return unseen.leave_one_task_out(cache, **arguments)
     held = valid_cache.select(tasks=["task_0"])
     train = np.setdiff1d(np.arange(valid_cache.n_questions), held)
+    if function in PARTIAL:  # the rules choose their constants on two training tasks or more: three tasks here
+        three = synthetic.make_cache(n_models=2, n_questions=60, n_tasks=3, seed=0)
+        held = three.select(tasks=["task_0"])
+        seeded = {"seed": 0, **arguments} if function == "thompson_team" else arguments
+        return getattr(partial, function)(three, np.setdiff1d(np.arange(three.n_questions), held), held, **seeded)
     return getattr(online, function)(cache, train, held, **arguments)
 
 
@@ -287,7 +318,7 @@ def online_case(case: dict[str, Any]) -> tuple[str, str]:
         arguments, ok = _array_value(case)
     else:
         value = _scalar_value(case)
-        ok = valid(argument, value)
+        ok = valid(argument, value, function)
         arguments = {argument: value}
         if function == "ftl_choices":
             arguments = {"rewards": np.array([[1.0, -1.0, 1.0], [-1.0, 1.0, 1.0]]), "rank": [1, 0], **arguments}
