@@ -62,6 +62,7 @@ values are compared on the same draws.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -405,9 +406,11 @@ def _draws(seed: int | None, part: int, tasks: list[int], lengths: list[int], n_
             zip(tasks, lengths, strict=True)]  # fmt: skip
 
 
-def _rule(name: str, p: Any, grid: _Grid, seed: int | None = None) -> BaselineResult:
-    """Choose the setting of ``grid`` on the training tasks' streams, play it on the held-out tasks (``seed``: the
+def _rule(name: str, p: Any, grids: dict[str, list[Any]], seed: int | None = None) -> BaselineResult:
+    """Choose a setting of the product of ``grids`` (constant name -> checked values; ties to the earlier setting,
+    the first grid varying slowest) on the training tasks' streams, play it on the held-out tasks (``seed``: the
     draws', for a grid that samples)."""
+    grid = _Grid.of([dict(zip(grids, values, strict=True)) for values in itertools.product(*grids.values())])
     out: TeamOutcomes = p.outcomes
     contains = contained_teams(p.teams)
     low, high = reward_range(p.reward)
@@ -473,10 +476,8 @@ def greedy_team(
     :func:`~ensemble_env.baselines.online.global_team`'s. Named ``"greedy_team"``; ``info["pseudo_count"]``,
     ``info["grid_scores"]`` (the training score of every n0), ``info["first_team"]``, ``info["switches"]``.
     """
-    grid = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
-    p = unseen_setting(cache, train, test, reward, validation, outcomes)
-    settings = _Grid.of([{"n0": n0} for n0 in grid])
-    return _rule("greedy_team", p, settings)
+    grids = {"n0": arguments.grid(pseudo_counts, "pseudo_counts", _positive)}
+    return _rule("greedy_team", unseen_setting(cache, train, test, reward, validation, outcomes), grids)
 
 
 def etc_team(
@@ -497,11 +498,9 @@ def etc_team(
     then the smaller n0). Named ``"etc_team"``; ``info["explore"]`` m, ``info["pseudo_count"]`` n0,
     ``info["grid_scores"]``, ``info["first_team"]`` (all N models), ``info["switches"]``.
     """
-    m_grid = arguments.grid(explores, "explores", _explore)
-    n0_grid = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
-    p = unseen_setting(cache, train, test, reward, validation, outcomes)
-    settings = _Grid.of([{"m": m, "n0": n0} for m in m_grid for n0 in n0_grid])
-    return _rule("etc_team", p, settings)
+    grids = {"m": arguments.grid(explores, "explores", _explore)}
+    grids["n0"] = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
+    return _rule("etc_team", unseen_setting(cache, train, test, reward, validation, outcomes), grids)
 
 
 def partial_ucb_team(
@@ -523,11 +522,9 @@ def partial_ucb_team(
     c, then the smaller n0). Named ``"ucb_team(partial)"``; ``info["exploration"]``, ``info["pseudo_count"]``,
     ``info["grid_scores"]``, ``info["first_team"]``, ``info["switches"]``.
     """
-    c_grid = arguments.grid(explorations, "explorations", _non_negative)
-    n0_grid = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
-    p = unseen_setting(cache, train, test, reward, validation, outcomes)
-    settings = _Grid.of([{"c": c, "n0": n0} for c in c_grid for n0 in n0_grid])
-    return _rule("ucb_team(partial)", p, settings)
+    grids = {"c": arguments.grid(explorations, "explorations", _non_negative)}
+    grids["n0"] = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
+    return _rule("ucb_team(partial)", unseen_setting(cache, train, test, reward, validation, outcomes), grids)
 
 
 def thompson_team(
@@ -555,11 +552,9 @@ def thompson_team(
     ``info["first_team"]``, ``info["switches"]``.
     """
     checked = _count(seed, "seed", 0, 2**63 - 1)
-    sigma_grid = arguments.grid(scales, "scales", _positive)
-    n0_grid = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
-    p = unseen_setting(cache, train, test, reward, validation, outcomes)
-    settings = _Grid.of([{"sigma": sigma, "n0": n0} for sigma in sigma_grid for n0 in n0_grid])
-    return _rule("thompson_team", p, settings, checked)
+    grids = {"sigma": arguments.grid(scales, "scales", _positive)}
+    grids["n0"] = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
+    return _rule("thompson_team", unseen_setting(cache, train, test, reward, validation, outcomes), grids, checked)
 
 
 def rules(seed: int | None = 0) -> dict[str, Callable[..., BaselineResult]]:
