@@ -65,12 +65,17 @@ def test_the_pooled_estimate_finds_the_true_best_team_more_often_on_small_sample
     assert hits[2000]["pooled"] >= hits[2000]["mean"], hits
 
 
-def test_the_pooled_static_team_never_reads_the_scored_labels() -> None:
+def _with_validation():
+    """A synthetic cache of 4 tasks with a validation split (a quarter of train), and its three splits."""
     cache = make_cache(n_models=4, n_questions=800, n_tasks=4, accuracy=[0.5, 0.55, 0.6, 0.65], seed=3)
     split = np.asarray(cache.split).copy()
-    split[np.flatnonzero(split == 0)[::4]] = 2  # a validation split
+    split[np.flatnonzero(split == 0)[::4]] = 2
     cache = dataclasses.replace(cache, split=split)
-    train, validation, test = (cache.select(name) for name in ("train", "validation", "test"))
+    return (cache, *(cache.select(name) for name in ("train", "validation", "test")))
+
+
+def test_the_pooled_static_team_never_reads_the_scored_labels() -> None:
+    cache, train, validation, test = _with_validation()
     flipped = flip_labels(cache, test)
     entry = lookup("static_team(pooled)")
     first, second = (entry.run(Setting(c, train, test, validation=validation)) for c in (cache, flipped))
@@ -149,11 +154,7 @@ def test_the_certified_choice_breaks_ties_as_the_other_estimators() -> None:
 
 
 def test_the_certified_static_team_never_reads_the_scored_labels_and_is_seeded() -> None:
-    cache = make_cache(n_models=4, n_questions=800, n_tasks=4, accuracy=[0.5, 0.55, 0.6, 0.65], seed=3)
-    split = np.asarray(cache.split).copy()
-    split[np.flatnonzero(split == 0)[::4]] = 2  # a validation split
-    cache = dataclasses.replace(cache, split=split)
-    train, validation, test = (cache.select(name) for name in ("train", "validation", "test"))
+    cache, train, validation, test = _with_validation()
     entry = lookup("static_team(certified)")
     flipped = flip_labels(cache, test)
     first, second = (entry.run(Setting(c, train, test, validation=validation)) for c in (cache, flipped))
