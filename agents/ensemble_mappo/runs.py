@@ -143,7 +143,8 @@ class RunConfig:
     """The algorithm's name (:data:`ensemble_mappo.algorithms.ALGORITHMS`)."""
     config: LearnerConfig
     cache: str | None
-    """The cache as the run recorded it: a built-in name, an absolute path, or None (the default cache)."""
+    """The cache as the run recorded it: a built-in name, an absolute path, or None: the default cache, or a cache
+    given in memory (``ensemble-env benchmark``, the Python API), which ``digest`` tells apart."""
     models: tuple[str, ...]
     tasks: tuple[str, ...]
     n_questions: int
@@ -217,15 +218,24 @@ def read_config(run_dir: str | Path) -> RunConfig:
 
 def run_cache(run: RunConfig, cache_arg: str | None = None) -> LogitCache:
     """The cache of a run: ``cache_arg`` (``--cache``) when given, else the one its ``config.json`` records (a
-    failure to load that one names the config.json)."""
+    failure to load that one names the config.json; a run that records none and trained on another cache than the
+    default, by its digest, is refused: nothing is evaluated on a cache the run did not name)."""
     if cache_arg is not None:
         return resolve_cache(cache_arg)
     try:
-        return resolve_cache(run.cache)
+        cache = resolve_cache(run.cache)
     except FileNotFoundError as error:
         raise FileNotFoundError(f"{error} (the cache {run.path} records; --cache gives another)") from None
     except ValueError as error:
         raise RunFileError(f"{error} (the cache {run.path} records; --cache gives another)") from None
+    if run.cache is None and run.digest is not None and cache_digest(cache) != run.digest:
+        raise refuse(
+            run.path,
+            "run.cache",
+            f"null, and the run's digest {run.digest[:12]}... is not the default cache's: the run trained on a cache "
+            "given in memory (ensemble-env benchmark, the Python API); give that cache with --cache",
+        )
+    return cache
 
 
 def load_run(run_dir: str | Path) -> tuple[LearnerConfig, dict[str, Any]]:

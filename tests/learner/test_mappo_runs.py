@@ -557,5 +557,11 @@ def test_a_run_is_tied_to_its_cache_by_content(run: Path, tmp_path: Path, capsys
     _refused(["train", "--resume", str(run), "--cache", str(other)], capsys, "run.digest: the run trained on a cache")
     assert main(["evaluate", str(run), "--cache", str(other), "--no-baselines", "--json"]) == 0
     assert "is not the cache the run trained on" in capsys.readouterr().err
+    # a run that records no cache path (one given in memory) is not evaluated on the default cache behind its back
+    recorded = json.loads((run / "config.json").read_text())["run"]["cache"]
+    _edit_json(run / "config.json", lambda data: {**data, "run": {**data["run"], "cache": None}})
+    _refused(["evaluate", str(run), "--no-baselines"], capsys, "run.cache: null, and the run's digest")
+    assert main(["evaluate", str(run), "--cache", "toy8", "--no-baselines", "--json"]) == 0
+    _edit_json(run / "config.json", lambda data: {**data, "run": {**data["run"], "cache": recorded}})
     _edit_json(run / "config.json", lambda data: {**data, "run": {**data["run"], "digest": "beef"}})
     _refused(["evaluate", str(run), "--no-baselines"], capsys, "run.digest: expected the cache's sha256 digest")
