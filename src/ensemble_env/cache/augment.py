@@ -46,31 +46,30 @@ def permuted_copies(cache: LogitCache, copies: int, *, seed: int, split: str = "
     rows = np.flatnonzero(np.asarray(cache.split) == SPLITS[split])
     tasks = np.asarray(cache.tasks)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 41]))
-    picks, perms, task_ids, names = [], [], [], list(cache.task_names)
+    picks, perms, task_ids, copy_ids, names = [], [], [], [], list(cache.task_names)
     for copy in range(1, copies + 1):
         for task in np.unique(tasks[rows]):
             questions = rows[tasks[rows] == task]
             picks.append(questions)
             perms.append(np.broadcast_to(rng.permutation(cache.n_models), (questions.size, cache.n_models)))
             task_ids.append(np.full(questions.size, len(names)))
+            copy_ids.append(np.full(questions.size, copy))
             names.append(f"{cache.task_names[task]}~{copy}")
     if not picks:
         return cache
-    pick, perm = np.concatenate(picks), np.concatenate(perms)
-    columns = np.take_along_axis  # (Q, N, ...) rows reordered along the model axis
-    scores = columns(cache.scores[pick], perm[:, :, None], axis=1)
+    pick, perm, copy_of = np.concatenate(picks), np.concatenate(perms), np.concatenate(copy_ids)
+    scores = np.take_along_axis(cache.scores[pick], perm[:, :, None], axis=1)  # rows reordered along the model axis
     costs = cache.costs
     if costs is not None:
         per_question = np.broadcast_to(costs, (cache.n_questions, cache.n_models)) if costs.ndim == 1 else costs
-        costs = np.concatenate([per_question, columns(per_question[pick], perm, axis=1)])
-    copy_of = np.concatenate([np.full(p.size, k // len(np.unique(tasks[rows])) + 1) for k, p in enumerate(picks)])
+        costs = np.concatenate([per_question, np.take_along_axis(per_question[pick], perm, axis=1)])
     ids = cache.question_ids
     if ids is not None:
         ids = (*ids, *(f"{ids[q]}~{c}" for q, c in zip(pick, copy_of, strict=True)))
     text = cache.question_text
     if text is not None:
         text = (*text, *(text[q] for q in pick))
-    stack = np.concatenate
+    stack = np.concatenate  # (each field: the cache's rows, then the copies')
     return dataclasses.replace(
         cache,
         scores=stack([cache.scores, scores]),
