@@ -21,6 +21,7 @@ from ensemble_mappo.networks import (
     FusionActor,
     LocalCritics,
     TeamDeciderActor,
+    TeamIndexActor,
     TeamScorerActor,
     ValueNormalizer,
 )
@@ -54,7 +55,8 @@ class Agents:
         values from its own observation). ``decider_initial_prob``: each model's probability of being in the
         untrained decider's team (either policy). ``decider_policy``: "bernoulli" (:class:`DeciderActor`), "teams"
         (:class:`TeamDeciderActor`, a categorical over the non-empty teams), "scorer" (:class:`TeamScorerActor`,
-        the same categorical scored per team from the task's record) or
+        the same categorical scored per team from the task's record), "index" (:class:`TeamIndexActor`, the same
+        categorical, each team's logit an index of its record with learned constants) or
         "auto" (teams for pools of up to :data:`ensemble_env.game.actions.MAX_SUBSET_MODELS` models).
         """
         layout = venv.layout
@@ -72,10 +74,14 @@ class Agents:
             decider = TeamScorerActor(
                 layout.decider, layout.decider_size, venv.n_models, hidden, min_size, decider_initial_prob
             )
+        elif decider_policy == "index":
+            decider = TeamIndexActor(layout.decider, venv.n_models, min_size, decider_initial_prob)
         elif decider_policy == "bernoulli":
             decider = DeciderActor(layout.decider_size, venv.n_models, hidden, decider_initial_prob, min_size)
         else:
-            raise ValueError(f"decider_policy={decider_policy!r} is not 'auto', 'teams', 'scorer' or 'bernoulli'")
+            raise ValueError(
+                f"decider_policy={decider_policy!r} is not 'auto', 'teams', 'scorer', 'index' or 'bernoulli'"
+            )
         return cls(
             decider=decider,
             fusion=FusionActor(layout.fusion, venv.n_models, venv.max_choices),

@@ -71,7 +71,7 @@ ORDERS = ("sequential", "shuffled")
 CRITICS = ("central", "local")
 #: the decider's policy: one Bernoulli per model, a categorical over the non-empty teams, or "auto" (teams for
 #: pools of up to ensemble_env.baselines.routing.MAX_TEAM_MODELS models, else Bernoulli)
-DECIDER_POLICIES = ("auto", "teams", "scorer", "bernoulli")
+DECIDER_POLICIES = ("auto", "teams", "scorer", "index", "bernoulli")
 #: the reward a decider's team is credited with: the fusion agent's sampled answer's, its most probable answer's,
 #: or the expectation over its policy (see ensemble_mappo.collection.decider_credit)
 DECIDER_CREDITS = ("sampled", "greedy", "expected")
@@ -303,8 +303,11 @@ class TrainConfig(LearnerConfig):
     """"teams": a categorical over the 2**N - 1 non-empty teams (N <= 12; ensemble_mappo.networks.TeamDeciderActor),
     which compares whole teams. "scorer": the same categorical, each team's logit from one network shared by the
     teams reading what the task's record shows of that team (the record extras, tasks never seen;
-    ensemble_mappo.networks.TeamScorerActor). "bernoulli": the decider draws each model in or out (one Bernoulli
-    per model, starting at ``decider_initial_prob``), changing a team one model at a time. "auto": teams for pools of
+    ensemble_mappo.networks.TeamScorerActor). "index": the same categorical, each team's logit an index of its record
+    (a shrunk mean of its rate and an uncertainty term, every constant learned from a start that plays the size
+    prior; ensemble_mappo.networks.TeamIndexActor; the record extras, tasks never seen). "bernoulli": the decider
+    draws each model in or out (one Bernoulli per model, starting at ``decider_initial_prob``), changing a team one
+    model at a time. "auto": teams for pools of
     up to 12 models, else bernoulli. Chosen on bbh5's validation split (docs/mappo.md)."""
     decider_credit: str = "expected"
     """The reward the decider's team is credited with for the question it answers. "sampled": the reward of the

@@ -4,7 +4,9 @@
   its greedy team is never smaller than ``max(1, min_team_size)``. :class:`TeamDeciderActor`
   (``decider_policy="teams"``): a categorical over the 2**N - 1 non-empty teams instead. :class:`TeamScorerActor`
   (``decider_policy="scorer"``): the same categorical, each team's logit from one network shared by the teams,
-  reading what the task's record shows of that team (tasks never seen).
+  reading what the task's record shows of that team (tasks never seen). :class:`TeamIndexActor`
+  (``decider_policy="index"``): the same categorical, each team's logit an index of its record (a shrunk mean and an
+  uncertainty term) whose constants are learned.
 - :class:`FusionActor`: the fusion observation -> a categorical over the answer choices, masked by the
   valid-choice mask (a masked choice has probability exactly 0). It scores every choice by a weighted sum
   of that choice's features (each team member's probability of it, its log-probability and whether the
@@ -47,8 +49,10 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from ensemble_env.game.actions import MAX_SUBSET_MODELS, subset_masks
+from ensemble_env.game.task_record import RECORD_COUNT_HALF
 
 __all__ = [
+    "INDEX_SCALES",
     "LOG_EPS",
     "VALUE_HEADS",
     "Actor",
@@ -58,6 +62,8 @@ __all__ = [
     "LocalCritics",
     "StartLogProbs",
     "TeamDeciderActor",
+    "TeamIndexActor",
+    "TeamScorerActor",
     "ValueNormalizer",
     "bernoulli_entropy",
     "bernoulli_log_prob",
@@ -273,6 +279,14 @@ class TeamDeciderActor(Actor):
         self, obs_size: int, n_models: int, hidden: int = 64, min_team_size: int = 0, initial_prob: float = 0.5
     ) -> None:
         super().__init__()
+        teams = self._register_teams(n_models, min_team_size, initial_prob)
+        self.net = mlp(obs_size, hidden, teams.shape[0], output_gain=0.01)
+        with torch.no_grad():
+            cast(nn.Linear, self.net[-1]).bias.copy_(teams.sum(-1) * math.log(initial_prob / (1.0 - initial_prob)))
+        self.start = None
+
+    def _register_teams(self, n_models: int, min_team_size: int, initial_prob: float) -> Tensor:
+        """Check the pool, register :attr:`teams`, :attr:`allowed` and :attr:`powers`; the (K, N) team masks."""
         if not 0.0 < initial_prob < 1.0:
             raise ValueError(f"initial_prob must be in (0, 1), got {initial_prob}")
         if not 1 <= n_models <= MAX_SUBSET_MODELS:
@@ -283,10 +297,7 @@ class TeamDeciderActor(Actor):
         self.register_buffer("teams", teams, persistent=False)
         self.register_buffer("allowed", (teams.sum(-1) >= max(1, min_team_size)).to(torch.float32), persistent=False)
         self.register_buffer("powers", 2.0 ** torch.arange(n_models, dtype=torch.float32), persistent=False)
-        self.net = mlp(obs_size, hidden, teams.shape[0], output_gain=0.01)
-        with torch.no_grad():
-            cast(nn.Linear, self.net[-1]).bias.copy_(teams.sum(-1) * math.log(initial_prob / (1.0 - initial_prob)))
-        self.start = None
+        return teams
 
     def forward(self, inputs: Tensor) -> Tensor:
         return masked_logits(self.net(inputs), self.allowed)
@@ -352,16 +363,7 @@ class TeamScorerActor(TeamDeciderActor):
         initial_prob: float = 0.5,
     ) -> None:
         super().__init__(obs_size, n_models, hidden, min_team_size, initial_prob)
-        if "team_record" not in layout or ("team_record_count" not in layout and "task_record" not in layout):
-            raise ValueError(
-                "decider_policy='scorer' reads the task's team record: the decider's extras must include "
-                "'task_record' and 'team_record' (ensemble_env/EnsembleUnseen-v1 and -v2 have them)"
-            )
-        self.rate_slice = layout["team_record"]
-        count = layout.get("team_record_count")
-        if count is None:  # every output revealed: every team's count is the task's (task_record's first entry)
-            count = slice(layout["task_record"].start, layout["task_record"].start + 1)
-        self.count_slice = count
+        self.rate_slice, self.count_slice = record_slices(layout, "scorer")
         features = torch.cat([self.teams, self.teams.sum(-1, keepdim=True) / n_models], -1)  # (K, N + 1)
         self.register_buffer("team_features", features, persistent=False)
         self.team_in = layer_init(nn.Linear(2 + n_models + 1, hidden))
@@ -383,6 +385,96 @@ class TeamScorerActor(TeamDeciderActor):
         )
         hidden = self.team_in(teams) + self.context_in(inputs).unsqueeze(1)  # (B, K, H)
         return masked_logits(self.net(hidden).squeeze(-1) + self.team_bias, self.allowed)
+
+
+def record_slices(layout: Mapping[str, slice], policy: str) -> tuple[slice, slice]:
+    """Where the decider's observation holds each team's record: (the rates, ``team_record``; the count features,
+    ``team_record_count`` under partial feedback, else ``task_record``'s first entry, the task's count, which every
+    team shares when every output is revealed). ValueError naming ``policy`` without the record extras."""
+    if "team_record" not in layout or ("team_record_count" not in layout and "task_record" not in layout):
+        raise ValueError(
+            f"decider_policy={policy!r} reads the task's team record: the decider's extras must include "
+            "'task_record' and 'team_record' (ensemble_env/EnsembleUnseen-v1 and -v2 have them)"
+        )
+    count = layout.get("team_record_count")
+    if count is None:  # every output revealed: every team's count is the task's (task_record's first entry)
+        count = slice(layout["task_record"].start, layout["task_record"].start + 1)
+    return layout["team_record"], count
+
+
+#: :class:`TeamIndexActor`'s step sizes: each of its quantities is this multiple of its parameter (Adam moves a
+#: parameter by about ``learning_rate`` a step, some 640 steps at the partial-feedback default budget, so these let
+#: each quantity cross its range within the budget): the weight of the estimate (logits per unit of rate), the
+#: prior rate, log n0, the uncertainty term's weight and the size bias
+INDEX_SCALES = {"weight": 50.0, "prior": 2.0, "log_pseudo_count": 5.0, "bonus": 10.0, "size": 10.0}
+#: :class:`TeamIndexActor`'s start: the prior rate b_k and the pseudo-count n0 of every team
+INDEX_START_PRIOR, INDEX_START_PSEUDO_COUNT = 0.5, 4.0
+
+
+class TeamIndexActor(TeamDeciderActor):
+    """Decider on the task's record with the form of an index policy: team k's logit is
+
+        s(|k|) + w(|k|) * m_k + u / sqrt(n0 + n_k),    m_k = (n0 * b_k + n_k * r_k) / (n0 + n_k)
+
+    where r_k and n_k are what the record shows of team k on the task so far (``team_record``, and its count feature
+    n / (n + 16) turned back into n; :func:`record_slices`), b_k a prior rate per team, n0 the prior's weight in
+    pseudo-observations, w(|k|) = w_0 + w_1 |k| / N the weight of the estimate m_k, u the weight of an uncertainty
+    term (u > 0: optimism, a bonus for teams seen little; u < 0: caution) and s(|k|) a bias per team size. Every one
+    of them is learned by PPO, from a start where w = u = 0, b_k = 1/2, n0 = 4 and s is the size prior of
+    ``initial_prob``: the untrained decider plays the size prior (uniform over the teams at 0.5) whatever the record
+    shows, and encodes no rule of which team to play.
+
+    The form is the one of the hand rules of :mod:`ensemble_env.baselines.partial` (greedy: the shrunk mean; UCB:
+    plus a bonus), whose constants are chosen on the training tasks and whose prior is the training tasks' mean
+    reward; here the prior, its weight, the weights and the bonus are learned from the reward of whole tasks. Where
+    :class:`TeamScorerActor`'s network learns a fixed team before it learns to read the record (docs/benchmark.md),
+    this decider can only tell teams apart by their record, their size and the learned prior, and its estimate's
+    weight is one number shared by every team. Each quantity is a fixed multiple of its parameter
+    (:data:`INDEX_SCALES`).
+    """
+
+    def __init__(
+        self, layout: Mapping[str, slice], n_models: int, min_team_size: int = 0, initial_prob: float = 0.5
+    ) -> None:
+        nn.Module.__init__(self)
+        teams = self._register_teams(n_models, min_team_size, initial_prob)
+        self.rate_slice, self.count_slice = record_slices(layout, "index")
+        self.register_buffer("sizes", teams.sum(-1), persistent=False)
+        self.prior = nn.Parameter(torch.zeros(teams.shape[0]))
+        self.weight = nn.Parameter(torch.zeros(2))
+        self.log_pseudo_count = nn.Parameter(torch.zeros(1))
+        self.bonus = nn.Parameter(torch.zeros(1))
+        size_logit = math.log(initial_prob / (1.0 - initial_prob))
+        start = torch.arange(1, n_models + 1, dtype=torch.float32) * size_logit / INDEX_SCALES["size"]
+        self.size_bias = nn.Parameter(start)
+        self.start = None
+
+    def terms(self) -> dict[str, Tensor]:
+        """The decider's learned quantities, in their own units: ``prior`` (K,) b_k, ``pseudo_count`` n0,
+        ``weight`` (K,) w(|k|), ``bonus`` u and ``size_bias`` (K,) s(|k|)."""
+        return {
+            "prior": INDEX_START_PRIOR + INDEX_SCALES["prior"] * self.prior,
+            "pseudo_count": INDEX_START_PSEUDO_COUNT
+            * torch.exp(INDEX_SCALES["log_pseudo_count"] * self.log_pseudo_count),
+            "weight": INDEX_SCALES["weight"] * (self.weight[0] + self.weight[1] * self.sizes / self.teams.shape[1]),
+            "bonus": INDEX_SCALES["bonus"] * self.bonus,
+            "size_bias": INDEX_SCALES["size"] * self.size_bias[(self.sizes - 1).long()],
+        }
+
+    def prior_logits(self) -> Tensor:
+        """(K,) the logits before the task's first answer (every count 0): the size prior at the start."""
+        t = self.terms()
+        return t["size_bias"] + t["weight"] * t["prior"] + t["bonus"] / torch.sqrt(t["pseudo_count"])
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        rates = inputs[:, self.rate_slice]  # (B, K)
+        fraction = inputs[:, self.count_slice].expand_as(rates).clamp(0.0, 1.0 - 1e-6)
+        counts = RECORD_COUNT_HALF * fraction / (1.0 - fraction)  # n from n / (n + 16)
+        t = self.terms()
+        n0 = t["pseudo_count"]
+        estimate = (n0 * t["prior"] + counts * rates) / (n0 + counts)
+        logits = t["size_bias"] + t["weight"] * estimate + t["bonus"] / torch.sqrt(n0 + counts)
+        return masked_logits(logits, self.allowed)
 
 
 class StartLogProbs(Protocol):

@@ -14,13 +14,14 @@ torch = pytest.importorskip("torch")
 
 from ensemble_env.baselines import registry as baselines  # noqa: E402
 from ensemble_env.cache import save_cache  # noqa: E402
+from ensemble_env.game.task_record import RECORD_COUNT_HALF  # noqa: E402
 from ensemble_env.synthetic import make_cache  # noqa: E402
 from ensemble_mappo import algorithms, benchmark  # noqa: E402
 from ensemble_mappo.agents import Agents  # noqa: E402
 from ensemble_mappo.benchmark import curves, protocols  # noqa: E402
 from ensemble_mappo.benchmark.registry import PARTIAL_DEFAULT_ALGORITHMS, default_algorithms  # noqa: E402
 from ensemble_mappo.frame import make_env  # noqa: E402
-from ensemble_mappo.networks import TeamScorerActor  # noqa: E402
+from ensemble_mappo.networks import INDEX_SCALES, TeamIndexActor, TeamScorerActor  # noqa: E402
 
 
 def small_cache(n_tasks: int = 8, seed: int = 1):
@@ -33,7 +34,7 @@ def test_the_learners_play_the_partial_feedback_scenario_from_a_start_that_encod
     assert overrides["env"]["feedback"] == "team" and overrides["env"]["episodes"] == "task"
     assert "team_record" in overrides["env"]["decider_extras"] and "task" not in overrides["env"]["decider_extras"]
     assert overrides["decider_start"] == "prior" and overrides["decider_kl_coef"] == 0.0
-    assert overrides["decider_policy"] == "scorer"
+    assert overrides["decider_policy"] == "index"
     assert "feedback" not in protocols.learner_overrides("mappo", config_class, 5, "all")["env"]
     with pytest.raises(ValueError, match="no decider"):
         protocols.learner_overrides("rlae_ppo", algorithms.get("rlae_ppo").config_class, 5, "team")
@@ -89,6 +90,73 @@ def test_the_scorer_needs_the_team_record() -> None:
     venv = make_env(cache, {"decider_extras": ("model_accuracy",)}, num_envs=2, split="train", episode_length=32)
     with pytest.raises(ValueError, match="team_record"):
         Agents.build(venv, 16, decider_policy="scorer")
+
+
+def _index(feedback: str, initial_prob: float = 0.5) -> tuple[TeamIndexActor, torch.Tensor]:
+    cache = small_cache()
+    options = protocols.learner_overrides("mappo", algorithms.get("mappo").config_class, 3, feedback)["env"]
+    venv = make_env(cache, options, num_envs=4, split="train", episode_length=32)
+    agents = Agents.build(venv, 16, decider_initial_prob=initial_prob, decider_policy="index")
+    assert isinstance(agents.decider, TeamIndexActor)
+    obs, _ = venv.reset(seed=0)
+    return agents.decider, torch.from_numpy(obs["decider"])
+
+
+def _with_record(decider: TeamIndexActor, inputs: torch.Tensor, rates: list[float], counts: list[float]):
+    """``inputs`` with every team's record set: rate r_k and count n_k (the count feature n / (n + 16))."""
+    changed = inputs.clone()
+    changed[:, decider.rate_slice] = torch.tensor(rates)
+    fraction = torch.tensor(counts) / (torch.tensor(counts) + RECORD_COUNT_HALF)
+    if decider.count_slice.stop - decider.count_slice.start == 1:  # feedback "all": the task's count, shared
+        fraction = fraction[:1]
+    changed[:, decider.count_slice] = fraction
+    return changed
+
+
+@pytest.mark.parametrize("feedback", ["team", "all"])
+def test_the_untrained_index_decider_plays_the_size_prior_whatever_the_record_shows(feedback: str) -> None:
+    decider, inputs = _index(feedback)
+    n_teams = decider.teams.shape[0]
+    rng = np.random.default_rng(0)
+    with torch.no_grad():
+        for _ in range(3):
+            record = _with_record(decider, inputs, rng.uniform(0, 1, n_teams).tolist(), [7.0] * n_teams)
+            np.testing.assert_allclose(decider(record).numpy(), 0.0)  # uniform over the 7 teams at 0.5
+    decider, inputs = _index(feedback, initial_prob=0.25)
+    with torch.no_grad():
+        logits = decider(inputs)[0]
+    sizes = decider.teams.sum(-1)
+    np.testing.assert_allclose(logits.numpy(), (sizes * np.log(1 / 3)).numpy(), rtol=1e-5)  # size prior of 0.25
+    np.testing.assert_allclose(decider.prior_logits().detach().numpy(), logits.numpy(), rtol=1e-5)
+
+
+def test_the_index_shrinks_each_team_s_rate_toward_its_learned_prior_by_its_own_count() -> None:
+    decider, inputs = _index("team")
+    n_teams = decider.teams.shape[0]
+    with torch.no_grad():
+        decider.weight[0] = 1.0 / INDEX_SCALES["weight"]  # w = 1 logit per unit of rate for every team
+        decider.prior.fill_(0.2 / INDEX_SCALES["prior"])  # b_k = 0.7
+        rates, counts = [0.0] * n_teams, [0.0] * n_teams
+        rates[1], counts[1] = 0.9, 4.0  # n0 = 4: halfway from 0.7 to 0.9
+        rates[2], counts[2] = 0.9, 400.0  # nearly its rate
+        rates[3], counts[3] = 0.1, 0.0  # never seen: its rate (0 in the game) is not read
+        logits = decider(_with_record(decider, inputs, rates, counts))[0]
+    expected = [0.7] * n_teams
+    expected[1], expected[2] = 0.8, (4 * 0.7 + 400 * 0.9) / 404
+    np.testing.assert_allclose(logits.numpy(), expected, rtol=1e-4)
+    # the uncertainty term: u / sqrt(n0 + n_k), a bonus for the teams seen least
+    with torch.no_grad():
+        decider.weight.zero_()
+        decider.bonus.fill_(2.0 / INDEX_SCALES["bonus"])
+        logits = decider(_with_record(decider, inputs, rates, counts))[0]
+    np.testing.assert_allclose(logits[[0, 1, 2]].numpy(), [2 / 2, 2 / np.sqrt(8), 2 / np.sqrt(404)], rtol=1e-4)
+
+
+def test_the_index_decider_needs_the_team_record() -> None:
+    cache = small_cache()
+    venv = make_env(cache, {"decider_extras": ("model_accuracy",)}, num_envs=2, split="train", episode_length=32)
+    with pytest.raises(ValueError, match=r"decider_policy='index'.*team_record"):
+        Agents.build(venv, 16, decider_policy="index")
 
 
 def test_the_best_rule_is_chosen_per_fold_on_validation_among_the_playable_ones() -> None:

@@ -55,19 +55,22 @@ PROTOCOLS = ("standard", "unseen-tasks")
 #: team's ("team": partial feedback, ``ensemble_env/EnsembleUnseen-v2``; unseen-tasks only)
 FEEDBACKS = ("all", "team")
 #: the learner's settings under partial feedback: a start that encodes no hand rule (the size prior at 0.5: uniform
-#: over the teams, no KL to it) and the decider that scores each team from what the record shows of it
+#: over the teams, no KL to it) and the decider whose logit for each team is an index of what the record shows of it
+#: with learned constants (``"index"``: ensemble_mappo.networks.TeamIndexActor), chosen over the team scorer
+#: (``"scorer"``) on the training tasks of every fold (benchmarks/partial_selection.py, docs/benchmark.md)
 PARTIAL_LEARNER: dict[str, Any] = {
     "decider_start": "prior",
     "decider_kl_coef": 0.0,
-    "decider_policy": "scorer",
+    "decider_policy": "index",
     "model_permutations": 2,
     "gamma": 0.9,
     "selection": "trained",
 }
 #: the learners' budget under partial feedback, in env steps per ``--budget`` level (the training stream holds each
-#: training task three times, as it is and in two model-permuted copies): the default keeps the whole bbh5 benchmark,
-#: 4 folds x 5 seeds x 2 learners, within 30 CPU minutes (131,072 steps took about 77 CPU seconds a run: 51 minutes)
-PARTIAL_BUDGET_STEPS = {"tiny": 4096, "quick": 16384, "default": 65536}
+#: training task three times, as it is and in two model-permuted copies); the default's 262,144 steps (64 updates)
+#: were chosen with the decider on the folds' training tasks (65,536: worse), and keep the whole bbh5 benchmark,
+#: 4 folds x 5 seeds x 2 learners, within 30 CPU minutes (docs/benchmark.md)
+PARTIAL_BUDGET_STEPS = {"tiny": 4096, "quick": 16384, "default": 262144}
 #: the codes of the cache's ``split`` array
 TRAIN, TEST, VALIDATION = 0, 1, 2
 

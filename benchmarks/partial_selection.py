@@ -1,0 +1,151 @@
+"""Choose the partial-feedback learner's settings on every fold's training tasks, never on a fold's test tasks.
+
+Under ``--protocol unseen-tasks --feedback team`` each fold chooses on 3 validation tasks, too few to tell learner
+settings apart: on bbh5 they favour the training tasks' best team, which the rules beat on the test tasks
+(docs/benchmark.md). This script scores a setting on all 12 training tasks of each fold instead. For each fold of
+the protocol (``protocols.units``), the fold's test tasks are dropped and the other tasks are cut by the same
+protocol into inner folds; on each inner fold the learner trains with the setting (choosing its checkpoint on the
+inner fold's validation tasks, as the benchmark does) and plays the inner held-out tasks, from an empty history,
+and the hand rules play the same tasks. No question of a fold's test tasks is read.
+
+Printed per setting: the reward per question on the inner held-out tasks (the mean over every inner fold of every
+fold), per seed and over the seeds, and its paired difference to ``global_team`` (the training tasks' best team) on
+the same tasks; then each rule's. ``OUT/selection.json`` keeps every value; runs are kept under ``OUT/runs``.
+
+    python benchmarks/partial_selection.py --out sel --seeds 2 --jobs 2 \\
+        --set 'index: decider_policy="index", total_steps=262144' \\
+        --set 'index, 65,536 steps: decider_policy="index", total_steps=65536' \\
+        --set 'scorer: decider_policy="scorer", total_steps=65536'
+
+A setting is ``NAME: FIELD=VALUE, ...`` as in validation_sweep.py, on top of the learner's partial-feedback
+settings (``protocols.learner_overrides(..., "team")`` at the default budget).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from validation_sweep import parse_setting
+
+from ensemble_env.baselines import registry
+from ensemble_env.cache.datasets import resolve as resolve_cache
+from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.errors import command
+from ensemble_env.files import RunLock, write_text
+from ensemble_env.game.reward import RewardSettings
+from ensemble_mappo import algorithms
+from ensemble_mappo.benchmark import protocols
+from ensemble_mappo.benchmark.learners import learner_answers, learner_config
+
+#: the hand rules played on the same inner held-out tasks (global_team first: the settings are paired against it)
+RULES = ("global_team", "greedy_team", "ucb_team(partial)", "thompson_team", "etc_team")
+#: the folds of the protocol and of each fold's training tasks
+FOLDS = 4
+
+
+def inner_units(cache: LogitCache, folds: int = FOLDS) -> list[tuple[int, protocols.Unit]]:
+    """(fold, inner unit) for every inner fold of every fold of the unseen-task protocol on ``cache`` (fold seed 0):
+    the inner units are the protocol's folds on the fold's cache without its test tasks."""
+    found = []
+    for k, unit in enumerate(protocols.units(cache, k=folds, seed=0)[0]):
+        training = unit.cache.subset(np.setdiff1d(np.arange(unit.cache.n_questions), unit.cache.select("test")))
+        found.extend((k, inner) for inner in protocols.units(training, k=folds, seed=0)[0])
+    return found
+
+
+def _learner(job: tuple[LogitCache, int, dict[str, Any], float, Path]) -> float:
+    """One learner run on an inner fold: its reward per question on the inner held-out tasks."""
+    cache, seed, overrides, alpha, out_dir = job
+    entry = algorithms.get("mappo")
+    passes, checkpoints = entry.budget("default")
+    answers = learner_answers(
+        cache, seed, alpha, out_dir, algorithm="mappo", passes=passes, checkpoints=checkpoints, overrides=overrides
+    )
+    correct = np.asarray(answers.predictions) == np.asarray(cache.labels)[np.asarray(answers.questions)]
+    size = np.asarray(answers.teams).sum(axis=1) / cache.n_models
+    return float(RewardSettings(alpha=alpha).rewards(correct, size).mean())
+
+
+def _rules(cache: LogitCache, alpha: float) -> dict[str, float]:
+    reward = RewardSettings(alpha=alpha)
+    fit = np.union1d(cache.select("train"), cache.select("validation"))
+    setting = registry.Setting(cache, fit, cache.select("test"), reward=reward)
+    return {name: float(registry.lookup(name).run(setting).rewards(cache, reward).mean()) for name in RULES}
+
+
+def selection(
+    cache: LogitCache, settings: dict[str, dict[str, Any]], seeds: int, out: Path, *, jobs: int = 1, alpha: float = 1.0
+) -> dict[str, Any]:
+    """Every setting's and rule's reward per question on every inner fold (see the module's text):
+    ``{"units": [[fold, held-out tasks]], "rules": {rule: [per unit]}, "settings": {name: [[per unit] per seed]}}``."""
+    units = inner_units(cache)
+    base = protocols.learner_overrides("mappo", algorithms.get("mappo").config_class, cache.n_models, "team")
+    base["total_steps"] = protocols.PARTIAL_BUDGET_STEPS["default"]
+    jobs_list = []
+    for name, fields in settings.items():
+        overrides = {**base, **{key: value for key, value in fields.items() if key != "env"}}
+        overrides["env"] = {**base["env"], **fields.get("env", {})}
+        try:  # a bad setting is refused now, not in a run
+            learner_config("mappo", 0, alpha, passes=1.0, checkpoints=1, overrides=overrides)
+        except TypeError as error:  # an unknown field
+            raise ValueError(f"--set {name!r}: {error}") from None
+        for seed in range(seeds):
+            for _, unit in units:
+                jobs_list.append((unit.cache, seed, overrides, alpha, out / "runs" / f"{len(jobs_list):04d}"))
+    results: list[float] = []
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for done, value in enumerate(pool.map(_learner, jobs_list), 1):
+            results.append(value)
+            print(f"partial_selection: {done} of {len(jobs_list)} learner runs", end="\r", file=sys.stderr, flush=True)
+    rules = [_rules(unit.cache, alpha) for _, unit in units]
+    per_setting, start = {}, 0
+    for name in settings:
+        per_setting[name] = [results[start + s * len(units) : start + (s + 1) * len(units)] for s in range(seeds)]
+        start += seeds * len(units)
+    return {
+        "units": [[k, list(unit.held_out)] for k, unit in units],
+        "rules": {name: [row[name] for row in rules] for name in RULES},
+        "settings": per_setting,
+    }
+
+
+@command("partial_selection.py")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cache", default="bbh5", help="a built-in cache name or an HDF5 file (default: bbh5)")
+    parser.add_argument("--set", action="append", required=True, metavar="SETTING", help="NAME: FIELD=VALUE, ...")
+    parser.add_argument("--seeds", type=int, default=2, help="seeds 0..S-1 per setting (default: 2)")
+    parser.add_argument("--jobs", type=int, default=1, help="processes for the learner runs (default: 1)")
+    parser.add_argument("--out", required=True, type=Path, help="folder of the runs and selection.json")
+    args = parser.parse_args(argv)
+    if args.seeds < 1 or not 1 <= args.jobs <= 64:
+        parser.error(f"--seeds must be >= 1 and --jobs in 1..64, got {args.seeds} and {args.jobs}")
+    settings = dict(parse_setting(text) for text in args.set)
+    if len(settings) != len(args.set):
+        parser.error("--set: two settings share a name")
+    cache = resolve_cache(args.cache)
+    with RunLock(args.out, command="partial_selection.py"):  # one writer per folder
+        found = selection(cache, settings, args.seeds, args.out, jobs=args.jobs)
+        write_text(args.out / "selection.json", json.dumps(found, indent=1) + "\n")
+    global_team = np.asarray(found["rules"]["global_team"])
+    print(f"\n{len(found['units'])} inner folds of {args.cache}'s {FOLDS} folds: reward per question on the inner")
+    print("held-out tasks (mean over the inner folds); settings: per seed, their mean, and minus global_team")
+    print("| setting or rule | reward | per seed | - global_team |")
+    print("|---|---|---|---|")
+    for name, rows in found["settings"].items():
+        values = np.asarray(rows)
+        seeds = ", ".join(f"{row.mean():+.4f}" for row in values)
+        print(f"| {name} | {values.mean():+.4f} | {seeds} | {(values - global_team).mean():+.4f} |")
+    for name, row in found["rules"].items():
+        print(f"| {name} | {np.mean(row):+.4f} | | {np.mean(np.asarray(row) - global_team):+.4f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
