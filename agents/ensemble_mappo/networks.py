@@ -403,8 +403,8 @@ def record_slices(layout: Mapping[str, slice], policy: str) -> tuple[slice, slic
 
 
 #: :class:`TeamIndexActor`'s step sizes: each of its quantities is this multiple of its parameter (Adam moves a
-#: parameter by about ``learning_rate`` a step, some 640 steps at the partial-feedback default budget, so these let
-#: each quantity cross its range within the budget): the weight of the estimate (logits per unit of rate), the
+#: parameter by about ``learning_rate`` a step, 2,560 steps at the partial-feedback default budget, so these let each
+#: quantity cross its range within a few hundred steps): the weight of the estimate (logits per unit of rate), the
 #: prior rate, log n0, the uncertainty term's weight and the size bias
 INDEX_SCALES = {"weight": 50.0, "prior": 2.0, "log_pseudo_count": 5.0, "bonus": 10.0, "size": 10.0}
 #: :class:`TeamIndexActor`'s start: the prior rate b_k and the pseudo-count n0 of every team
