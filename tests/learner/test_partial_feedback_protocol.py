@@ -152,6 +152,36 @@ def test_the_index_shrinks_each_team_s_rate_toward_its_learned_prior_by_its_own_
     np.testing.assert_allclose(logits[[0, 1, 2]].numpy(), [2 / 2, 2 / np.sqrt(8), 2 / np.sqrt(404)], rtol=1e-4)
 
 
+def test_trained_from_the_size_prior_the_index_decider_learns_to_read_the_record(tmp_path: Path) -> None:
+    """Each task has its own best model (0.85 against 0.35): no fixed team can do well on a held-out task, and the
+    untrained decider (the size prior) reads nothing. After 8,192 steps the deployed decider weighs the record
+    (w > 0) and beats the training tasks' best team on the held-out tasks by a wide margin."""
+    from ensemble_mappo.benchmark.learners import learner_answers
+    from ensemble_mappo.evaluation import policy_checkpoint
+    from ensemble_mappo.runs import read_config
+
+    accuracy = np.full((3, 8), 0.35)
+    accuracy[np.arange(8) % 3, np.arange(8)] = 0.85
+    cache = make_cache(n_models=3, n_questions=800, n_tasks=8, accuracy=accuracy, error_correlation=0.0, seed=0)
+    unit = protocols.units(cache, k=4, seed=0)[0][0].cache
+    entry = algorithms.get("mappo")
+    overrides = {**protocols.learner_overrides("mappo", entry.config_class, 3, "team"), "total_steps": 8192}
+    answers = learner_answers(unit, 0, 1.0, tmp_path / "run", passes=1.0, checkpoints=4, overrides=overrides)
+    assert answers.info["selected_iteration"] > 0
+    from ensemble_env.game.reward import RewardSettings
+
+    reward = RewardSettings(alpha=1.0)
+    questions = np.asarray(answers.questions)
+    correct = np.asarray(answers.predictions) == np.asarray(unit.labels)[questions]
+    learned = float(reward.rewards(correct, np.asarray(answers.teams).sum(axis=1) / 3).mean())
+    fit = np.union1d(unit.select("train"), unit.select("validation"))
+    setting = baselines.Setting(unit, fit, unit.select("test"), reward=reward)
+    fixed = float(baselines.lookup("global_team").run(setting).rewards(unit, reward).mean())
+    assert learned > fixed + 0.3, (learned, fixed)
+    decider = policy_checkpoint(tmp_path / "run", read_config(tmp_path / "run")).networks["decider"]
+    assert float(decider["weight"][0]) > 0.0  # the estimate's weight, 0 at the start
+
+
 def test_the_index_decider_needs_the_team_record() -> None:
     cache = small_cache()
     venv = make_env(cache, {"decider_extras": ("model_accuracy",)}, num_envs=2, split="train", episode_length=32)
