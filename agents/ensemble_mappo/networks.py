@@ -412,15 +412,15 @@ INDEX_START_PRIOR, INDEX_START_PSEUDO_COUNT = 0.5, 4.0
 
 
 class TeamIndexActor(TeamDeciderActor):
-    """Decider on the task's record with the form of an index policy: team k's logit is
+    """Decider on the task's record with the form of an index policy: team k's logit is ::
 
-        s(|k|) + w(|k|) * m_k + u / sqrt(n0 + n_k),    m_k = (n0 * b_k + n_k * r_k) / (n0 + n_k)
+        s(z_k) + w(z_k) * m_k + u / sqrt(n0 + n_k),    m_k = (n0 * b_k + n_k * r_k) / (n0 + n_k)
 
-    where r_k and n_k are what the record shows of team k on the task so far (``team_record``, and its count feature
-    n / (n + 16) turned back into n; :func:`record_slices`), b_k a prior rate per team, n0 the prior's weight in
-    pseudo-observations, w(|k|) = w_0 + w_1 |k| / N the weight of the estimate m_k, u the weight of an uncertainty
-    term (u > 0: optimism, a bonus for teams seen little; u < 0: caution) and s(|k|) a bias per team size. Every one
-    of them is learned by PPO, from a start where w = u = 0, b_k = 1/2, n0 = 4 and s is the size prior of
+    where z_k is team k's size, r_k and n_k are what the record shows of team k on the task so far (``team_record``,
+    and its count feature n / (n + 16) turned back into n; :func:`record_slices`), b_k a prior rate per team, n0 the
+    prior's weight in pseudo-observations, w(z) = w_0 + w_1 z / N the weight of the estimate m_k, u the weight of an
+    uncertainty term (u > 0: optimism, a bonus for teams seen little; u < 0: caution) and s(z) a bias per team size.
+    Every one of them is learned by PPO, from a start where w = u = 0, b_k = 1/2, n0 = 4 and s is the size prior of
     ``initial_prob``: the untrained decider plays the size prior (uniform over the teams at 0.5) whatever the record
     shows, and encodes no rule of which team to play.
 
@@ -451,7 +451,7 @@ class TeamIndexActor(TeamDeciderActor):
 
     def terms(self) -> dict[str, Tensor]:
         """The decider's learned quantities, in their own units: ``prior`` (K,) b_k, ``pseudo_count`` n0,
-        ``weight`` (K,) w(|k|), ``bonus`` u and ``size_bias`` (K,) s(|k|)."""
+        ``weight`` (K,) w(z_k), ``bonus`` u and ``size_bias`` (K,) s(z_k), z_k team k's size."""
         return {
             "prior": INDEX_START_PRIOR + INDEX_SCALES["prior"] * self.prior,
             "pseudo_count": INDEX_START_PSEUDO_COUNT
