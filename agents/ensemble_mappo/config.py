@@ -69,8 +69,9 @@ MODES = ("joint", "two-stage")
 ORDERS = ("sequential", "shuffled")
 #: critics: "central" (MAPPO) or "local" (IPPO, each agent's values from its own observation)
 CRITICS = ("central", "local")
-#: the decider's policy: one Bernoulli per model, a categorical over the non-empty teams, or "auto" (teams for
-#: pools of up to ensemble_env.baselines.routing.MAX_TEAM_MODELS models, else Bernoulli)
+#: the decider's policy: one Bernoulli per model, a categorical over the non-empty teams (an MLP of the observation;
+#: the team scorer; the index of each team's record), or "auto" (teams for pools of up to
+#: ensemble_env.baselines.routing.MAX_TEAM_MODELS models, else Bernoulli)
 DECIDER_POLICIES = ("auto", "teams", "scorer", "index", "bernoulli")
 #: the reward a decider's team is credited with: the fusion agent's sampled answer's, its most probable answer's,
 #: or the expectation over its policy (see ensemble_mappo.collection.decider_credit)
