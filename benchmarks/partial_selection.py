@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from ensemble_env.files import RunLock, write_text
 from ensemble_env.game.reward import RewardSettings
 from ensemble_mappo import algorithms
 from ensemble_mappo.benchmark import protocols
+from ensemble_mappo.benchmark.answers import check_answers
 from ensemble_mappo.benchmark.learners import learner_answers, learner_config
 
 #: the hand rules played on the same inner held-out tasks (global_team first: the settings are paired against it)
@@ -59,17 +61,45 @@ def inner_units(cache: LogitCache, folds: int = FOLDS) -> list[tuple[int, protoc
     return found
 
 
-def _learner(job: tuple[LogitCache, int, dict[str, Any], float, Path]) -> float:
-    """One learner run on an inner fold: its reward per question on the inner held-out tasks."""
-    cache, seed, overrides, alpha, out_dir = job
-    entry = algorithms.get("mappo")
-    passes, checkpoints = entry.budget("default")
+#: the learner runs, set before the pool forks (a forked worker reads its run here: no cache is pickled per run)
+_WORK: list[tuple[LogitCache, int, dict[str, Any], float, Path]] = []
+
+
+def _learner(index: int) -> float:
+    """The ``index``-th run of :data:`_WORK` (an inner fold, a seed, a setting): its reward per question on the
+    inner held-out tasks, scored as the benchmark scores answers."""
+    cache, seed, overrides, alpha, out_dir = _WORK[index]
+    passes, checkpoints = algorithms.get("mappo").budget("default")
     answers = learner_answers(
         cache, seed, alpha, out_dir, algorithm="mappo", passes=passes, checkpoints=checkpoints, overrides=overrides
     )
-    correct = np.asarray(answers.predictions) == np.asarray(cache.labels)[np.asarray(answers.questions)]
-    size = np.asarray(answers.teams).sum(axis=1) / cache.n_models
-    return float(RewardSettings(alpha=alpha).rewards(correct, size).mean())
+    return float(check_answers(answers, cache, "mappo").rewards(cache, RewardSettings(alpha=alpha)).mean())
+
+
+def _run_all(jobs: int) -> list[float]:
+    """Every run of :data:`_WORK`, serially or in ``jobs`` forked processes (cancelled on the first failure), with a
+    progress line on stderr; the rewards in :data:`_WORK`'s order."""
+    total = len(_WORK)
+
+    def progress(done: int) -> None:
+        print(f"partial_selection: {done} of {total} learner runs", end="\r", file=sys.stderr, flush=True)
+
+    if jobs == 1:
+        values = []
+        for index in range(total):
+            values.append(_learner(index))
+            progress(index + 1)
+        return values
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = [pool.submit(_learner, index) for index in range(total)]
+        try:
+            for done, _ in enumerate(as_completed(futures), 1):
+                progress(done)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    return [future.result() for future in futures]
 
 
 def _rules(cache: LogitCache, alpha: float) -> dict[str, float]:
@@ -87,7 +117,9 @@ def selection(
     units = inner_units(cache)
     base = protocols.learner_overrides("mappo", algorithms.get("mappo").config_class, cache.n_models, "team")
     base["total_steps"] = protocols.PARTIAL_BUDGET_STEPS["default"]
-    jobs_list = []
+    if (out / "runs").exists():
+        raise ValueError(f"{out / 'runs'} holds the runs of an earlier selection: give another --out")
+    _WORK.clear()
     for name, fields in settings.items():
         overrides = {**base, **{key: value for key, value in fields.items() if key != "env"}}
         overrides["env"] = {**base["env"], **fields.get("env", {})}
@@ -97,21 +129,13 @@ def selection(
             raise ValueError(f"--set {name!r}: {error}") from None
         for seed in range(seeds):
             for _, unit in units:
-                jobs_list.append((unit.cache, seed, overrides, alpha, out / "runs" / f"{len(jobs_list):04d}"))
-    results: list[float] = []
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for done, value in enumerate(pool.map(_learner, jobs_list), 1):
-            results.append(value)
-            print(f"partial_selection: {done} of {len(jobs_list)} learner runs", end="\r", file=sys.stderr, flush=True)
+                _WORK.append((unit.cache, seed, overrides, alpha, out / "runs" / f"{len(_WORK):04d}"))
+    per_setting = np.asarray(_run_all(jobs)).reshape(len(settings), seeds, len(units)).tolist()
     rules = [_rules(unit.cache, alpha) for _, unit in units]
-    per_setting, start = {}, 0
-    for name in settings:
-        per_setting[name] = [results[start + s * len(units) : start + (s + 1) * len(units)] for s in range(seeds)]
-        start += seeds * len(units)
     return {
         "units": [[k, list(unit.held_out)] for k, unit in units],
         "rules": {name: [row[name] for row in rules] for name in RULES},
-        "settings": per_setting,
+        "settings": dict(zip(settings, per_setting, strict=True)),
     }
 
 

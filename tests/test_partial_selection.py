@@ -87,6 +87,9 @@ def test_a_bad_setting_or_count_is_refused_before_any_run(partial_selection, tmp
         shown = capsys.readouterr().err
         assert message in shown, shown
         assert not (tmp_path / "out" / "runs").exists()
+    (tmp_path / "out" / "runs").mkdir(parents=True)  # an earlier selection's runs are never overwritten
+    code = partial_selection.main(["--set", "a: gamma=0.5", "--cache", str(path), "--out", str(tmp_path / "out")])
+    assert code != 0 and "earlier selection" in capsys.readouterr().err
 
 
 @pytest.mark.slow
