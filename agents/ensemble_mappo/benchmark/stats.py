@@ -34,7 +34,9 @@ __all__ = [
 
 #: what the baselines of the benchmark are called in ensemble_env.baselines.comparison
 METRICS = ("accuracy", "reward", "team_size", "cost")
-#: the references every algorithm is compared with, paired by seed and test question
+#: the references every algorithm is compared with, paired by seed and test question (where the run has them): the
+#: fixed teams and single models, and on tasks never seen the online rules (under partial feedback the strongest
+#: simple opponents: the bandit and the rules of ensemble_env.baselines.partial)
 REFERENCES = (
     "static_team",
     "static_team(train+val)",
@@ -43,6 +45,11 @@ REFERENCES = (
     "best_single",
     "best_single(per_task)",
     "global_team",
+    "ucb_team",
+    "greedy_team",
+    "etc_team",
+    "ucb_team(partial)",
+    "thompson_team",
     "ftl_team",
     "ftl_team(no_delay)",
     "best_rule(validation)",
