@@ -92,14 +92,17 @@ __all__ = [
     "FEEDBACK",
     "PSEUDO_COUNT_GRID",
     "THOMPSON_SCALE_GRID",
+    "Player",
     "contained_teams",
     "etc_team",
+    "fitted_rule",
     "greedy_team",
     "partial_choices",
     "partial_statistics",
     "partial_ucb_team",
     "rules",
     "thompson_team",
+    "training_priors",
 ]
 
 #: the feedback these rules read (``info["feedback"]``, the registry's ``feedback``): the played team's members
@@ -190,12 +193,15 @@ def _stream(rewards: ArrayLike, teams: np.ndarray) -> tuple[np.ndarray, np.ndarr
 # -- the rules, on many streams and many constants at once --------------------------------------------------------
 
 
-#: the constants of the index, by their key in ``info["grid_scores"]``: the name of ``info``'s entry and its type
+#: the constants of the index (and of :func:`ensemble_env.baselines.bayes.bayes_team`'s model: s, lambda), by their
+#: key in ``info["grid_scores"]``: the name of ``info``'s entry and its type
 _CONSTANTS: dict[str, tuple[str, type]] = {
     "n0": ("pseudo_count", float),
     "m": ("explore", int),
     "c": ("exploration", float),
     "sigma": ("scale", float),
+    "s": ("prior_scale", float),
+    "lambda": ("shrinkage", float),
 }
 
 
@@ -373,9 +379,12 @@ def _explore(value: Any, name: str) -> int:
 # -- the rules on the protocol ----------------------------------------------------------------------------------------
 
 
-def _training_priors(p: Any, streams: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(prior (S, K), rank (S, K)) of each training task's stream: the mean reward and :func:`prior_rank` of every
-    team on the *other* training tasks' questions. ValueError with fewer than two training tasks."""
+def training_priors(p: Any, streams: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(prior (S, K), rank (S, K)) of each training task's stream: the mean reward and
+    :func:`~ensemble_env.baselines.online.prior_rank` of every team on the *other* training tasks' questions.
+
+    ``p`` the protocol's setting (:func:`~ensemble_env.baselines.online.unseen_setting`), ``streams`` the training
+    tasks' columns of its outcomes (``p.training_streams()``). ValueError with fewer than two training tasks."""
     if len(streams) < 2:
         raise ValueError(
             "the partial-feedback rules choose their constants by streaming each training task with the other "
@@ -406,40 +415,34 @@ def _draws(seed: int | None, part: int, tasks: list[int], lengths: list[int], n_
             zip(tasks, lengths, strict=True)]  # fmt: skip
 
 
-def _rule(name: str, p: Any, grids: dict[str, list[Any]], seed: int | None = None) -> BaselineResult:
-    """Choose a setting of the product of ``grids`` (constant name -> checked values; ties to the earlier setting,
-    the first grid varying slowest) on the training tasks' streams, play it on the held-out tasks (``seed``: the
-    draws', for a grid that samples)."""
+#: how a rule plays, given to :func:`fitted_rule`: ``play(p, settings, streams, training)`` -> (G, S, T) int64, the
+#: team rows G ``settings`` (dicts of constants by their key in ``info["grid_scores"]``) play on S ``streams`` (the
+#: columns of ``p.outcomes`` of each task's questions, in stream order; -1 past a stream's end); ``training`` True
+#: for the training tasks' streams (each with the other training tasks as the prior), False for the held-out tasks'
+#: (the training tasks as the prior)
+Player = Callable[[Any, tuple[dict[str, float], ...], list[np.ndarray], bool], np.ndarray]
+
+
+def fitted_rule(name: str, p: Any, grids: dict[str, list[Any]], play: Player, **info: Any) -> BaselineResult:
+    """The rule ``name`` with its constants chosen on the training tasks and played on the held-out tasks.
+
+    Every setting of the product of ``grids`` (constant key -> checked values; the first grid varying slowest) is
+    played by ``play`` (:data:`Player`) on the training tasks' streams of ``p`` (the protocol's setting,
+    :func:`~ensemble_env.baselines.online.unseen_setting`); the best mean over training tasks of the mean reward
+    per question wins (rounded to :data:`~ensemble_env.baselines.online.SCORE_DIGITS` decimals, ties to the
+    earlier setting) and plays the held-out tasks. ``info`` joins the result's ``info``, after the constants
+    chosen."""
     grid = _Grid.of([dict(zip(grids, values, strict=True)) for values in itertools.product(*grids.values())])
-    out: TeamOutcomes = p.outcomes
-    contains = contained_teams(p.teams)
-    low, high = reward_range(p.reward)
     training = p.training_streams()
-    prior, rank = _training_priors(p, training)
-    tasks = task_ids(p.cache)[out.questions]
-    streams = [out.rewards[:, columns] for columns in training]
-    noise = _draws(seed, 1, [int(tasks[columns[0]]) for columns in training], [c.size for c in training], len(contains))
-    chosen = _play(streams, prior, rank, contains, grid, high - low, noise, GAME_DELAY)
+    chosen = play(p, grid.settings, training, True)
+    streams = [p.outcomes.rewards[:, columns] for columns in training]
     scores = [
         stream_means(streams, [chosen[g, s, : r.shape[1]] for s, r in enumerate(streams)])
         for g in range(len(grid.settings))
     ]
     best = max(range(len(scores)), key=lambda g: (round(scores[g], SCORE_DIGITS), -g))
     held = p.held_out_streams()
-    columns = [p.test_columns[positions] for _, positions in held]
-    noise = _draws(seed, 0, [task for task, _ in held], [c.size for c in columns], len(contains))
-    test_prior = out.rewards[:, p.train_columns].mean(axis=1)
-    n_held = len(held)
-    played = _play(
-        [out.rewards[:, c] for c in columns],
-        np.repeat(test_prior[None], n_held, axis=0),
-        np.repeat(p.rank[None], n_held, axis=0),
-        contains,
-        grid[best],
-        high - low,
-        noise,
-        GAME_DELAY,
-    )[0]
+    played = play(p, grid[best].settings, [p.test_columns[positions] for _, positions in held], False)[0]
     rows = np.empty(p.test.size, dtype=np.int64)
     switches: dict[str, int] = {}
     for s, (task, positions) in enumerate(held):
@@ -450,12 +453,38 @@ def _rule(name: str, p: Any, grids: dict[str, list[Any]], seed: int | None = Non
         delay=GAME_DELAY,
         fitted_on="training tasks' streams, each with the other training tasks as the prior",
         **grid.info(best),
-        **({} if seed is None else {"seed": seed}),
+        **info,
         grid_scores=dict(zip(grid.labels, scores, strict=True)),
         first_team=team_label(p.cache, p.teams[played[0, 0]]),
         switches=switches,
     )
     return unseen_result(name, p, rows, info)
+
+
+def _index_player(seed: int | None) -> Player:
+    """:func:`partial_choices`' index as a :data:`Player` (``seed``: the draws', for a grid that samples)."""
+
+    def play(p: Any, settings: tuple[dict[str, float], ...], streams: list[np.ndarray], training: bool) -> np.ndarray:
+        out: TeamOutcomes = p.outcomes
+        contains = contained_teams(p.teams)
+        low, high = reward_range(p.reward)
+        tasks = task_ids(p.cache)[out.questions]
+        lengths = [columns.size for columns in streams]
+        noise = _draws(seed, int(training), [int(tasks[columns[0]]) for columns in streams], lengths, len(contains))
+        if training:
+            prior, rank = training_priors(p, streams)
+        else:
+            prior = np.repeat(out.rewards[:, p.train_columns].mean(axis=1)[None], len(streams), axis=0)
+            rank = np.repeat(p.rank[None], len(streams), axis=0)
+        rewards = [out.rewards[:, columns] for columns in streams]
+        return _play(rewards, prior, rank, contains, _Grid.of(settings), high - low, noise, GAME_DELAY)
+
+    return play
+
+
+def _rule(name: str, p: Any, grids: dict[str, list[Any]], seed: int | None = None) -> BaselineResult:
+    """:func:`fitted_rule` with :func:`partial_choices`' index (``seed``: the draws', for a grid that samples)."""
+    return fitted_rule(name, p, grids, _index_player(seed), **({} if seed is None else {"seed": seed}))
 
 
 def greedy_team(
