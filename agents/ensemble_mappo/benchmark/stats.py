@@ -36,7 +36,7 @@ __all__ = [
 METRICS = ("accuracy", "reward", "team_size", "cost")
 #: the references every algorithm is compared with, paired by seed and test question (where the run has them): the
 #: fixed teams and single models, and on tasks never seen the online rules (under partial feedback the strongest
-#: simple opponents: the bandit and the rules of ensemble_env.baselines.partial)
+#: simple opponents: the bandit, the rules of ensemble_env.baselines.partial and bayes_team)
 REFERENCES = (
     "static_team",
     "static_team(train+val)",
@@ -50,6 +50,7 @@ REFERENCES = (
     "etc_team",
     "ucb_team(partial)",
     "thompson_team",
+    "bayes_team",
     "ftl_team",
     "ftl_team(no_delay)",
     "best_rule(validation)",

@@ -28,11 +28,11 @@ reference (:func:`reference`).
 >>> [entry.name for entry in BASELINES.values() if entry.unseen_tasks]  # doctest: +NORMALIZE_WHITESPACE
 ['mean_probability_vote', 'global_single', 'global_team', 'ftl_single', 'ftl_team', 'ftl_team(no_delay)',
  'ftl_team(window)', 'ucb_team',
- 'hindsight_team', 'greedy_team', 'etc_team', 'ucb_team(partial)', 'thompson_team']
+ 'hindsight_team', 'greedy_team', 'etc_team', 'ucb_team(partial)', 'thompson_team', 'bayes_team']
 >>> [(name, reference(name, "team")) for name in PARTIAL_DEFAULT_BASELINES]  # doctest: +NORMALIZE_WHITESPACE
 [('global_team', None), ('mean_probability_vote', None), ('ucb_team', None), ('greedy_team', None),
- ('etc_team', None), ('ucb_team(partial)', None), ('thompson_team', None), ('ftl_team', 'full feedback'),
- ('hindsight_team', 'test labels')]
+ ('etc_team', None), ('ucb_team(partial)', None), ('thompson_team', None), ('bayes_team', None),
+ ('ftl_team', 'full feedback'), ('hindsight_team', 'test labels')]
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ __all__ = [
 #: statistics window). A rule plays under a protocol's feedback when it reads no more (:func:`reference`).
 FEEDBACK = ("none", "bandit", "team", "all")
 #: what a table of the unseen-task protocol under team feedback shows: the competitors (the fixed team, the mean
-#: vote, the bandit and the partial-feedback rules), then the references: follow-the-leader (full feedback) and
-#: the hindsight team (test labels)
+#: vote, the bandit, the partial-feedback rules and the Bayesian one), then the references: follow-the-leader
+#: (full feedback) and the hindsight team (test labels)
 PARTIAL_DEFAULT_BASELINES = (
     "global_team",
     "mean_probability_vote",
@@ -75,6 +75,7 @@ PARTIAL_DEFAULT_BASELINES = (
     "etc_team",
     "ucb_team(partial)",
     "thompson_team",
+    "bayes_team",
     "ftl_team",
     "hindsight_team",
 )
@@ -273,14 +274,15 @@ for _entry in (
 
 def _online(name: str, feedback: str, uses_test_labels: bool = False) -> Baseline:
     """The baseline ``name`` of the unseen-task protocol (:data:`ensemble_env.baselines.online.UNSEEN_BASELINES`,
-    or a partial-feedback rule, :func:`ensemble_env.baselines.partial.rules`, seeded by ``setting.seed``), reading
+    or a partial-feedback rule, :func:`ensemble_env.baselines.partial.rules`, seeded by ``setting.seed``, or
+    :func:`ensemble_env.baselines.bayes.bayes_team`), reading
     ``feedback``, run by name only. The modules are imported when the baseline runs, so that ``python -m
     ensemble_env.baselines.online`` does not find it imported already."""
 
     def run(s: Setting) -> BaselineResult:
-        from ensemble_env.baselines import online, partial
+        from ensemble_env.baselines import bayes, online, partial
 
-        functions = {**online.UNSEEN_BASELINES, **partial.rules(s.seed)}
+        functions = {**online.UNSEEN_BASELINES, **partial.rules(s.seed), "bayes_team": bayes.bayes_team}
         return functions[name](s.cache, s.train, s.test, reward=s.reward, validation=s.validation)
 
     return Baseline(
@@ -291,7 +293,8 @@ def _online(name: str, feedback: str, uses_test_labels: bool = False) -> Baselin
 
 # the unseen-task protocol (issue 32, ensemble_env.baselines.online): fitted on training tasks, streamed over
 # held-out ones; every one chooses among teams (or single models) by the reward at alpha. Then the rules under
-# partial feedback (issue 40, ensemble_env.baselines.partial): each reads only the played team's outputs.
+# partial feedback (issue 40, ensemble_env.baselines.partial; issue 48, ensemble_env.baselines.bayes): each reads
+# only the played team's outputs.
 for _entry in (
     _online("global_single", "none"),
     _online("global_team", "none"),
@@ -305,6 +308,7 @@ for _entry in (
     _online("etc_team", "team"),
     _online("ucb_team(partial)", "team"),
     _online("thompson_team", "team"),
+    _online("bayes_team", "team"),
 ):
     register(_entry)
 # the mean vote fits nothing and reads nothing of the stream, so it is a baseline of the protocol too

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ensemble_env.baselines import arguments, partial, registry
+from ensemble_env.baselines import arguments, bayes, partial, registry
 from ensemble_env.baselines.online import UNSEEN_BASELINES, team_outcomes
 from ensemble_env.baselines.simple import BaselineResult, question_indices, task_ids, task_names
 from ensemble_env.cache import datasets
@@ -48,7 +48,7 @@ def leave_one_task_out(
     defaults = {"all": tuple(UNSEEN_BASELINES), "team": registry.PARTIAL_DEFAULT_BASELINES}
     if not isinstance(feedback, str) or feedback not in defaults:
         raise ValueError(f"feedback {feedback!r}: the protocol's held-out tasks reveal {' or '.join(defaults)}")
-    functions = {**UNSEEN_BASELINES, **partial.rules(seed)}
+    functions = {**UNSEEN_BASELINES, **partial.rules(seed), "bayes_team": bayes.bayes_team}
     chosen = list(defaults[feedback]) if names is None else arguments.names(names, "names", functions)
     rows = np.arange(cache.n_questions) if questions is None else question_indices(cache, questions, "questions")
     rows = np.unique(rows)
@@ -111,6 +111,7 @@ _CONSTANTS = {
     "etc_team": ("(m, n0)", ("explore", "pseudo_count")),
     "ucb_team(partial)": ("(c, n0)", ("exploration", "pseudo_count")),
     "thompson_team": ("(sigma, n0)", ("scale", "pseudo_count")),
+    "bayes_team": ("(s, lambda)", ("prior_scale", "shrinkage")),
 }
 PROG = "python -m ensemble_env.baselines.unseen"
 
