@@ -31,6 +31,7 @@ RANKS = {
     "ensemble_env.metrics": 0,
     "ensemble_env.extras": 0,
     "ensemble_env.errors": 0,
+    "ensemble_env.seeds": 0,
     "ensemble_env.cache": 1,
     "ensemble_env.game": 2,
     "ensemble_env.views": 3,

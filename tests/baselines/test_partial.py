@@ -125,7 +125,7 @@ def test_greedy_by_hand() -> None:
     direct = partial.partial_choices(rewards, teams, prior, rank, pseudo_count=1.0, bounds=(-4.0, 1.0))
     assert direct.tolist() == rows_of(result)
     # without the delay t1 already reads question 0 and leaves b for bc; t2 reads question 1 (bc played: c +1): c
-    undelayed = partial.partial_choices(rewards, teams, prior, rank, pseudo_count=1.0, delay=0)
+    undelayed = partial.partial_choices(rewards, teams, prior, rank, pseudo_count=1.0, bounds=(-4.0, 1.0), delay=0)
     assert undelayed.tolist() == [B, BC, C, C, C, C]
 
 
@@ -167,13 +167,15 @@ def test_thompson_draws_around_greedy() -> None:
     assert calm.tolist() == [B, B, BC, BC, C, C]
     lifted = quiet.copy()
     lifted[0, ABC] = 1.0  # -1.5 + 5 = 3.5 at t0
-    chosen = partial.partial_choices(rewards, teams, prior, rank, pseudo_count=1.0, scale=1.0, noise=lifted)
+    chosen = partial.partial_choices(
+        rewards, teams, prior, rank, pseudo_count=1.0, scale=1.0, noise=lifted, bounds=bounds
+    )
     assert chosen[0] == ABC and chosen[1] == B  # t1 reads nothing yet (the game's delay): the prior again
     assert chosen[2] == C  # question 0 (1, 0, 1) revealed every team: c (1 - 0.5) / 2 = 0.25 leads
     with pytest.raises(ValueError, match="give noise"):
-        partial.partial_choices(rewards, teams, prior, rank, pseudo_count=1.0, scale=1.0)
-    with pytest.raises(ValueError, match=r"noise must be a finite \(T, K\)"):
-        partial.partial_choices(rewards, teams, prior, rank, pseudo_count=1.0, scale=1.0, noise=quiet.T)
+        partial.partial_choices(rewards, teams, prior, rank, pseudo_count=1.0, scale=1.0, bounds=bounds)
+    with pytest.raises(ValueError, match=r"noise must have shape \(6, 7\), got shape \(7, 6\)"):
+        partial.partial_choices(rewards, teams, prior, rank, pseudo_count=1.0, scale=1.0, noise=quiet.T, bounds=bounds)
 
 
 # -- a naive re-simulation -------------------------------------------------------------------------------------------
@@ -384,10 +386,10 @@ BAD = [
     ("ucb_team(partial)", {"explorations": (-0.1,)}, r"explorations\[0\] must be a finite number in \[0, .*got -0.1"),
     ("ucb_team(partial)", {"explorations": (float("nan"),)}, r"explorations\[0\] must be a finite number .*got nan"),
     ("thompson_team", {"scales": (0.0,)}, r"scales\[0\] must be a number in \(0, 1e\+12\], got 0.0"),
-    ("thompson_team", {"seed": -1}, r"seed must be an integer in \[0, .*got -1"),
-    ("thompson_team", {"seed": 1.5}, "seed must be an integer.*got 1.5"),
-    ("thompson_team", {"seed": True}, "seed must be an integer.*got True"),
-    ("thompson_team", {"seed": None}, "seed must be an integer.*got None"),
+    ("thompson_team", {"seed": -1}, r"seed must be a non-negative integer .*got -1"),
+    ("thompson_team", {"seed": 1.5}, "seed must be a non-negative integer.*got 1.5"),
+    ("thompson_team", {"seed": True}, "seed must be a non-negative integer.*got True"),
+    ("thompson_team", {"seed": None}, "seed must be a non-negative integer.*got None"),
 ]
 
 
@@ -413,11 +415,11 @@ def test_the_protocol_checks_hold() -> None:
     rewards = np.zeros((7, 4))
     with pytest.raises(ValueError, match=r"played must hold one team row in 0\.\.6"):
         partial.partial_statistics(rewards, routing.all_teams(3), [0, 1, 7, 0])
-    with pytest.raises(ValueError, match=r"rewards must be \(K, T\) with K = 7"):
+    with pytest.raises(ValueError, match=r"rewards must have shape \(7, B\), got shape \(3, 4\)"):
         partial.partial_statistics(np.zeros((3, 4)), routing.all_teams(3), [0, 1, 2, 0])
     with pytest.raises(ValueError, match=r"delay must be an integer.*got -1"):
         partial.partial_statistics(rewards, routing.all_teams(3), [0, 1, 2, 0], delay=-1)
-    with pytest.raises(ValueError, match=r"prior and rank must be \(7,\)"):
+    with pytest.raises(ValueError, match=r"prior must have shape \(7,\), got shape \(3,\)"):
         partial.partial_choices(rewards, routing.all_teams(3), np.zeros(3), np.arange(7), pseudo_count=1.0)
 
 
@@ -453,7 +455,7 @@ def test_the_registry_runs_them_with_the_settings_seed() -> None:
         by_registry = registry.lookup(name).run(registry.Setting(cache, train, test, seed=3))
         direct = partial.rules(seed=3)[name](cache, train, test)
         assert by_registry.name == name and np.array_equal(by_registry.predictions, direct.predictions)
-    with pytest.raises(ValueError, match=r"seed must be an integer.*got None"):
+    with pytest.raises(ValueError, match=r"seed must be a non-negative integer.*got None"):
         registry.lookup("thompson_team").run(registry.Setting(cache, train, test, seed=None))
 
 

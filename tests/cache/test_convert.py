@@ -364,7 +364,7 @@ def test_bad_fractions_and_seeds() -> None:
     for name, bad in [(name, value) for name in ("test", "validation") for value in (-0.1, 1.5, math.nan, "0.2")]:
         with pytest.raises(ValueError, match=f"{name}_fraction must be a number in"):
             split_by_task(np.zeros(3, dtype=np.int64), **{f"{name}_fraction": bad})  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="seed must be an integer"):
+    with pytest.raises(ValueError, match="seed must be None or a non-negative integer"):
         split_by_task(np.zeros(3, dtype=np.int64), 0.2, seed=1.5)  # type: ignore[arg-type]
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from ensemble_env.cache.digest import cache_digest
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.config import unseen_game
+from ensemble_env.seeds import check_seed
 from ensemble_env.text import show
 
 __all__ = [
@@ -257,6 +258,7 @@ def units(
     """The folds of the unseen-task protocol on ``cache`` (or, with ``eval_cache``, the one unit of training on
     ``cache`` and scoring ``eval_cache``), and the scored cache."""
     names = tasks_with_questions(cache)
+    seed = check_seed(seed, "--fold-seed", optional=False)
     if eval_cache is not None:
         validation = _validation_tasks(names, seed, 0)
         combined = combined_cache(cache, eval_cache, validation)

@@ -16,6 +16,7 @@ from ensemble_env.baselines.routing import team_vote
 from ensemble_env.baselines.simple import BaselineResult
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import RewardSettings
+from ensemble_env.seeds import check_seed
 from ensemble_mappo.benchmark.answers import answers_from_json, check_answers
 
 __all__ = [
@@ -86,7 +87,7 @@ def bootstrap_interval(
     tasks = np.asarray(tasks)
     if values.ndim != 2 or values.shape[1] != tasks.size:
         raise ValueError(f"values must be (seeds, questions) with {tasks.size} questions, got {values.shape}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed, "bootstrap_interval", optional=False))
     n_seeds = values.shape[0]
     draws = rng.integers(0, n_seeds, (n_resamples, n_seeds))
     per_task, sums, point_tasks = [], np.zeros(n_resamples), []

@@ -10,6 +10,9 @@ coerced or read letter by letter.
 - :func:`names`: a list of names (a string is refused: ``"ftl_team"`` is not the letters of a list).
 - :func:`real_array`, :func:`bool_array`, :func:`ranking`: arrays of stated shapes, finite reals within a range,
   booleans, a ranking of the arms.
+- :func:`bounds`: a reward range (low, high), two finite numbers, low below high.
+- :func:`seed`: a seed, by the project's one rule (:func:`ensemble_env.seeds.check_seed`: a non-negative integer, or
+  None where an unseeded draw is allowed; ``True``, ``"0"``, ``[1, 2]`` refused).
 - :func:`instance`: an object of the expected type (a :class:`~ensemble_env.game.reward.RewardSettings`, a cache).
 
 >>> whole(16, "window", 1, 100), real(0.5, "exploration", 0.0, 1.0)
@@ -32,9 +35,22 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ensemble_env.game.checks import integer_option, real_option
+from ensemble_env.seeds import check_seed
 from ensemble_env.text import show
 
-__all__ = ["MAX_GRID", "bool_array", "grid", "instance", "names", "ranking", "real", "real_array", "whole"]
+__all__ = [
+    "MAX_GRID",
+    "bool_array",
+    "bounds",
+    "grid",
+    "instance",
+    "names",
+    "ranking",
+    "real",
+    "real_array",
+    "seed",
+    "whole",
+]
 
 #: the most values a grid of constants may hold (each value is one simulation of the protocol on the training tasks)
 MAX_GRID = 64
@@ -144,6 +160,32 @@ def ranking(value: Any, option: str, n_arms: int) -> np.ndarray:
         got = show(ranks.tolist())
         raise ValueError(f"{option} must rank the {n_arms} arms 0 .. {n_arms - 1}, each once, got {got}")
     return ranks
+
+
+def bounds(value: Any, option: str = "bounds") -> tuple[float, float]:
+    """(low, high): two finite numbers, low below high (rewards are normalised by high - low), else a ValueError
+    naming ``option``.
+
+    >>> bounds((-2, 1))
+    (-2.0, 1.0)
+    >>> bounds((1.0, 1.0))
+    Traceback (most recent call last):
+    ...
+    ValueError: bounds must be (low, high) with low < high (rewards are divided by high - low), got [1. 1.]
+    """
+    pair = real_array(value, option, ndim=1, shape=(2,))
+    low, high = float(pair[0]), float(pair[1])
+    if not low < high:
+        raise ValueError(
+            f"{option} must be (low, high) with low < high (rewards are divided by high - low), got {pair}"
+        )
+    return low, high
+
+
+def seed(value: Any, option: str = "seed", *, optional: bool = False) -> int | None:
+    """``value`` as a seed (:func:`ensemble_env.seeds.check_seed`, the project's one rule): a non-negative integer
+    (None too when ``optional``: an unseeded draw), else a ValueError naming ``option`` and the value."""
+    return check_seed(value, option, optional=optional)
 
 
 def instance(value: Any, option: str, kind: type[T]) -> T:

@@ -44,6 +44,7 @@ from ensemble_env.baselines.simple import BaselineResult
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.files import make_folder, save_figure
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings, check_alpha
+from ensemble_env.seeds import check_seed
 from ensemble_env.text import align_table
 
 __all__ = [
@@ -224,7 +225,7 @@ def bootstrap_difference(
     correct = first.correct.astype(np.float64) - second.correct
     rewards = first.rewards(cache, reward) - second.rewards(cache, reward)
     tasks = np.asarray(cache.tasks)[first.questions]
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed, "bootstrap_difference", optional=False))
     accuracy, total = [], np.zeros(n_resamples)
     for task in np.unique(tasks):
         rows = np.flatnonzero(tasks == task)

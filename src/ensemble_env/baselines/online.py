@@ -398,7 +398,7 @@ def ucb_choices(
     ...             exploration=0.0, pseudo_count=4.0).tolist()
     [0, 0, 0, 1]
     """
-    low, high = reward_range() if bounds is None else _bounds(bounds)
+    low, high = reward_range() if bounds is None else arguments.bounds(bounds)
     c, n0 = np.array([_exploration(exploration)]), np.array([_pseudo_count(pseudo_count)])
     rewards, rank = _arms(rewards, rank)
     arguments.real_array(rewards, "rewards", ndim=2, low=low, high=high)  # inside the bounds they are normalised by
@@ -408,15 +408,6 @@ def ucb_choices(
     prior_scaled = (prior - low) / (high - low)
     lengths = np.array([rewards.shape[1]])
     return _ucb(scale[None], lengths, prior_scaled, rank, c, n0, delay)[0, 0]
-
-
-def _bounds(bounds: Any) -> tuple[float, float]:
-    """(low, high): two finite numbers, low below high (the rewards are normalised by high - low)."""
-    pair = arguments.real_array(bounds, "bounds", ndim=1, shape=(2,))
-    low, high = float(pair[0]), float(pair[1])
-    if not low < high:
-        raise ValueError(f"bounds must be (low, high) with low < high (rewards are divided by high - low), got {pair}")
-    return low, high
 
 
 # -- the protocol: checks, streams, prior ------------------------------------------------------------

@@ -181,12 +181,10 @@ def partial_statistics(
 
 def _stream(rewards: ArrayLike, teams: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(rewards (K, T) float64, :func:`contained_teams`), ValueError unless the shapes agree."""
-    rewards = np.asarray(rewards, dtype=np.float64)
     teams = np.asarray(teams)
-    if teams.ndim != 2 or teams.dtype != np.bool_:
-        raise ValueError(f"teams must be a (K, N) bool array, got {teams.dtype} of shape {teams.shape}")
-    if rewards.ndim != 2 or rewards.shape[0] != teams.shape[0]:
-        raise ValueError(f"rewards must be (K, T) with K = {teams.shape[0]} teams, got shape {rewards.shape}")
+    if teams.ndim != 2 or teams.dtype != np.bool_ or teams.shape[0] < 1:
+        raise ValueError(f"teams must be a (K, N) bool array, K >= 1, got {teams.dtype} of shape {teams.shape}")
+    rewards = arguments.real_array(rewards, "rewards", ndim=2, shape=(teams.shape[0], None))  # finite, K rows
     return rewards, contained_teams(teams)
 
 
@@ -318,7 +316,10 @@ def partial_choices(
     plays (rounded to :data:`~ensemble_env.baselines.online.SCORE_DIGITS` decimals, ties to the lowest rank): n0
     ``pseudo_count``, c ``exploration``, sigma ``scale``, z ``noise`` (T, K) standard normal draws (needed when
     sigma > 0), (low, high) ``bounds`` (default :func:`~ensemble_env.baselines.online.reward_range`'s, (-2, 1)).
-    Greedy is c = sigma = 0 and m = 0.
+    Greedy is c = sigma = 0 and m = 0. Every argument is checked as
+    :func:`~ensemble_env.baselines.online.ucb_choices` checks its own (:mod:`ensemble_env.baselines.arguments`):
+    finite rewards, prior and noise of these shapes, rewards and prior within ``bounds``, ``rank`` a permutation of
+    the K teams, ``bounds`` two finite numbers with low < high; a ValueError names the argument otherwise.
 
     Two models: {a}, whose training mean is 0, is wrong on every question of the task (-1); {b} (training mean -1)
     and the pair (-1.5, answering as b) are right (+1). Greedy with n0 = 1 never learns it: playing {a} reveals
@@ -336,9 +337,10 @@ def partial_choices(
     """
     rewards, contains = _stream(rewards, teams)
     n_teams = rewards.shape[0]
-    prior, rank = np.asarray(prior, dtype=np.float64), np.asarray(rank)
-    if prior.shape != (n_teams,) or rank.shape != (n_teams,):
-        raise ValueError(f"prior and rank must be ({n_teams},), got {prior.shape} and {rank.shape}")
+    low, high = reward_range() if bounds is None else arguments.bounds(bounds)
+    arguments.real_array(rewards, "rewards", ndim=2, low=low, high=high)  # rewards and prior within the bounds
+    prior = arguments.real_array(prior, "prior", ndim=1, shape=(n_teams,), low=low, high=high)
+    rank = arguments.ranking(rank, "rank", n_teams)
     settings = {
         "n0": _positive(pseudo_count, "pseudo_count"),
         "c": _non_negative(exploration, "exploration"),
@@ -347,12 +349,9 @@ def partial_choices(
     }
     draws = None
     if noise is not None:
-        draws = [np.asarray(noise, dtype=np.float64)]
-        if draws[0].shape != rewards.shape[::-1] or not np.all(np.isfinite(draws[0])):
-            raise ValueError(f"noise must be a finite (T, K) = {rewards.shape[::-1]} array, got {draws[0].shape}")
+        draws = [arguments.real_array(noise, "noise", ndim=2, shape=rewards.shape[::-1])]
     elif settings["sigma"] > 0:
         raise ValueError("scale > 0 samples: give noise, (T, K) standard normal draws")
-    low, high = reward_range() if bounds is None else bounds
     grid = _Grid.of([settings])
     return _play([rewards], prior[None], rank[None], contains, grid, high - low, draws, _count(delay, "delay", 0))[0, 0]
 
@@ -580,7 +579,7 @@ def thompson_team(
     ``"thompson_team"``; ``info["scale"]``, ``info["pseudo_count"]``, ``info["seed"]``, ``info["grid_scores"]``,
     ``info["first_team"]``, ``info["switches"]``.
     """
-    checked = _count(seed, "seed", 0, 2**63 - 1)
+    checked = arguments.seed(seed, "seed")
     grids = {"sigma": arguments.grid(scales, "scales", _positive)}
     grids["n0"] = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
     return _rule("thompson_team", unseen_setting(cache, train, test, reward, validation, outcomes), grids, checked)

@@ -183,7 +183,7 @@ def choose_strength(
     grid = tuple(arguments.grid(grid, "grid", _strength))
     folds = _whole(folds, "folds", 2)
     fold_of = np.empty(tasks.size, dtype=np.int64)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(arguments.seed(seed))
     for task in np.unique(tasks):
         rows = np.flatnonzero(tasks == task)
         fold_of[rows[rng.permutation(rows.size)]] = np.arange(rows.size) % folds
@@ -235,7 +235,7 @@ def certified_teams(
     ([1], [1.0])
     """
     rewards, tasks = _scores(rewards, tasks, n_tasks)
-    level, resamples = _level(level), _whole(resamples, "resamples", 1)
+    level, resamples, seed = _level(level), _whole(resamples, "resamples", 1), arguments.seed(seed)
     correct = np.asarray(correct, dtype=np.float64)
     share = np.asarray(share, dtype=np.float64)
     sizes = np.asarray(sizes)
@@ -311,6 +311,7 @@ def estimate_teams(
     ``correct`` (K, Q) and the ``teams`` (K, N) masks, and per-question ``shares``)."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator={estimator!r} is not one of {', '.join(ESTIMATORS)}")
+    seed = arguments.seed(seed)  # every estimator draws from it (the folds, the bootstrap): checked whichever runs
     shares = np.asarray(shares, dtype=np.float64)
     if estimator == "certified":
         if correct is None or teams is None or shares.ndim != 2:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ensemble_env.baselines import routing, simple, weights
+from ensemble_env.baselines import arguments, routing, simple, weights
 from ensemble_env.baselines.simple import BaselineResult
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings
@@ -98,6 +98,9 @@ class Setting:
     """Seed of the random team."""
     fitted: dict[str, routing.RouterFit] = field(default_factory=dict)
     """Fits made beforehand (:attr:`Baseline.fit`), by baseline name, so a sweep fits once."""
+
+    def __post_init__(self) -> None:
+        arguments.seed(self.seed, "Setting.seed", optional=True)  # the project's rule: never True as seed 1
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from ensemble_env.baselines import simple as baselines
 from ensemble_env.cache.logit_cache import SPLITS, LogitCache
 from ensemble_env.files import make_folder, save_figure
 from ensemble_env.metrics import correlation, focal_diversity, plurality_accuracy
+from ensemble_env.seeds import check_seed
 from ensemble_env.text import align_table
 
 __all__ = [
@@ -288,7 +289,7 @@ def team_stats(
         raise ValueError(f"max_teams_per_size must be an integer >= 1, got {max_teams_per_size!r}")
     rows = np.arange(cache.n_questions) if questions is None else np.asarray(questions)
     preds, correct, labels = cache.preds[rows], cache.correct[rows], cache.labels[rows]
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed, "team_stats", optional=False))
     stats = []
     for size in range(1, cache.n_models + 1):
         for team in _teams_of_size(cache.n_models, size, max_teams_per_size, rng):

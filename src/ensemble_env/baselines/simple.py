@@ -67,6 +67,7 @@ from ensemble_env.baselines.result import BaselineResult, question_indices, task
 from ensemble_env.baselines.tables import cost_format, cost_note, describe_costs, fixed_decimals, format_table
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.metrics import focal_diversity
+from ensemble_env.seeds import check_seed
 
 __all__ = [
     "FUSIONS",
@@ -200,7 +201,7 @@ def random_team(
     """
     _, test = train_test_indices(cache, train, test)
     size = _team_size_k(cache, k)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed, "random_team"))
     order = np.argsort(rng.random((test.size, cache.n_models)), axis=1)  # uniform permutations
     members = np.zeros((test.size, cache.n_models), dtype=bool)
     np.put_along_axis(members, order[:, :size], True, axis=1)

@@ -26,6 +26,7 @@ import dataclasses
 import numpy as np
 
 from ensemble_env.cache.logit_cache import SPLITS, LogitCache
+from ensemble_env.seeds import check_seed
 
 __all__ = ["MAX_COPIES", "permuted_copies"]
 
@@ -41,6 +42,7 @@ def permuted_copies(cache: LogitCache, copies: int, *, seed: int, split: str = "
         raise ValueError(f"copies must be a whole number from 0 to {MAX_COPIES}, got {copies!r}")
     if split not in SPLITS:
         raise ValueError(f"split {split!r} is not one of {', '.join(SPLITS)}")
+    seed = check_seed(seed, "permuted_copies", optional=False)  # never True as seed 1, "0", [1, 2]
     if copies == 0:
         return cache
     rows = np.flatnonzero(np.asarray(cache.split) == SPLITS[split])

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.seeds import check_seed
 
 __all__ = ["PLANTED_KINDS", "make_cache", "norm_ppf", "planted_cache"]
 
@@ -364,7 +365,7 @@ def make_cache(
             raise ValueError(f"costs must be non-negative, got {costs!r}")
     models = _names_arg("model_names", model_names, "model", n_models)
     tasks_named = _names_arg("task_names", task_names, "task", n_tasks)
-    seed = _int_arg("seed", seed, 0)
+    seed = check_seed(seed, "make_cache", optional=False)
 
     rng = np.random.default_rng(seed)
     tasks = rng.permutation(np.arange(n_questions, dtype=np.int64) % n_tasks)
@@ -527,7 +528,7 @@ def planted_cache(kind: str, n_questions: int = 3000, seed: int = 0) -> LogitCac
     if kind not in PLANTED_KINDS:
         raise ValueError(f"kind must be one of {', '.join(PLANTED_KINDS)}, got {kind!r}")
     n_questions = _int_arg("n_questions", n_questions, 10)
-    seed = _int_arg("seed", seed, 0)
+    seed = check_seed(seed, "planted_cache", optional=False)
     rng = np.random.default_rng(seed)
     choices = np.full(n_questions, 4, dtype=np.int64)
     labels = rng.integers(0, 4, size=n_questions)

@@ -79,6 +79,7 @@ from ensemble_env.game.records import INFO_KEYS, Counter, FastKernel, Info, Outp
 from ensemble_env.game.reward import reward_bounds
 from ensemble_env.game.snapshot import MAX_STEPS, restore_snapshot, take_snapshot
 from ensemble_env.game.window import MAX_TABLE_MODELS, count_planes, n_triples, table_words
+from ensemble_env.seeds import check_seed
 from ensemble_env.text import show
 
 __all__ = [
@@ -106,20 +107,6 @@ def game_agents(config: EnvConfig, n_models: int) -> tuple[str, ...]:
 
 #: the most memory the copies' state may take (``num_envs`` x window x ... beyond it is refused up front)
 MAX_STATE_BYTES = 8 * 2**30
-
-
-def check_seed(seed: Any, where: str = "reset") -> int | None:
-    """``seed`` as numpy's generators take it: None, or a non-negative integer (a Python or numpy integer of any
-    size, as :class:`numpy.random.SeedSequence`); anything else (a bool, a negative number, a float, a string,
-    a sequence) raises a ValueError naming the value, never coerced (``True`` is not seed 1)."""
-    if seed is None:
-        return None
-    if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(
-            f"{where}: seed must be None or a non-negative integer (int or numpy integer, not a bool), "
-            f"got {show(seed)} of type {type(seed).__name__}"
-        )
-    return int(seed)
 
 
 class EnsembleVectorEnv:

@@ -14,6 +14,7 @@ from fractions import Fraction
 import numpy as np
 
 from ensemble_env.cache.logit_cache import SPLITS
+from ensemble_env.seeds import check_seed
 
 __all__ = ["describe_split", "split_by_task"]
 
@@ -49,15 +50,14 @@ def split_by_task(
     """
     test = _fraction(test_fraction, "test_fraction")
     validation = _fraction(validation_fraction, "validation_fraction")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)):
-        raise ValueError(f"seed must be an integer or None, got {seed!r}")
+    seed = check_seed(seed, "split_by_task")
     task_index = np.asarray(tasks)
     if task_index.ndim != 1 or task_index.dtype.kind not in "iu":
         raise ValueError(
             f"tasks must be a 1-D integer array, got shape {task_index.shape} and dtype {task_index.dtype}"
         )
     codes = np.zeros(task_index.size, dtype=np.int64)
-    rng = None if seed is None else np.random.default_rng(int(seed))
+    rng = None if seed is None else np.random.default_rng(seed)
     for task in np.unique(task_index):
         rows = np.flatnonzero(task_index == task)
         n = rows.size
