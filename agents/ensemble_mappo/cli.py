@@ -150,8 +150,9 @@ def _train(args: argparse.Namespace) -> int:
     if "tensorboard" in loggers and not extras.require("train", "tensorboard", option="--logger tensorboard"):
         return extras.EXIT_STATUS
     from ensemble_env.files import RunLock
-    from ensemble_mappo.progress import Budget, check_loggers
+    from ensemble_mappo.progress import check_loggers
     from ensemble_mappo.runs import read_config, run_cache
+    from ensemble_mappo.training import check_run
 
     args.logger = check_loggers(loggers, "--logger")
 
@@ -170,7 +171,8 @@ def _train(args: argparse.Namespace) -> int:
             _say_taken_over(lock)
             run = read_config(out)
             cache_path = args.cache if args.cache is not None else run.cache
-            return _run_training(run.config, run_cache(run, args.cache), cache_path, out, args)
+            cache = run_cache(run, args.cache)
+            return _run_training(run.config, cache, cache_path, out, args, check_run(run.config, cache))
     if not args.out:
         raise ValueError("--out DIR is required (the run directory), or --resume DIR to continue a run")
     args.algorithm = args.algorithm or "mappo"
@@ -178,13 +180,15 @@ def _train(args: argparse.Namespace) -> int:
     config = _config_from_args(args)
     cache_path = _cache_reference(args.cache)
     cache = resolve_cache(cache_path)
-    Budget.of_cache(config, cache)  # a budget beyond the limits is refused before the folder is made
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: is a file; the run directory is a folder")
+    # the config against the game it will train on (its options, the learner built for them, the budget's limits)
+    # before the folder is made: a run directory is written only for a run that can start
+    budget = check_run(config, cache)
     with RunLock(out) as lock:
         _say_taken_over(lock)
         _clear_for_new_run(out, args.overwrite)
-        return _run_training(config, cache, cache_path, out, args)
+        return _run_training(config, cache, cache_path, out, args, budget)
 
 
 def _say_taken_over(lock: Any) -> None:
@@ -229,17 +233,19 @@ def _clear_for_new_run(out: Path, overwrite: bool) -> None:
             raise ValueError(f"--overwrite: cannot remove {path} ({error.strerror or error})") from None
 
 
-def _run_training(config: Any, cache: Any, cache_path: str | None, out: Path, args: argparse.Namespace) -> int:
+def _run_training(
+    config: Any, cache: Any, cache_path: str | None, out: Path, args: argparse.Namespace, budget: Any
+) -> int:
+    """Train (``budget``: the run's, :func:`ensemble_mappo.training.check_run`'s: the plan that runs)."""
     from ensemble_mappo.algorithms import name_of
     from ensemble_mappo.evaluation import read_selection
-    from ensemble_mappo.progress import Budget
     from ensemble_mappo.runs import TENSORBOARD_DIR
     from ensemble_mappo.training import train
 
     where = f"the default built-in cache {datasets.DEFAULT!r}" if cache_path is None else cache_path
     schedule = f" ({config.mode})" if hasattr(config, "mode") else ""
     print(f"{name_of(config)}{schedule} on {where}: {cache.n_models} models, train split; run directory {out}")
-    print(Budget.of_cache(config, cache).describe())
+    print(budget.describe())
     board = out / TENSORBOARD_DIR
     if args.resume and "tensorboard" not in args.logger and os.path.lexists(board):
         print(

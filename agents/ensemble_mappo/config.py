@@ -400,6 +400,28 @@ class TrainConfig(LearnerConfig):
         "decider_kl_coef": (0.0, math.inf, False),
         "decider_ent_coef": (-1.0, math.inf, False),
     }
+    #: the game this learner plays, by environment option: the values it plays and why (any other is refused when
+    #: the config is made, before a run directory is written: a rollout would fail on it)
+    PLAYED_ENV: ClassVar[dict[str, tuple[tuple[Any, ...], str]]] = {
+        "decider": ((True,), "it trains a decider; RLAE's learners play without one: --algorithm rlae_ppo"),
+        "decider_action": (("multibinary", "multidiscrete"), "its decider acts with team masks, one 0/1 per model"),
+        "fusion_action": (("answer",), "its fusion agent answers; RLAE's learners set weights: --algorithm rlae_ppo"),
+    }
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for option, (played, why) in self.PLAYED_ENV.items():
+            if option in self.env and self.env[option] not in played:
+                raise ValueError(
+                    f"env: {option}={show(self.env[option])} is not a game this learner plays ({why}); it plays "
+                    f"{option} {' or '.join(map(repr, played))}"
+                )
+        if self.decider_policy == "index" and self.decider_start == "offline":
+            raise ValueError(
+                "decider_policy='index' with decider_start='offline': the index decider starts from the size prior "
+                "(its constants are learned from there; the offline start fits a network it does not have): set "
+                "decider_start='prior'"
+            )
 
 
 def _plain(value: Any) -> Any:

@@ -71,11 +71,18 @@ class Budget:
     """What a training budget runs: whole rollouts of ``num_envs x num_steps`` steps, at least the steps asked.
 
     >>> from ensemble_mappo.config import TrainConfig
-    >>> print(Budget.plan(TrainConfig(passes=5), 20).describe())  # doctest: +NORMALIZE_WHITESPACE
+    >>> shape = {"num_envs": 64, "num_steps": 64}
+    >>> print(Budget.plan(TrainConfig(passes=5, **shape), 20).describe())  # doctest: +NORMALIZE_WHITESPACE
     budget: 5 passes x 20 train questions = 100 steps, rounded up to 1 rollout of 64 copies x 64 steps
     = 4,096 steps (204.8 passes)
-    >>> print(Budget.plan(TrainConfig(total_steps=8192), 2560).describe())
+    >>> print(Budget.plan(TrainConfig(total_steps=8192, **shape), 2560).describe())
     budget: 8,192 steps (--total-steps) = 2 rollouts of 64 copies x 64 steps (3.2 passes of 2,560 train questions)
+    >>> print(Budget.plan(TrainConfig(passes=2, model_permutations=2, **shape), 3000).describe())
+    ... # doctest: +NORMALIZE_WHITESPACE
+    budget: 2 passes x 3,000 train questions = 6,000 steps, rounded up to 2 rollouts of 64 copies x 64 steps
+    = 8,192 steps (2.731 passes); the train questions include 2 model-permuted copies of each training task
+
+    A run's budget is :func:`ensemble_mappo.training.run_budget`'s: over the stream it trains on, its copies included.
     """
 
     questions: int
@@ -88,6 +95,8 @@ class Budget:
     num_steps: int
     iterations: int
     """Rollouts (and updates) run: ``requested / (num_envs x num_steps)`` rounded up, at least 1."""
+    copies: int = 0
+    """Model-permuted copies of each training task in the stream (``model_permutations``; counted in ``questions``)."""
 
     @classmethod
     def plan(cls, config: LearnerConfig, questions: int) -> Budget:
@@ -113,6 +122,7 @@ class Budget:
             num_envs=config.num_envs,
             num_steps=config.num_steps,
             iterations=max(1, math.ceil(requested / batch_size)),
+            copies=int(getattr(config, "model_permutations", 0)),
         )
 
     @classmethod
@@ -142,9 +152,15 @@ class Budget:
             passes += f" of {questions}"
         else:
             asked = f"{self.passes:g} pass{'' if self.passes == 1 else 'es'} x {questions} = {self.requested:,} steps"
+        copies = ""
+        if self.copies:
+            copies = (
+                f"; the train questions include {self.copies} model-permuted "
+                f"cop{'y' if self.copies == 1 else 'ies'} of each training task"
+            )
         if self.steps == self.requested:
-            return f"budget: {asked} = {shape} ({passes})"
-        return f"budget: {asked}, rounded up to {shape} = {self.steps:,} steps ({passes})"
+            return f"budget: {asked} = {shape} ({passes}){copies}"
+        return f"budget: {asked}, rounded up to {shape} = {self.steps:,} steps ({passes}){copies}"
 
 
 def _tasks(config: LearnerConfig) -> tuple[str, ...] | None:

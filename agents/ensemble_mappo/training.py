@@ -56,7 +56,17 @@ from ensemble_mappo.progress import Budget, RunLog, check_loggers, check_rollout
 from ensemble_mappo.runs import CANDIDATES_DIR, CHECKPOINT_NAME, SELECTION_NAME, read_config, write_config
 from ensemble_mappo.selection import select, stops
 
-__all__ = ["Setup", "choose", "episode_plan", "round_seed", "setup", "start_networks", "train"]
+__all__ = [
+    "Setup",
+    "check_run",
+    "choose",
+    "episode_plan",
+    "round_seed",
+    "run_budget",
+    "setup",
+    "start_networks",
+    "train",
+]
 
 
 # -- the loop -----------------------------------------------------------------------------------------------
@@ -198,15 +208,41 @@ def training_cache(config: LearnerConfig, cache: LogitCache, options: dict[str, 
     return permuted_copies(cache, copies, seed=config.seed)
 
 
-def setup(config: LearnerConfig, cache: LogitCache, *, fit: bool, start_questions: np.ndarray | None = None) -> Setup:
-    """A run's budget, episodes, training environment and learner at update 0 (given its start policy, fitted to
-    the cache's train outcomes when ``fit``, or to those of ``start_questions``): the same objects, from the same
-    random draws, for :func:`train` and :func:`start_networks`."""
-    torch.set_num_threads(config.threads)
+def _plan(config: LearnerConfig, cache: LogitCache) -> tuple[type[Learner], dict[str, Any], LogitCache, Budget]:
+    """(the learner's class, the game's options, the cache it trains on, its budget): the one plan of a run."""
     kind = algorithms.learner_of(config)
     options = kind.env_options(config, cache)
     cache = training_cache(config, cache, options)
-    budget = Budget.of_cache(config, cache)
+    return kind, options, cache, Budget.of_cache(config, cache)
+
+
+def run_budget(config: LearnerConfig, cache: LogitCache) -> Budget:
+    """The budget a run of ``config`` on ``cache`` runs: over the stream it trains on, model-permuted copies
+    included (what :func:`train` runs and ``train``'s budget line prints)."""
+    return _plan(config, cache)[3]
+
+
+def check_run(config: LearnerConfig, cache: LogitCache) -> Budget:
+    """Check ``config`` against the game it will train on, writing nothing: the game is built from its options and
+    ``cache``, the learner for it (an option it cannot play, a record it lacks, is refused here), the rollout's size
+    measured; no start is fitted. Returns the run's budget (:func:`run_budget`). The ``train`` command calls it before
+    the run directory is made."""
+    return setup(config, cache, fit=False, start=False).budget
+
+
+def setup(
+    config: LearnerConfig,
+    cache: LogitCache,
+    *,
+    fit: bool,
+    start_questions: np.ndarray | None = None,
+    start: bool = True,
+) -> Setup:
+    """A run's budget, episodes, training environment and learner at update 0 (given its start policy, fitted to
+    the cache's train outcomes when ``fit``, or to those of ``start_questions``; none without ``start``): the same
+    objects, from the same random draws, for :func:`train`, :func:`start_networks` and :func:`check_run`."""
+    torch.set_num_threads(config.threads)
+    kind, options, cache, budget = _plan(config, cache)
     if options.get("episodes") == "task":  # an episode is one task (or a window of it); copies deal themselves tasks
         questions = cache.select("train", tasks=options.get("tasks"))
         largest = int(np.bincount(np.asarray(cache.tasks)[questions]).max())
@@ -221,7 +257,8 @@ def setup(config: LearnerConfig, cache: LogitCache, *, fit: bool, start_question
     torch.manual_seed(config.seed)
     learner = kind(config, venv)
     check_rollout_size(learner, venv, config.num_steps)  # before any rollout storage is allocated
-    learner.start(venv, fit=fit, rollouts=max(rounds, 1), questions=start_questions)
+    if start:
+        learner.start(venv, fit=fit, rollouts=max(rounds, 1), questions=start_questions)
     return Setup(config, budget, rounds, venv, learner)
 
 
