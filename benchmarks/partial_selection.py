@@ -18,7 +18,12 @@ the same tasks; then each rule's. ``OUT/selection.json`` keeps every value; runs
         --set 'scorer: decider_policy="scorer", total_steps=65536'
 
 A setting is ``NAME: FIELD=VALUE, ...`` as in validation_sweep.py, on top of the learner's partial-feedback
-settings (``protocols.learner_overrides(..., "team")`` at the default budget).
+settings (``protocols.learner_overrides(..., "team")`` at the default budget): a field it gives is what the runs use
+(``passes`` without ``total_steps`` replaces the default budget of steps; ``checkpoints`` the checkpoints kept), and
+``seed`` (the script's ``--seeds``) and ``env.alpha`` (the reward of the rules' comparison, 1) are refused.
+
+``--out`` is a new or empty folder, or one this script made (``ensemble_env.files.output_folder``): never a folder
+of another command's files (a ``train`` run, whose ``selection.json`` would be overwritten).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from ensemble_env.baselines import registry
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.errors import command
-from ensemble_env.files import RunLock, write_text
+from ensemble_env.files import RunLock, output_folder, write_text
 from ensemble_env.game.reward import RewardSettings
 from ensemble_mappo import algorithms
 from ensemble_mappo.benchmark import protocols
@@ -49,6 +54,13 @@ from ensemble_mappo.benchmark.learners import learner_answers, learner_config
 RULES = ("global_team", "greedy_team", "ucb_team(partial)", "thompson_team", "etc_team")
 #: the folds of the protocol and of each fold's training tasks
 FOLDS = 4
+#: the script's name: its error messages and the mark of its output folder
+PROG = "partial_selection.py"
+#: the fields a setting may not give, and why (``validation_sweep.parse_setting``'s ``fixed``)
+FIXED_FIELDS = {
+    "seed": "the seeds are --seeds's 0..S-1, the same for every setting",
+    "env.alpha": "the reward's alpha is the script's, the rules' and the settings' alike",
+}
 
 
 def inner_units(cache: LogitCache, folds: int = FOLDS) -> list[tuple[int, protocols.Unit]]:
@@ -69,9 +81,10 @@ def _learner(index: int) -> float:
     """The ``index``-th run of :data:`_WORK` (an inner fold, a seed, a setting): its reward per question on the
     inner held-out tasks, scored as the benchmark scores answers."""
     cache, seed, overrides, alpha, out_dir = _WORK[index]
-    passes, checkpoints = algorithms.get("mappo").budget("default")
+    fields = dict(overrides)
+    passes, checkpoints = fields.pop("passes"), fields.pop("checkpoints")
     answers = learner_answers(
-        cache, seed, alpha, out_dir, algorithm="mappo", passes=passes, checkpoints=checkpoints, overrides=overrides
+        cache, seed, alpha, out_dir, algorithm="mappo", passes=passes, checkpoints=checkpoints, overrides=fields
     )
     return float(check_answers(answers, cache, "mappo").rewards(cache, RewardSettings(alpha=alpha)).mean())
 
@@ -112,34 +125,63 @@ def _rules(cache: LogitCache, alpha: float) -> dict[str, float]:
 def selection(
     cache: LogitCache, settings: dict[str, dict[str, Any]], seeds: int, out: Path, *, jobs: int = 1, alpha: float = 1.0
 ) -> dict[str, Any]:
-    """Every setting's and rule's reward per question on every inner fold (see the module's text):
-    ``{"units": [[fold, held-out tasks]], "rules": {rule: [per unit]}, "settings": {name: [[per unit] per seed]}}``."""
+    """Every setting's and rule's reward per question on every inner fold (see the module's text), written to
+    ``out/selection.json`` and returned:
+    ``{"units": [[fold, held-out tasks]], "rules": {rule: [per unit]}, "settings": {name: [[per unit] per seed]}}``.
+
+    The settings are checked first; then ``out`` is taken (:func:`~ensemble_env.files.output_folder`: new, empty or
+    made by this script, and without an earlier selection's runs) and held (:class:`~ensemble_env.files.RunLock`)."""
     units = inner_units(cache)
     base = protocols.learner_overrides("mappo", algorithms.get("mappo").config_class, cache.n_models, "team")
     base["total_steps"] = protocols.PARTIAL_BUDGET_STEPS["default"]
-    if (out / "runs").exists():
-        raise ValueError(f"{out / 'runs'} holds the runs of an earlier selection: give another --out")
-    _WORK.clear()
-    for name, fields in settings.items():
-        overrides = {**base, **{key: value for key, value in fields.items() if key != "env"}}
-        overrides["env"] = {**base["env"], **fields.get("env", {})}
-        try:  # a bad setting is refused now, not in a run
-            learner_config("mappo", 0, alpha, passes=1.0, checkpoints=1, overrides=overrides)
-        except TypeError as error:  # an unknown field
-            raise ValueError(f"--set {name!r}: {error}") from None
-        for seed in range(seeds):
-            for _, unit in units:
-                _WORK.append((unit.cache, seed, overrides, alpha, out / "runs" / f"{len(_WORK):04d}"))
-    per_setting = np.asarray(_run_all(jobs)).reshape(len(settings), seeds, len(units)).tolist()
-    rules = [_rules(unit.cache, alpha) for _, unit in units]
-    return {
-        "units": [[k, list(unit.held_out)] for k, unit in units],
-        "rules": {name: [row[name] for row in rules] for name in RULES},
-        "settings": dict(zip(settings, per_setting, strict=True)),
-    }
+    base["passes"], base["checkpoints"] = algorithms.get("mappo").budget("default")
+    runs = [_overrides(name, base, fields) for name, fields in settings.items()]  # refused now, not in a run
+    out = output_folder(out, PROG)
+    with RunLock(out, command=PROG):  # one writer per folder
+        if (out / "runs").exists():
+            raise ValueError(f"{out / 'runs'} holds the runs of an earlier selection: give another --out")
+        _WORK.clear()
+        for overrides in runs:
+            for seed in range(seeds):
+                for _, unit in units:
+                    _WORK.append((unit.cache, seed, overrides, alpha, out / "runs" / f"{len(_WORK):04d}"))
+        per_setting = np.asarray(_run_all(jobs)).reshape(len(settings), seeds, len(units)).tolist()
+        rules = [_rules(unit.cache, alpha) for _, unit in units]
+        found = {
+            "units": [[k, list(unit.held_out)] for k, unit in units],
+            "rules": {name: [row[name] for row in rules] for name in RULES},
+            "settings": dict(zip(settings, per_setting, strict=True)),
+        }
+        write_text(out / "selection.json", json.dumps(found, indent=1) + "\n")
+    return found
 
 
-@command("partial_selection.py")
+def _overrides(name: str, base: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields of setting ``name``'s runs: ``base`` with the setting's ``fields`` on top, each one honoured (a
+    ``passes`` without ``total_steps`` drops the default budget of steps), checked now; ValueError naming the
+    setting for a field of :data:`FIXED_FIELDS`, an unknown field or a bad value."""
+    fixed = [key for key in FIXED_FIELDS if key in fields or key.removeprefix("env.") in fields.get("env", {})]
+    if fixed:
+        raise ValueError(f"--set {name!r}: {fixed[0]} is set by the script ({FIXED_FIELDS[fixed[0]]}); drop it")
+    overrides = {**base, **{key: value for key, value in fields.items() if key != "env"}}
+    overrides["env"] = {**base["env"], **fields.get("env", {})}
+    if "passes" in fields and "total_steps" not in fields:
+        overrides["total_steps"] = 0  # the setting's passes are the budget
+    checked = {key: value for key, value in overrides.items() if key not in ("passes", "checkpoints")}
+    try:
+        config = learner_config(
+            "mappo", 0, alpha=1.0, passes=overrides["passes"], checkpoints=overrides["checkpoints"], overrides=checked
+        )
+    except (TypeError, ValueError) as error:  # an unknown field, a bad value
+        raise ValueError(f"--set {name!r}: {error}") from None
+    given = {key: value for key, value in fields.items() if key != "env"}
+    lost = [key for key, value in given.items() if getattr(config, key, value) != value]
+    if lost:  # a field the run would not use as given (learner_config sets it): refused, never silently replaced
+        raise ValueError(f"--set {name!r}: {lost[0]}={given[lost[0]]!r} would not be the runs' value; drop it")
+    return overrides
+
+
+@command(PROG)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", default="bbh5", help="a built-in cache name or an HDF5 file (default: bbh5)")
@@ -150,13 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.seeds < 1 or not 1 <= args.jobs <= 64:
         parser.error(f"--seeds must be >= 1 and --jobs in 1..64, got {args.seeds} and {args.jobs}")
-    settings = dict(parse_setting(text) for text in args.set)
+    settings = dict(parse_setting(text, FIXED_FIELDS) for text in args.set)
     if len(settings) != len(args.set):
         parser.error("--set: two settings share a name")
-    cache = resolve_cache(args.cache)
-    with RunLock(args.out, command="partial_selection.py"):  # one writer per folder
-        found = selection(cache, settings, args.seeds, args.out, jobs=args.jobs)
-        write_text(args.out / "selection.json", json.dumps(found, indent=1) + "\n")
+    found = selection(resolve_cache(args.cache), settings, args.seeds, args.out, jobs=args.jobs)
     global_team = np.asarray(found["rules"]["global_team"])
     print(f"\n{len(found['units'])} inner folds of {args.cache}'s {FOLDS} folds: reward per question on the inner")
     print("held-out tasks (mean over the inner folds); settings: per seed, their mean, and minus global_team")

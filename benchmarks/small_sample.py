@@ -17,22 +17,33 @@ draw of the questions does from what the learner does (a few seconds a cut).
     python benchmarks/small_sample.py --out stress                 # sizes 40, 80, 120; 5 seeds; bbh5
     python benchmarks/small_sample.py --out stress --sizes 40 --seeds 3 --jobs 2
     python benchmarks/small_sample.py --out stress --seeds 0 --cut-seeds 20   # the start over 20 cuts only
+
+``--out`` is a new or empty folder, or one this script made (``ensemble_env.files.output_folder``): never a folder of
+another command's files. Each cut is kept with the arguments it was cut with (``OUT/cut{n}.json``: the cache's
+content digest, the size and ``--cut-seed``); a rerun reuses a cut only when they are the same, and refuses a cut of
+another cache or seed, naming the argument that differs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ensemble_env.baselines import arguments
 from ensemble_env.baselines.comparison import compare
+from ensemble_env.cache.convert.common import decode_text, read_input
 from ensemble_env.cache.datasets import resolve as resolve_cache
+from ensemble_env.cache.digest import cache_digest
 from ensemble_env.cache.io import save_cache
 from ensemble_env.cache.logit_cache import SPLITS, LogitCache
 from ensemble_env.errors import command
+from ensemble_env.files import output_folder, write_text
 from ensemble_env.game.reward import RewardSettings
 from ensemble_mappo.benchmark import benchmark
 
@@ -42,13 +53,17 @@ REFERENCES = ("best_single(per_task)", "static_team(train+val)")
 ALGORITHM = "mappo"
 #: the learner's start as a baseline: what ``train`` deploys when validation certifies no checkpoint
 START = "static_team(certified)"
+#: the script's name: its error messages and the mark of its output folder
+PROG = "small_sample.py"
+#: the most bytes of a cut's record (``cut{n}.json``)
+RECORD_BYTES = 4096
 
 
 def cut_cache(cache: LogitCache, n: int, seed: int) -> LogitCache:
     """``cache`` with each task's fitting questions (train + validation) cut to ``n`` (all of them where the task has
     fewer), drawn at random from ``seed`` in the task's train:validation ratio (at least one of each where the task
     has both); the test questions are kept."""
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(arguments.seed(seed, "cut seed"))
     split, tasks = np.asarray(cache.split), np.asarray(cache.tasks)
     keep = split == SPLITS["test"]
     for task in range(cache.n_tasks):
@@ -73,14 +88,13 @@ def _interval(entry: dict[str, float]) -> str:
 def stress(
     cache: str, sizes: list[int], seeds: int, out: Path, *, jobs: int = 1, cut_seed: int = 0, budget: str = "default"
 ) -> list[dict[str, Any]]:
-    """Run the stress; return one row per size (MAPPO's reward, its paired differences, the starts deployed)."""
+    """Run the stress in ``out`` (new, empty or made by this script); return one row per size (MAPPO's reward, its
+    paired differences, the starts deployed)."""
     loaded = resolve_cache(cache)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out, PROG)
     rows = []
     for n in sizes:
-        path = out / f"cut{n}.h5"
-        if not path.exists():
-            save_cache(path, cut_cache(loaded, n, cut_seed))
+        path = cut_file(loaded, cache, n, cut_seed, out)
         results = benchmark(
             [ALGORITHM, *REFERENCES], range(seeds), [str(path)], out / f"size{n}", budget=budget, jobs=jobs, plot=False
         )
@@ -97,6 +111,50 @@ def stress(
             }
         )
     return rows
+
+
+def cut_file(loaded: LogitCache, cache: str, n: int, cut_seed: int, out: Path) -> Path:
+    """``out/cut{n}.h5``, the cut of ``loaded`` (the cache ``cache`` names) to ``n`` fitting questions per task with
+    ``cut_seed``, recorded with its arguments in ``out/cut{n}.json`` (written first); an existing cut is reused only
+    when its record holds the same arguments (the cache by its content digest), else a ValueError names the file and
+    the arguments that differ (a cut without a record is refused too)."""
+    path, record_path = out / f"cut{n}.h5", out / f"cut{n}.json"
+    cut_seed = arguments.seed(cut_seed, "cut_seed")
+    wanted = {"cache": cache, "digest": cache_digest(loaded), "size": n, "cut_seed": cut_seed}
+    if os.path.lexists(record_path):
+        recorded = _read_record(record_path)
+        differ = [key for key in ("digest", "size", "cut_seed") if recorded.get(key) != wanted[key]]
+        if differ:
+            was = {
+                "digest": f"cache {recorded.get('cache')!r} (digest {str(recorded.get('digest'))[:12]})",
+                "size": f"size {recorded.get('size')!r}",
+                "cut_seed": f"--cut-seed {recorded.get('cut_seed')!r}",
+            }
+            now = {"digest": f"cache {cache!r} (digest {wanted['digest'][:12]})", "size": f"size {n}",
+                   "cut_seed": f"--cut-seed {cut_seed}"}  # fmt: skip
+            then, asked = (", ".join(words[key] for key in differ) for words in (was, now))
+            raise ValueError(
+                f"{path} was cut with {then}, not {asked} ({record_path}); its runs are another experiment's: give "
+                "another --out"
+            )
+    elif os.path.lexists(path):
+        raise ValueError(f"{path} has no record of the arguments it was cut with ({record_path}): give another --out")
+    else:
+        write_text(record_path, json.dumps(wanted, indent=1) + "\n")
+    if not os.path.lexists(path):
+        save_cache(path, cut_cache(loaded, n, cut_seed))
+    return path
+
+
+def _read_record(path: Path) -> dict[str, Any]:
+    """A cut's record: a regular JSON file of at most :data:`RECORD_BYTES` holding an object, else a ValueError."""
+    try:
+        record = json.loads(decode_text(path, read_input(path, limit=RECORD_BYTES)))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not the record of a cut ({error.msg}): give another --out") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: not the record of a cut (a JSON object): give another --out")
+    return record
 
 
 def start_over_cuts(
@@ -128,7 +186,7 @@ def _over_cuts(values: list[float]) -> str:
     return f"{np.mean(values):+.4f} ({spread:.4f}), {below} of {len(values)} below 0"
 
 
-@command("small_sample.py")
+@command(PROG)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", default="bbh5", help="a built-in cache name or an HDF5 file (default: bbh5)")
@@ -150,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--sizes must be whole numbers >= 2, got {args.sizes!r}")
     if args.seeds < 0 or args.cut_seeds < 0 or args.seeds == args.cut_seeds == 0:
         parser.error(f"--seeds and --cut-seeds must be >= 0 and not both 0, got {args.seeds} and {args.cut_seeds}")
+    arguments.seed(args.cut_seed, "--cut-seed")
     if args.cut_seeds:
         cut_rows = start_over_cuts(resolve_cache(args.cache), sizes, args.cut_seeds, verbose=sys.stderr.isatty())
         print(f"\nthe start ({START}) alone over {args.cut_seeds} cuts of {args.cache}: test reward per question minus")

@@ -14,7 +14,8 @@ checkpoint's reward (what the benchmark's checkpoint choice can reach).
     python benchmarks/validation_sweep.py --set "lr 2.5e-4: learning_rate=2.5e-4" --set "defaults:" --seeds 5
 
 A setting is ``NAME: FIELD=VALUE, FIELD=VALUE`` (fields of ``TrainConfig``; values are JSON, else strings;
-``env.KEY=VALUE`` sets an environment option, e.g. ``env.window=32``).
+``env.KEY=VALUE`` sets an environment option, e.g. ``env.window=32``); a setting without its colon, a field given twice
+and ``seed`` (the script's ``--seeds``) are refused.
 """
 
 from __future__ import annotations
@@ -45,11 +46,27 @@ SETTINGS = (
 )
 
 
-def parse_setting(text: str) -> tuple[str, dict[str, Any]]:
-    """``"NAME: a=1, b=x"`` -> ``("NAME", {"a": 1, "b": "x"})``; the fields are checked by TrainConfig."""
-    name, _, body = text.partition(":")
-    if not name.strip():
-        raise ValueError(f"--set {text!r}: expected NAME: FIELD=VALUE, ...")
+#: the fields a setting may not give: this script sets them itself (the seeds of --seeds)
+FIXED_FIELDS = {"seed": "the seeds are --seeds's 0..S-1, the same for every setting"}
+
+
+def parse_setting(text: str, fixed: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
+    """``"NAME: a=1, b=x"`` -> ``("NAME", {"a": 1, "b": "x"})``; the fields are checked by TrainConfig. A ValueError
+    naming the setting for a text without its colon (``"NAME:"`` is the defaults), a field given twice, and a field
+    of ``fixed`` (``{field: why the script sets it}``, ``env.KEY`` for an environment option): the script would
+    replace it.
+
+    >>> parse_setting('index: decider_policy="index", env.window=32')
+    ('index', {'decider_policy': 'index', 'env': {'window': 32}})
+    >>> parse_setting("index")
+    Traceback (most recent call last):
+    ...
+    ValueError: --set 'index': expected NAME: FIELD=VALUE, ... (a colon after the name; 'NAME:' is the defaults)
+    """
+    name, colon, body = text.partition(":")
+    if not name.strip() or not colon:
+        raise ValueError(f"--set {text!r}: expected NAME: FIELD=VALUE, ... (a colon after the name; 'NAME:' is the "
+                         "defaults)")  # fmt: skip
     fields: dict[str, Any] = {}
     for item in filter(None, (part.strip() for part in body.split(","))):
         key, equals, value = item.partition("=")
@@ -60,10 +77,13 @@ def parse_setting(text: str) -> tuple[str, dict[str, Any]]:
         except json.JSONDecodeError:
             parsed = value.strip()
         key = key.strip()
-        if key.startswith("env."):
-            fields.setdefault("env", {})[key.removeprefix("env.")] = parsed
-        else:
-            fields[key] = parsed
+        if key in (fixed or {}):
+            raise ValueError(f"--set {text!r}: {key} is set by the script ({(fixed or {})[key]}); drop it")
+        table = fields.setdefault("env", {}) if key.startswith("env.") else fields
+        field = key.removeprefix("env.")
+        if field in table:
+            raise ValueError(f"--set {text!r}: {key} is given twice")
+        table[field] = parsed
     return name.strip(), fields
 
 
@@ -86,11 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     from ensemble_mappo.checkpoint import load_checkpoint
     from ensemble_mappo.config import TrainConfig, config_from_dict
     from ensemble_mappo.evaluation import baseline_summary, evaluate_agents
-    from ensemble_mappo.progress import Budget
-    from ensemble_mappo.training import train
+    from ensemble_mappo.training import run_budget, train
 
     cache = resolve_cache(args.cache)
-    settings = [parse_setting(text) for text in (args.set or SETTINGS)]
+    settings = [parse_setting(text, FIXED_FIELDS) for text in (args.set or SETTINGS)]
     (static,) = comparison.compare(cache, split="validation", train_split="train", names=["static_team"])
     reference = baseline_summary(cache, [static], RewardSettings(alpha=1.0))["static_team"]
     print(
@@ -106,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.process_time()
         for seed in range(args.seeds):
             config = config_from_dict({**TrainConfig(seed=seed).to_dict(), **fields, "seed": seed})
-            iterations = Budget.plan(config, int(cache.select("train").size)).iterations
+            iterations = run_budget(config, cache).iterations  # the plan that runs (model-permuted copies too)
             stops = sorted({max(1, round(iterations * (k + 1) / args.checkpoints)) for k in range(args.checkpoints)})
             curve = []
             with tempfile.TemporaryDirectory() as folder:

@@ -15,6 +15,7 @@ import pytest
 from conftest import flip_labels, import_benchmark
 
 from ensemble_env.cache import save_cache
+from ensemble_env.files import output_folder
 from ensemble_env.synthetic import make_cache
 from ensemble_mappo.benchmark import protocols
 
@@ -87,7 +88,8 @@ def test_a_bad_setting_or_count_is_refused_before_any_run(partial_selection, tmp
         shown = capsys.readouterr().err
         assert message in shown, shown
         assert not (tmp_path / "out" / "runs").exists()
-    (tmp_path / "out" / "runs").mkdir(parents=True)  # an earlier selection's runs are never overwritten
+    output_folder(tmp_path / "out", "partial_selection.py")  # the script's folder, with an earlier selection's runs:
+    (tmp_path / "out" / "runs").mkdir()  # never overwritten
     code = partial_selection.main(["--set", "a: gamma=0.5", "--cache", str(path), "--out", str(tmp_path / "out")])
     assert code != 0 and "earlier selection" in capsys.readouterr().err
 

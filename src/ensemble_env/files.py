@@ -6,6 +6,7 @@ file where a complete one was expected, and an output never replaces one of the 
 - :func:`writing`: the writes that cannot be atomic (a line appended to a log, the event files a library writes
   in a folder): a failing disk is reported as :func:`atomic_path` reports it; :func:`make_folder` makes a folder.
 - :func:`check_output`: the one check that an output is none of the inputs (same device and inode).
+- :func:`output_folder`: the one rule for a command's output folder: new, empty, or marked as made by the command.
 - :class:`OutputError`: what both raise when an output cannot be written; a ValueError and an OSError,
   naming the output and the cause.
 - :class:`RunLock`: the one writer of a folder (a run directory), an ``fcntl.flock`` that the kernel releases when
@@ -51,6 +52,7 @@ except ImportError:  # pragma: no cover - Windows: msvcrt below
 
 __all__ = [
     "LOCK_NAME",
+    "OUTPUT_MARK",
     "OutputError",
     "RunBusyError",
     "RunLock",
@@ -59,6 +61,7 @@ __all__ = [
     "describe_holder",
     "holding_run_lock",
     "make_folder",
+    "output_folder",
     "save_figure",
     "write_bytes",
     "write_text",
@@ -67,6 +70,10 @@ __all__ = [
 
 #: the lock file of a folder held by :class:`RunLock`
 LOCK_NAME = "run.lock"
+#: the mark of a folder a command made for its outputs (:func:`output_folder`): ``{"command": NAME}``
+OUTPUT_MARK = "made-by.json"
+#: the most bytes a mark may hold
+_MARK_BYTES = 4096
 
 #: the temporary files of :func:`atomic_path`: ``.<name>.<pid>.<8 random characters>.tmp`` beside the target
 #: (``<name>`` shortened to ``<start of name>~<8 hex digits of its hash>`` when the whole would be too long)
@@ -339,6 +346,93 @@ def save_figure(figure: Any, path: str | os.PathLike[str], **options: Any) -> Pa
     with atomic_path(path) as temporary:
         figure.savefig(temporary, format="png", metadata={"Software": None}, **options)
     return Path(path)
+
+
+# -- the folder of a command's outputs --------------------------------------------------------------------------
+def output_folder(path: str | os.PathLike[str], command: str, *, option: str = "--out") -> Path:
+    """The folder ``path`` that ``command`` (``"partial_selection.py"``) writes its outputs into, made or taken back:
+    the one rule for an output folder. A command writes only into a folder that is new or empty, which it then marks
+    as its own (:data:`OUTPUT_MARK`, a small JSON file naming ``command``), or into one it marked before (a rerun
+    reads back its finished work); never into a folder of another command's files (a ``train`` run, another
+    script's outputs, anything else), which it could overwrite.
+
+    :class:`OutputError` naming ``option``, the folder and the reason: an empty path, a file, a folder holding files
+    and no mark or another command's mark, a mark that is not one (a folder, a link, not this JSON), or a folder that
+    cannot be made or written.
+
+    >>> import tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp()) / "sel"
+    >>> output_folder(folder, "partial_selection.py") == folder, sorted(p.name for p in folder.iterdir())
+    (True, ['made-by.json'])
+    >>> output_folder(folder, "small_sample.py")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ensemble_env.files.OutputError: --out ...sel: holds the outputs of partial_selection.py (made-by.json); ...
+    """
+    text = os.fspath(path)
+    if not text.strip():
+        raise OutputError(f"{option} is empty: give the folder {command} writes its outputs into")
+    folder = Path(text)
+    where = f"{option} {folder}"
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise OutputError(f"{where}: is not a folder; {command} writes its outputs into a folder", errno.ENOTDIR)
+    if not folder.exists():
+        try:
+            make_folder(folder)
+        except OutputError as error:
+            raise OutputError(f"{where}: {error}", error.errno) from None
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as error:
+        raise OutputError(f"{where}: cannot list the folder ({_cause(error)})", error.errno) from None
+    if OUTPUT_MARK in names:
+        maker = _read_mark(folder / OUTPUT_MARK)
+        if maker is None:
+            raise OutputError(
+                f"{where}: holds {OUTPUT_MARK}, which is not the mark of a command of this project (a small regular "
+                f"JSON file naming it); {command} leaves the folder alone: give another {option}"
+            )
+        if maker != command:
+            raise OutputError(
+                f"{where}: holds the outputs of {show(maker, 80)[1:-1]} ({OUTPUT_MARK}); {command} writes only into a "
+                f"new or empty folder or one it made, never over another command's files: give another {option}"
+            )
+        return folder
+    if names:
+        shown = ", ".join(show(name, 60)[1:-1] for name in names[:3]) + (", ..." if len(names) > 3 else "")
+        raise OutputError(
+            f"{where}: the folder holds files {command} did not write ({shown}); it writes only into a new or empty "
+            f"folder or one it made (marked by {OUTPUT_MARK}), never over another command's files: give another "
+            f"{option}"
+        )
+    try:
+        write_text(folder / OUTPUT_MARK, json.dumps({"command": command}) + "\n")
+    except OutputError as error:
+        raise OutputError(f"{where}: {error}", error.errno) from None
+    return folder
+
+
+def _read_mark(path: Path) -> str | None:
+    """The command named by the mark ``path`` of an output folder; None unless it is a small regular JSON file
+    ``{"command": NAME}`` (never a FIFO, a device or a link: opened without following links, non-blocking)."""
+    try:
+        handle = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return None
+        data = os.read(handle, _MARK_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(handle)
+    try:
+        record = json.loads(data.decode("utf-8")) if len(data) <= _MARK_BYTES else None
+    except (ValueError, RecursionError):
+        return None
+    command = record.get("command") if isinstance(record, dict) else None
+    return command if isinstance(command, str) and command else None
 
 
 # -- the one writer of a folder ---------------------------------------------------------------------------
