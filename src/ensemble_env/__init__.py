@@ -49,6 +49,7 @@ def load_cache(path: str | os.PathLike[str], *, timeout: float | None = None) ->
 
 __all__ = [
     "ENV_ID",
+    "ID_OPTIONS",
     "UNSEEN_ENV_ID",
     "UNSEEN_V2_ENV_ID",
     "CacheError",
@@ -81,6 +82,14 @@ UNSEEN_ENV_ID = "ensemble_env/EnsembleUnseen-v1"
 #: the same under partial feedback: answering a question reveals only the outputs of the team that answered it
 #: (``version=2`` of the unseen factories; ``feedback="team"``, :mod:`ensemble_env.game.feedback`)
 UNSEEN_V2_ENV_ID = "ensemble_env/EnsembleUnseen-v2"
+
+#: each registered id's fixed options: the keywords of its factory that the id sets, which a keyword given to
+#: ``pettingzoo.make`` may repeat but never contradict (:class:`_IdFactory`)
+ID_OPTIONS: dict[str, dict[str, Any]] = {
+    ENV_ID: {},
+    UNSEEN_ENV_ID: {"version": 1},
+    UNSEEN_V2_ENV_ID: {"version": 2},
+}
 
 _CacheArg = LogitCache | str | os.PathLike[str] | None
 
@@ -125,24 +134,48 @@ def unseen_vector_env(
     return vector_env(num_envs, loaded, **unseen_game(loaded.n_models, options, version=version))
 
 
+class _IdFactory:
+    """The entry point of a registered id: ``factory`` with the id's fixed options (:data:`ID_OPTIONS`); a keyword
+    that contradicts one (``version=1`` for ``ensemble_env/EnsembleUnseen-v2``) raises a ValueError naming the id,
+    the option and both values, instead of silently building another game."""
+
+    def __init__(self, env_id: str, factory: Any) -> None:
+        self.env_id, self.factory = env_id, factory
+
+    def __call__(self, **options: Any) -> Any:
+        fixed = ID_OPTIONS[self.env_id]
+        for option, value in fixed.items():
+            given = options.get(option, value)
+            if type(given) is not type(value) or given != value:  # True is not version 1
+                raise ValueError(
+                    f"{self.env_id} is the game with {option}={value!r}: a keyword cannot change it, got "
+                    f"{option}={given!r}; make the id of the game you want"
+                )
+        return self.factory(**{**options, **fixed})
+
+    def __repr__(self) -> str:
+        return f"<the entry point of {self.env_id}>"
+
+
 def _register() -> None:
     """Register the envs in PettingZoo's registry (PettingZoo >= 1.25 has one): ``ensemble_env/Ensemble-v1``,
-    ``ensemble_env/EnsembleUnseen-v1`` and ``ensemble_env/EnsembleUnseen-v2``, each for both APIs."""
+    ``ensemble_env/EnsembleUnseen-v1`` and ``ensemble_env/EnsembleUnseen-v2``, each for both APIs, each through
+    :class:`_IdFactory` (its fixed options cannot be overridden by keywords)."""
     try:
         from pettingzoo.env_registry.registration import aec_registry, parallel_registry, register
     except ImportError:  # older PettingZoo: no registry
         return
-    unseen = ("ensemble_env:unseen_parallel_env", "ensemble_env:unseen_env")
-    entry_points: dict[str, tuple[str, str, dict[str, Any]]] = {
-        ENV_ID: ("ensemble_env.views.parallel:parallel_env", "ensemble_env.views.parallel:env", {}),
-        UNSEEN_ENV_ID: (*unseen, {}),
-        UNSEEN_V2_ENV_ID: (*unseen, {"version": 2}),
+    entry_points: dict[str, tuple[Any, Any]] = {
+        ENV_ID: (parallel_env, env),
+        UNSEEN_ENV_ID: (unseen_parallel_env, unseen_env),
+        UNSEEN_V2_ENV_ID: (unseen_parallel_env, unseen_env),
     }
-    for env_id, (parallel_entry, aec_entry, kwargs) in entry_points.items():
+    for env_id, (parallel_entry, aec_entry) in entry_points.items():
+        kwargs = dict(ID_OPTIONS[env_id])
         if env_id not in parallel_registry:
-            register("parallel", env_id, entry_point=parallel_entry, kwargs=kwargs)
+            register("parallel", env_id, entry_point=_IdFactory(env_id, parallel_entry), kwargs=kwargs)
         if env_id not in aec_registry:
-            register("aec", env_id, entry_point=aec_entry, kwargs=kwargs)
+            register("aec", env_id, entry_point=_IdFactory(env_id, aec_entry), kwargs=kwargs)
 
 
 _register()

@@ -96,9 +96,10 @@ UNSEEN_GAME: dict[str, Any] = {
     "decider_extras": ("model_accuracy", "task_record"),
     "fusion_extras": ("member_record",),
 }
-#: the versions of ``ensemble_env/EnsembleUnseen-vN`` and what each adds to :data:`UNSEEN_GAME`: v2 reveals only
-#: the outputs of the team that answered (partial feedback, ``feedback="team"``)
-UNSEEN_VERSIONS: dict[int, dict[str, Any]] = {1: {}, 2: {"feedback": "team"}}
+#: the versions of ``ensemble_env/EnsembleUnseen-vN`` and the options each fixes (no keyword may change them): v1
+#: reveals every model's output (``feedback="all"``), v2 only the outputs of the team that answered (partial
+#: feedback, ``feedback="team"``); a version's game holds those that differ from :class:`EnvConfig`'s defaults
+UNSEEN_VERSIONS: dict[int, dict[str, Any]] = {1: {"feedback": "all"}, 2: {"feedback": "team"}}
 
 
 def unseen_game(n_models: int, options: dict[str, Any] | None = None, *, version: int = 1) -> dict[str, Any]:
@@ -107,8 +108,9 @@ def unseen_game(n_models: int, options: dict[str, Any] | None = None, *, version
 
     :data:`UNSEEN_GAME` (every episode one task, played in cache order from an empty history; the decider sees
     each model's window accuracy and the task's record so far, the fusion agent its team's), with ``team_record``
-    added to the decider's extras when the pool has at most :data:`MAX_TEAM_RECORD_MODELS` models, and what
-    :data:`UNSEEN_VERSIONS` adds for ``version`` (v2: ``feedback="team"``, which ``options`` may not change).
+    added to the decider's extras when the pool has at most :data:`MAX_TEAM_RECORD_MODELS` models, and the options
+    :data:`UNSEEN_VERSIONS` fixes for ``version`` (v1: ``feedback="all"``, v2: ``feedback="team"``), which
+    ``options`` may not change.
     ``options`` may change any other option (``split``, ``tasks``, ``alpha``, ``episode_length``, the extras, ...),
     but nothing may tell the agents which task they play: ``"task"`` extras, ``fusion_agents="per_model"`` (whose
     observation starts with the task one-hot) and ``episodes="stream"`` raise a ValueError.
@@ -120,6 +122,10 @@ def unseen_game(n_models: int, options: dict[str, Any] | None = None, *, version
     ('model_accuracy', 'task_record')
     >>> unseen_game(5, version=2)["feedback"]
     'team'
+    >>> unseen_game(5, {"feedback": "team"}, version=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: EnsembleUnseen-v1 is the game with feedback='all', got feedback='team' (that is EnsembleUnseen-v2)
     >>> unseen_game(5, {"fusion_extras": ("task",)})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -130,13 +136,19 @@ def unseen_game(n_models: int, options: dict[str, Any] | None = None, *, version
     if isinstance(version, bool) or version not in UNSEEN_VERSIONS:
         raise ValueError(f"unseen_game: version={version!r} is not one of {', '.join(map(str, UNSEEN_VERSIONS))}")
     name = f"EnsembleUnseen-v{version}"
-    game = {**UNSEEN_GAME, **UNSEEN_VERSIONS[version]}
+    defaults = {item.name: item.default for item in fields(EnvConfig)}
+    fixed = UNSEEN_VERSIONS[version]
+    game = {**UNSEEN_GAME, **{option: value for option, value in fixed.items() if value != defaults[option]}}
     if n_models <= MAX_TEAM_RECORD_MODELS:
         game["decider_extras"] = (*game["decider_extras"], "team_record")
     given = options or {}
-    for option, value in UNSEEN_VERSIONS[version].items():
+    for option, value in fixed.items():
         if option in given and given[option] != value:
-            raise ValueError(f"{name} is the game with {option}={value!r}, got {option}={given[option]!r}")
+            other = [f"EnsembleUnseen-v{v}" for v, f in UNSEEN_VERSIONS.items() if f.get(option) == given[option]]
+            raise ValueError(
+                f"{name} is the game with {option}={value!r}, got {option}={given[option]!r}"
+                + (f" (that is {other[0]})" if other else "")
+            )
     game.update(given)
     for option in ("decider_extras", "fusion_extras"):
         extras = game.get(option) or ()
