@@ -17,6 +17,21 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 out="$1"
 python="${PYTHON:-python3}"
 
+# OUT must be a folder this script can write (made if missing): one line otherwise, never Sphinx's crash report
+if [ -e "$out" ] && [ ! -d "$out" ]; then
+    echo "build_docs.sh: error: OUT $out: is not a folder (OUT is the folder the HTML site is written to)" >&2
+    exit 2
+fi
+if ! made="$(mkdir -p -- "$out" 2>&1)"; then
+    echo "build_docs.sh: error: OUT $out: cannot make the folder (${made##*: })" >&2
+    exit 2
+fi
+if ! probe="$(mktemp "$out/.build_docs.XXXXXX" 2>&1)"; then
+    echo "build_docs.sh: error: OUT $out: cannot write in the folder (${probe##*: })" >&2
+    exit 2
+fi
+rm -f -- "$probe"
+
 if ! "$python" -c "import sphinx, myst_parser, furo" 2>/dev/null; then
     echo "build_docs.sh: $python lacks Sphinx, MyST-Parser or furo: pip install -e \".[docs]\"" >&2
     exit 1

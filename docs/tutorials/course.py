@@ -14,7 +14,10 @@ Output folder (figures, GIFs, training runs), the first that applies:
 2. a new temporary folder, if ``CI`` is set (continuous integration never writes into the repository);
 3. ``runs/tutorials`` under the current folder (``runs/`` is ignored by git in this repository).
 
-The folder is created if needed and each lesson prints the paths it writes.
+The folder is created if needed and each lesson prints the paths it writes. A folder that cannot be used (a file,
+a read-only or full disk, no permission) ends the lesson with one line, ``NN_name.py: error: PATH: CAUSE`` (exit
+status 2, as the project's commands), never a traceback; a figure is written whole or not at all
+(``ensemble_env.files``).
 """
 
 from __future__ import annotations
@@ -47,14 +50,29 @@ def output_dir() -> Path:
     """The folder the lessons write to (the rule is in the module docstring)."""
     global _OUT
     if _OUT is None:
+        from ensemble_env.files import make_folder
+
         if os.environ.get(OUT_VARIABLE):
-            _OUT = Path(os.environ[OUT_VARIABLE])
+            folder = Path(os.environ[OUT_VARIABLE])
         elif os.environ.get("CI"):
-            _OUT = Path(tempfile.mkdtemp(prefix="ensemble_env_tutorials_"))
+            folder = Path(_writing(lambda: tempfile.mkdtemp(prefix="ensemble_env_tutorials_")))
         else:
-            _OUT = Path("runs") / "tutorials"
-        _OUT.mkdir(parents=True, exist_ok=True)
+            folder = Path("runs") / "tutorials"
+        _OUT = _writing(lambda: make_folder(folder))
     return _OUT
+
+
+def _writing(write: Any) -> Any:
+    """``write()``, or one line on stderr naming the path and the cause and exit status 2 when it fails (a file
+    where the folder should be, a read-only or full disk, no permission): never a traceback."""
+    from ensemble_env.errors import ERROR_STATUS, error_text
+
+    try:
+        return write()
+    except OSError as error:  # an OutputError of ensemble_env.files too
+        lesson = Path(sys.argv[0]).name if sys.argv and sys.argv[0].endswith(".py") else "the lesson"
+        print(f"{lesson}: error: {error_text(error)}", file=sys.stderr)
+        raise SystemExit(ERROR_STATUS) from None
 
 
 def pyplot() -> Any:
@@ -75,8 +93,10 @@ def pyplot() -> Any:
 
 def save_figure(figure: Any, name: str) -> Path:
     """Save ``figure`` as ``name`` in the output folder, print the path; close it unless in a notebook."""
+    from ensemble_env import files
+
     path = output_dir() / name
-    figure.savefig(path, dpi=110, bbox_inches="tight")
+    _writing(lambda: files.save_figure(figure, path, dpi=110, bbox_inches="tight"))
     print(f"figure written to {path}")
     if not in_notebook():
         pyplot().close(figure)
@@ -89,9 +109,17 @@ def save_gif(frames: list[Any], name: str, fps: float = 4.0) -> Path:
         from PIL import Image
     except ModuleNotFoundError:
         raise SystemExit("writing a GIF needs Pillow: pip install -e '.[plot]' (matplotlib brings it)") from None
+    from ensemble_env.files import atomic_path
+
     path = output_dir() / name
     images = [Image.fromarray(frame) for frame in frames]
-    images[0].save(path, save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0)
+
+    def write() -> None:
+        with atomic_path(path) as temporary:
+            options = {"save_all": True, "append_images": images[1:], "duration": round(1000 / fps), "loop": 0}
+            images[0].save(temporary, format="GIF", **options)
+
+    _writing(write)
     print(f"animation written to {path} ({len(images)} frames)")
     return path
 
