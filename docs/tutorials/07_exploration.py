@@ -121,8 +121,10 @@ print(f"a question given to the whole pool costs {price:.3f} reward on average, 
 # summed reward on them (in the game's timing: the outcome of the question just answered is not in yet).
 # `greedy_team` plays the best mean shrunk toward the training mean, (S_k + n0 prior_k) / (n0 + n_k);
 # `etc_team` (explore then commit) gives the first m questions to the whole pool, then plays greedy;
-# `ucb_team(partial)` adds an optimism bonus; `thompson_team` samples each team's mean. Each chooses its constants
-# by streaming the training tasks. `ucb_team` is lesson 6's bandit (it learns only the played team's reward), and
+# `ucb_team(partial)` adds an optimism bonus; `thompson_team` samples each team's mean; `bayes_team`
+# (`ensemble_env.baselines.bayes`) plays the posterior-mean team under a correlated Gaussian prior over all the teams
+# fitted on the training tasks, so that one team's record moves the teams that share its members. Each chooses its
+# constants by streaming the training tasks. `ucb_team` is lesson 6's bandit (it learns only the played team's reward), and
 # the two references read what this protocol does not give: `ftl_team` every model's output (full feedback),
 # `hindsight_team` the labels it is scored on.
 
