@@ -22,6 +22,8 @@ from pettingzoo import AECEnv
 from ensemble_env import baselines, metrics
 from ensemble_env.cache import datasets, io, synthetic
 from ensemble_env.cache.datasets import default_cache_path, load_default_cache
+from ensemble_env.cache.generator import TaskGenerator, fit_generator
+from ensemble_env.cache.generator_file import load_generator, save_generator
 from ensemble_env.cache.io import save_cache
 from ensemble_env.cache.logit_cache import CacheError, LogitCache
 from ensemble_env.game.config import EnvConfig, unseen_game
@@ -57,15 +59,19 @@ __all__ = [
     "EnsembleVectorEnv",
     "EnvConfig",
     "LogitCache",
+    "TaskGenerator",
     "baselines",
     "datasets",
     "default_cache_path",
     "env",
+    "fit_generator",
     "load_cache",
     "load_default_cache",
+    "load_generator",
     "metrics",
     "parallel_env",
     "save_cache",
+    "save_generator",
     "synthetic",
     "unseen_env",
     "unseen_parallel_env",

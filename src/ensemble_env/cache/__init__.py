@@ -16,6 +16,13 @@ module               what it holds
                      the one way a cache argument (None, a name, a path, a cache) becomes a cache
 ``features``         text features of the questions (hashed character n-grams)
 ``synthetic``        a seeded synthetic pool with planted structure (:func:`~ensemble_env.cache.synthetic.make_cache`)
+``task_model``       the generative model of one task: its parameters (:class:`~ensemble_env.cache.task_model.TaskFit`)
+                     and their jitter
+``task_fit``         fitting that model to a real task's questions
+``task_draw``        drawing the questions of tasks from their parameters, vectorised
+``generator``        a task generator fitted to a real cache (:func:`fit_generator`), new tasks drawn from it
+                     (:meth:`TaskGenerator.sample`)
+``generator_file``   generator files: :func:`save_generator` (atomic JSON) and :func:`load_generator` (validated)
 ``convert``          converters into caches: lm-evaluation-harness samples, arrays, splits
 ===================  =========================================================================================
 
@@ -26,6 +33,8 @@ The format is ``docs/cache-format.md``; the names below are re-exported for conv
 from __future__ import annotations
 
 from ensemble_env.cache.datasets import default_cache_path, load_default_cache
+from ensemble_env.cache.generator import TaskGenerator, fit_generator
+from ensemble_env.cache.generator_file import load_generator, save_generator
 from ensemble_env.cache.hdf5 import CacheWriteError
 from ensemble_env.cache.io import load_cache, save_cache
 from ensemble_env.cache.logit_cache import (
@@ -47,8 +56,12 @@ __all__ = [
     "CacheError",
     "CacheWriteError",
     "LogitCache",
+    "TaskGenerator",
     "default_cache_path",
+    "fit_generator",
     "load_cache",
     "load_default_cache",
+    "load_generator",
     "save_cache",
+    "save_generator",
 ]
