@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import ensemble_env
+from ensemble_env.baselines import fidelity
 from ensemble_env.baselines.routing import all_teams, team_correct
 from ensemble_env.cache import (
     CacheError,
@@ -39,6 +40,7 @@ from ensemble_env.cache import (
 )
 from ensemble_env.cache import generator as generator_module
 from ensemble_env.cache.logit_cache import SPLITS
+from ensemble_env.cli import main
 
 #: bbh5's replicas against bbh5 (seed 0, 4 replicas of 250 questions per task): measured 0.016 mean, 0.033 worst
 FIDELITY_MEAN_MAE, FIDELITY_WORST_MAE = 0.025, 0.05
@@ -340,3 +342,59 @@ def test_special_files_are_refused_without_blocking(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(generator_file, "MAX_GENERATOR_BYTES", 1024)
     with pytest.raises(CacheError, match="2048 bytes"):
         load_generator(big)
+
+
+# -- the commands -----------------------------------------------------------------------------------------------
+def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
+    code = main([str(arg) for arg in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_fit_generator_and_generate_commands(
+    small: LogitCache, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = save_cache(tmp_path / "real.h5", small)
+    generator, out = tmp_path / "gen.json", tmp_path / "tasks.h5"
+    code, text, _ = run(capsys, "cache", "fit-generator", real, "-o", generator, "--tasks", "task_0,task_1")
+    assert code == 0 and "a generator of 2 tasks (task_0, task_1)" in text
+    assert load_generator(generator).task_names == ("task_0", "task_1")
+    code, text, _ = run(capsys, "cache", "generate", generator, "-o", out, "--tasks", "5", "--seed", "3",
+                        "--questions", "20", "30", "--models", "6", "--first", "10")  # fmt: skip
+    assert code == 0 and "5 tasks" in text and "gen-000010 .. gen-000014" in text
+    cache = load_cache(out)
+    expected = load_generator(generator).sample(5, 3, n_models=6, questions=(20, 30), first=10)
+    assert np.array_equal(cache.scores, expected.scores) and cache.task_names == expected.task_names
+    code, _, err = run(capsys, "cache", "generate", generator, "-o", out, "--tasks", "2", "--seed", "0")
+    assert code == 2 and "exists; --overwrite replaces it" in err and load_cache(out).n_tasks == 5
+    code, _, _ = run(capsys, "cache", "generate", generator, "-o", out, "--tasks", "2", "--seed", "0", "--overwrite")
+    assert code == 0 and load_cache(out).n_tasks == 2
+    code, _, err = run(capsys, "cache", "generate", generator, "-o", generator, "--tasks", "2", "--seed", "0",
+                       "--overwrite")  # fmt: skip
+    assert code == 2 and "would overwrite the input" in err
+    code, _, err = run(capsys, "cache", "generate", generator, "-o", out, "--tasks", "2", "--seed", "0",
+                       "--questions", "30", "20", "--overwrite")  # fmt: skip
+    assert code == 2 and "questions" in err
+    broken = tmp_path / "broken.json"
+    broken.write_text(generator.read_text(encoding="utf-8").replace('"loading"', '"loadings"'), encoding="utf-8")
+    code, _, err = run(capsys, "cache", "generate", broken, "-o", tmp_path / "b.h5", "--tasks", "2", "--seed", "0")
+    assert code == 2 and str(broken) in err and "tasks[0]" in err and "loading" in err
+
+
+def test_fit_generator_writes_the_fidelity_report(
+    small: LogitCache, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    real = save_cache(tmp_path / "real.h5", small)
+    report = tmp_path / "report"
+    code, text, _ = run(capsys, "cache", "fit-generator", real, "-o", tmp_path / "g.json", "--report", report,
+                        "--replicas", "2", "--holdout", "1", "--draws", "12")  # fmt: skip
+    assert code == 0 and "MAE" in text
+    assert sorted(path.name for path in report.iterdir()) == sorted(fidelity.REPORT_FILES)
+    record = json.loads((report / "fidelity.json").read_text(encoding="utf-8"))
+    assert [task["name"] for task in record["tasks"]] == list(small.task_names)
+    assert len(record["held_out"]) == 1 and len(record["training_tasks"]) == 2 and record["n_generated"] == 12
+    assert len(record["tasks"][0]["real"]["mean_vote"]) == 15  # 4 models: 15 teams
+    assert "## Held-out tasks" in (report / "fidelity.md").read_text(encoding="utf-8")
+    code, _, err = run(capsys, "cache", "fit-generator", real, "-o", tmp_path / "h.json", "--report", report)
+    assert code == 2 and "fidelity.md: exists" in err and not (tmp_path / "h.json").exists()

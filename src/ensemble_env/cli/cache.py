@@ -11,6 +11,9 @@
 - ``cache features CACHE --from text|FILE.npy -o OUT.h5``: a copy with new per-question features
   (:mod:`ensemble_env.cache.features`).
 - ``cache plot CACHE -o DIR``: PNGs of accuracy by task, error correlation, teams by size (needs matplotlib).
+- ``cache fit-generator CACHE -o GEN.json [--report DIR]``: a task generator fitted to a cache's tasks
+  (:func:`ensemble_env.cache.fit_generator`), and its fidelity report (:mod:`ensemble_env.baselines.fidelity`).
+- ``cache generate GEN.json -o OUT.h5 --tasks N --seed S``: tasks drawn from a generator as a cache.
 
 A ``CACHE`` argument is a file or the name of a built-in cache (:func:`ensemble_env.datasets.resolve`).
 
@@ -36,6 +39,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ensemble_env import extras
+from ensemble_env.baselines.fidelity import REPORT_FILES, fidelity_report, write_report
 from ensemble_env.baselines.report import PLOT_FILES, format_summary, plot_cache, summarize
 from ensemble_env.cache import datasets
 from ensemble_env.cache.convert import (
@@ -57,6 +61,8 @@ from ensemble_env.cache.features import (
     with_features,
     with_text_features,
 )
+from ensemble_env.cache.generator import fit_generator
+from ensemble_env.cache.generator_file import load_generator, save_generator
 from ensemble_env.cache.hdf5 import superblock_version
 from ensemble_env.cache.io import save_cache
 from ensemble_env.cache.logit_cache import SCORE_KINDS, SPLITS, LogitCache
@@ -295,6 +301,64 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_existing(paths: list[Path], overwrite: bool) -> None:
+    """The ``--overwrite`` convention of ``train``: an output that exists is replaced only when asked."""
+    present = [path for path in paths if path.exists() or path.is_symlink()]
+    if present and not overwrite:
+        raise ValueError(f"{present[0]}: exists; --overwrite replaces it (or write elsewhere)")
+
+
+def _fit_generator(args: argparse.Namespace) -> int:
+    output = Path(args.output)
+    report = None if args.report is None else Path(args.report)
+    if report is not None and not extras.require("cache fit-generator", "plot", option="--report"):
+        return extras.EXIT_STATUS
+    if report is not None and report.exists() and not report.is_dir():
+        raise ValueError(f"{report}: not a folder; --report names the folder of {', '.join(REPORT_FILES)}")
+    outputs = [output] + ([] if report is None else [report / name for name in REPORT_FILES])
+    _refuse_existing(outputs, args.overwrite)
+    cache, inputs = _load_input(args.cache, args.output)
+    for path in outputs[1:]:
+        check_output(path, inputs)
+    with status(f"fitting the task model to {len(args.tasks) if args.tasks else cache.n_tasks} tasks"):
+        generator = fit_generator(cache, tasks=args.tasks)
+    save_generator(output, generator)
+    print(f"wrote {output}: a generator of {len(generator.tasks)} tasks ({', '.join(generator.task_names)}) of "
+          f"{generator.n_models} models ({', '.join(generator.models)})")  # fmt: skip
+    if report is not None:
+        held = args.holdout if args.holdout < len(generator.tasks) - 1 else 0
+        if held != args.holdout:
+            _note(f"note: {len(generator.tasks)} tasks are too few to hold {args.holdout} out; no held-out comparison")
+        with status(f"comparing each task with {args.replicas} replicas" + (f", {held} held out" if held else "")):
+            result = fidelity_report(
+                cache, generator, replicas=args.replicas, held_out_count=held, n_generated=args.draws, seed=args.seed
+            )
+            written = write_report(result, report)
+        for path in written:
+            print(f"wrote {path}")
+        maes = [comparison.mae() for comparison in result.tasks]
+        print(f"  team mean-vote accuracies, real against replicas: MAE {sum(maes) / len(maes):.4f} "
+              f"(from {min(maes):.3f} to {max(maes):.3f}) over {len(maes)} tasks")  # fmt: skip
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    output = Path(args.output)
+    _refuse_existing([output], args.overwrite)
+    check_output(output, [args.generator])
+    generator = load_generator(args.generator)
+    low, high = args.questions
+    with status(f"drawing {args.tasks} tasks of {low}-{high} questions"):
+        cache = generator.sample(
+            args.tasks, args.seed, n_models=args.models, questions=(low, high), first=args.first, jitter=args.jitter
+        )
+    with status(f"writing {output}"):
+        _save(output, cache, [args.generator])
+    print(f"wrote {_describe(output, cache)}")
+    print(f"  tasks {cache.task_names[0]} .. {cache.task_names[-1]}; models: {', '.join(cache.models)}")
+    return 0
+
+
 #: ``cache from-lm-eval``'s default --validation-fraction: with the default --test-fraction 0.2, bbh5's proportions
 #: (per task of 250 questions: 160 train, 40 validation, 50 test), so that ``benchmark`` (which tunes on validation)
 #: takes the converted cache as it is; ``--validation-fraction 0`` makes none
@@ -362,6 +426,13 @@ def _decimal(text: str) -> float:
     return value
 
 
+def _fraction(text: str) -> float:
+    value = _decimal(text)
+    if not 0.0 <= value <= 10.0:
+        raise argparse.ArgumentTypeError(f"{text} is not in [0, 10]")
+    return value
+
+
 def _add_limit_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-file-mb",
@@ -393,10 +464,11 @@ def register(commands: Any) -> None:
     """Add the ``cache`` command group to the ``ensemble-env`` sub-parsers ``commands``."""
     group = commands.add_parser(
         "cache",
-        help="build, check, summarise, re-split, add features to and plot logit caches",
+        help="build, check, summarise, re-split, add features to, plot and generate logit caches",
         description="Build logit caches from what researchers have (lm-evaluation-harness samples, arrays), "
         "check them, summarise them with the baselines, re-split them, add per-question features and plot "
-        "them. A CACHE argument is a file or a built-in cache: " + ", ".join(datasets.available()) + ".",
+        "them; fit a task generator to a cache and draw new tasks from it. A CACHE argument is a file or a "
+        "built-in cache: " + ", ".join(datasets.available()) + ".",
         epilog="examples:\n"
         "  ensemble-env cache from-lm-eval runs/ -o bbh.h5\n"
         "  ensemble-env cache info bbh.h5\n"
@@ -601,3 +673,82 @@ def register(commands: Any) -> None:
     )
     plot.add_argument("--seed", type=_integer, default=0, help="seed of the team sample (default 0)")
     plot.add_argument("--dpi", type=_positive, default=100, help="resolution (default 100)")
+
+    fit = _add(
+        actions,
+        "fit-generator",
+        _fit_generator,
+        "fit a task generator to a cache's tasks (and report its fidelity)",
+        "Fit the task model of docs/generated-tasks.md to each task of CACHE (or of --tasks), reading every "
+        "question of those tasks, and write the generator to GEN (JSON, atomically). With --report DIR, also "
+        "compare each task with --replicas replicas of it (the 31 team votes' accuracies, the best single model, "
+        "the best and the global team, the hindsight gap, agreement, confidence) and place --holdout real tasks "
+        "held out of a second fit among --draws tasks it generates: fidelity.md, fidelity.json and fidelity.png "
+        f"(needs matplotlib, the plot extra: {extras.install_line('plot')}).",
+        "examples:\n"
+        "  ensemble-env cache fit-generator bbh5 -o bbh5_generator.json\n"
+        "  ensemble-env cache fit-generator bbh5 -o bbh5_generator.json --report fidelity/ --overwrite",
+    )
+    fit.add_argument("cache", metavar="CACHE", help="a cache file or a built-in name")
+    fit.add_argument("-o", "--output", required=True, metavar="GEN", help="the generator file to write (JSON)")
+    fit.add_argument(
+        "--tasks", action=ListOption, metavar="TASK", help="only these tasks, comma- or space-separated (default all)"
+    )
+    fit.add_argument("--report", metavar="DIR", default=None, help="also write the fidelity report into DIR")
+    fit.add_argument(
+        "--replicas", type=_positive, default=8, metavar="R", help="replicas of each task in the report (default 8)"
+    )
+    fit.add_argument(
+        "--holdout",
+        type=_integer,
+        default=4,
+        metavar="K",
+        help="real tasks held out of a second fit and placed among its tasks in the report (default 4; 0: none)",
+    )
+    fit.add_argument(
+        "--draws", type=_positive, default=200, metavar="N", help="tasks drawn to place the held-out ones (default 200)"
+    )
+    fit.add_argument("--seed", type=_integer, default=0, help="seed of the report's draws and held-out tasks (0)")
+    fit.add_argument("--overwrite", action="store_true", help="replace GEN and the report's files when they exist")
+
+    generate = _add(
+        actions,
+        "generate",
+        _generate,
+        "draw new tasks from a task generator, as a cache",
+        "Draw tasks FIRST .. FIRST + N - 1 of the stream of --seed from the generator GEN (made by cache "
+        "fit-generator) and write them as a cache: tasks gen-000000, ..., each a fitted task jittered by --jitter "
+        "times the spread across tasks, with --questions LO HI questions and the fitted cache's split "
+        "proportions. Task i depends only on the seed and i: a second stream is --first N. --models above the "
+        "fitted pool adds models drawn from it. Refuses an existing OUT without --overwrite.",
+        "examples:\n"
+        "  ensemble-env cache generate bbh5_generator.json -o test_tasks.h5 --tasks 2000 --seed 0\n"
+        "  ensemble-env cache generate bbh5_generator.json -o val_tasks.h5 --tasks 400 --seed 0 --first 2000\n"
+        "  ensemble-env cache generate bbh5_generator.json -o pool10.h5 --tasks 100 --seed 1 --models 10",
+    )
+    generate.add_argument("generator", metavar="GEN", help="a generator file (cache fit-generator)")
+    generate.add_argument("-o", "--output", required=True, metavar="OUT.h5", help="the cache to write (atomically)")
+    generate.add_argument("--tasks", type=_positive, required=True, metavar="N", help="how many tasks to draw")
+    generate.add_argument("--seed", type=_integer, required=True, metavar="S", help="the stream's seed (>= 0)")
+    generate.add_argument(
+        "--models", type=_positive, default=None, metavar="M", help="the pool's size (default: the fitted pool's)"
+    )
+    generate.add_argument(
+        "--questions",
+        type=_positive,
+        nargs=2,
+        default=(150, 250),
+        metavar=("LO", "HI"),
+        help="each task's question count, drawn uniformly from LO..HI (default 150 250)",
+    )
+    generate.add_argument(
+        "--first", type=_integer, default=0, metavar="I", help="the index of the first task of the stream (default 0)"
+    )
+    generate.add_argument(
+        "--jitter",
+        type=_fraction,
+        default=0.5,
+        metavar="J",
+        help="the jitter in units of each parameter's spread across the fitted tasks (default 0.5; 0: replicas)",
+    )
+    generate.add_argument("--overwrite", action="store_true", help="replace OUT when it exists")
