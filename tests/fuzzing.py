@@ -17,9 +17,11 @@ outcome             meaning
                     does not resume
 ==================  ================================================================================
 
-``python tests/fuzzing.py [--slow]`` runs the suites of :data:`SUITE_MODULES` (caches, lm-eval samples, and those
+``python tests/fuzzing.py [--slow]`` runs the suites of :data:`SUITE_MODULES` (caches, lm-eval samples, those
 of issue 41: the online baselines' arguments, unseen-task evaluation caches, lessons, config files, array
-columns, train on a filling disk) and prints their table; ``--only TEXT`` runs the suites whose name holds TEXT.
+columns, train on a filling disk; and those of issue 49: the partial rules' choice function and seeds, the env ids'
+fixed options, train configs against the game, the benchmark scripts' outputs) and prints their table; ``--only
+TEXT`` runs the suites whose name holds TEXT.
 
 Three sizes: the default ``pytest`` runs each suite's quick part; ``pytest --run-slow`` (CI) runs a fifth of its
 full part (:func:`slow_size`); ``python tests/fuzzing.py --slow`` and the other suites' ``--slow`` scripts run the
@@ -63,6 +65,10 @@ SUITE_MODULES = (
     ("learner", "test_fuzz_unseen"),
     ("cli", "test_fuzz_commands"),
     ("learner", "test_fuzz_disks"),
+    ("baselines", "test_fuzz_partial_seeds"),
+    ("views", "test_fuzz_env_ids"),
+    ("learner", "test_fuzz_train_configs"),
+    ("cli", "test_fuzz_script_outputs"),
 )
 #: a message may be at most this much longer than the path it names
 MESSAGE_LIMIT = 700
