@@ -152,8 +152,9 @@ class _IdFactory:
         fixed = ID_OPTIONS[self.env_id]
         for option, value in fixed.items():
             given = options.get(option, value)
-            if type(given) is not type(value) or given != value:  # True is not version 1
-                raise ValueError(
+            whole = isinstance(given, int | np.integer) and not isinstance(given, bool | np.bool_)
+            if not (whole if isinstance(value, int) else type(given) is type(value)) or given != value:
+                raise ValueError(  # True is not version 1, nor 2.0 version 2
                     f"{self.env_id} is the game with {option}={value!r}: a keyword cannot change it, got "
                     f"{option}={given!r}; make the id of the game you want"
                 )

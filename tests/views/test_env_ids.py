@@ -33,7 +33,8 @@ def _feedback(env: Any) -> str:
     [
         (UNSEEN_V2_ENV_ID, {"version": 1}, "ensemble_env/EnsembleUnseen-v2 is the game with version=2: a keyword"),
         (UNSEEN_V2_ENV_ID, {"version": True}, "got version=True"),
-        (UNSEEN_V2_ENV_ID, {"version": np.int64(2)}, "ensemble_env/EnsembleUnseen-v2 is the game with version=2"),
+        (UNSEEN_V2_ENV_ID, {"version": 2.0}, "ensemble_env/EnsembleUnseen-v2 is the game with version=2"),
+        (UNSEEN_V2_ENV_ID, {"version": np.int64(1)}, "ensemble_env/EnsembleUnseen-v2 is the game with version=2"),
         (
             UNSEEN_V2_ENV_ID,
             {"feedback": "all"},
@@ -54,6 +55,7 @@ def test_a_keyword_contradicting_the_id_is_refused(
 @pytest.mark.parametrize("api", ["parallel", "aec"])
 def test_keywords_that_repeat_the_id_build_its_game(api: str) -> None:
     assert _feedback(_make(api, UNSEEN_V2_ENV_ID, version=2, feedback="team")) == "team"
+    assert _feedback(_make(api, UNSEEN_V2_ENV_ID, version=np.int64(2))) == "team"
     assert _feedback(_make(api, UNSEEN_V2_ENV_ID)) == "team"
     assert _feedback(_make(api, UNSEEN_ENV_ID, version=1, feedback="all")) == "all"
     assert _feedback(_make(api, ENV_ID)) == "all"
