@@ -47,6 +47,10 @@ tasks (and their rank for ties); the setting with the best mean over training ta
 wins, ties to the first of the grid (the smaller s, then the smaller lambda). The held-out tasks are then played
 with m, S, R fitted on every training task. Held-out labels are never read. Hence at least three training tasks
 (the prior of a training task's stream needs the spread of two others).
+With ``choose_on="validation"`` the settings are chosen instead on the validation tasks' streams, with m, S, R
+fitted on the ``train`` tasks, which then play the held-out tasks too (the mode of
+:func:`~ensemble_env.baselines.partial.rule_settings`: one stream per validation task and setting, where hundreds
+of generated training tasks would cost hundreds of streams per setting).
 
 **Cost.** Fitting is one K x K scatter per task; a question costs a solve of the size of U and a K x U product (the
 noise blocks R_OjOj^-1 are inverted once per played team and prior). Measured on one core (docs/baselines.md): at
@@ -73,8 +77,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ensemble_env.baselines import arguments
-from ensemble_env.baselines.online import GAME_DELAY, MAX_DELAY, SCORE_DIGITS, TeamOutcomes, unseen_setting
-from ensemble_env.baselines.partial import MAX_CONSTANT, contained_teams, fitted_rule, training_priors
+from ensemble_env.baselines.online import GAME_DELAY, MAX_DELAY, SCORE_DIGITS, TeamOutcomes
+from ensemble_env.baselines.partial import MAX_CONSTANT, contained_teams, fitted_rule, rule_settings, training_priors
 from ensemble_env.baselines.simple import BaselineResult
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings
@@ -421,6 +425,7 @@ def bayes_team(
     scales: Iterable[float] = PRIOR_SCALE_GRID,
     shrinkages: Iterable[float] = SHRINKAGE_GRID,
     outcomes: TeamOutcomes | None = None,
+    choose_on: str = "training",
 ) -> BaselineResult:
     """The Bayesian rule under team feedback: each question of a held-out task goes to the team of the highest
     posterior mean reward under a correlated Gaussian prior over the teams' mean rewards fitted on the training
@@ -429,18 +434,25 @@ def bayes_team(
 
     (s, lambda) from ``scales`` x ``shrinkages`` is chosen on the training tasks' streams, each with the prior of
     the other training tasks (ties to the smaller s, then the smaller lambda): at least three training tasks
-    (``train`` and ``validation``), else a ValueError. ``outcomes`` as
-    :func:`~ensemble_env.baselines.online.global_team`'s. Deterministic. Named ``"bayes_team"``;
-    ``info["prior_scale"]`` s, ``info["shrinkage"]`` lambda, ``info["grid_scores"]`` (the training score of every
-    setting, ``"s=1,lambda=0.5"``), ``info["first_team"]``, ``info["switches"]``, ``info["teams_used"]``.
+    (``train`` and ``validation``), else a ValueError. With ``choose_on="validation"``
+    (:data:`~ensemble_env.baselines.partial.CHOOSE_ON`) it is chosen on the validation tasks' streams with the prior
+    fitted on the ``train`` tasks, which then plays the held-out tasks: at least two ``train`` tasks. ``outcomes``
+    as :func:`~ensemble_env.baselines.online.global_team`'s. Deterministic. Named ``"bayes_team"``;
+    ``info["prior_scale"]`` s, ``info["shrinkage"]`` lambda, ``info["grid_scores"]`` (the score of every setting,
+    ``"s=1,lambda=0.5"``), ``info["first_team"]``, ``info["switches"]``, ``info["teams_used"]``.
     """
     grids: dict[str, list[Any]] = {"s": arguments.grid(scales, "scales", _scale)}
     grids["lambda"] = arguments.grid(shrinkages, "shrinkages", _shrinkage)
-    p = unseen_setting(cache, train, test, reward, validation, outcomes)
+    p, on_validation = rule_settings(cache, train, test, reward, validation, outcomes, choose_on)
     found = len(p.training_streams())
-    if found < 3:
+    if on_validation is None and found < 3:
         raise ValueError(
             "bayes_team chooses its constants by streaming each training task with a prior fitted on the spread of "
             f"the other training tasks: give at least three training tasks (train and validation), got {found}"
         )
-    return fitted_rule("bayes_team", p, grids, _player)
+    if found < 2:
+        raise ValueError(
+            "bayes_team fits its prior on the spread of the train tasks (choose_on='validation'): give at least two "
+            f"train tasks, got {found}"
+        )
+    return fitted_rule("bayes_team", p, grids, _player, validation=on_validation)

@@ -168,13 +168,16 @@ def compare(
     seed: int | None = 0,
     names: Iterable[str] | None = None,
     routers: dict[str, routing.RouterFit] | None = None,
+    choose_on: str = "training",
 ) -> list[BaselineResult]:
     """The baselines ``names`` (default :func:`default_baselines`), fitted on ``train_split``, scored on ``split``.
 
     The routing baselines choose their teams by ``reward`` (the environment's, at its alpha); the router's
     penalty is chosen on the cache's validation questions when it has some that are neither train nor eval
     questions. ``k`` and ``seed`` set the random and greedy-focal teams. ``routers`` maps ``"router"`` /
-    ``"router(tasks)"`` to an already fitted router (:func:`fit_routers`). Results come in the order of
+    ``"router(tasks)"`` to an already fitted router (:func:`fit_routers`). ``choose_on`` is
+    :attr:`~ensemble_env.baselines.registry.Setting.choose_on` (where the partial-feedback rules and ``bayes_team``
+    choose their constants). Results come in the order of
     :data:`~ensemble_env.baselines.registry.BASELINES`. ValueError for an unknown name, a bad split, or a
     routing baseline on more than :data:`ensemble_env.baselines.routing.MAX_TEAM_MODELS` models.
     """
@@ -188,6 +191,7 @@ def compare(
         k=k,
         seed=seed,
         fitted=dict(routers or {}),
+        choose_on=choose_on,
     )
     return [entry.run(setting) for name, entry in BASELINES.items() if name in chosen]
 

@@ -45,6 +45,15 @@ the first of the grid: the smaller n0, m, c, sigma). Held-out labels are never r
 prior leaves it out: under partial feedback the prior is most of what a rule knows, and a prior that has seen the
 streamed task would favour trusting it. Hence at least two training tasks (a ValueError otherwise).
 
+**Or on validation tasks** (``choose_on="validation"``, :data:`CHOOSE_ON`; the benchmark's generated-task protocol,
+whose training tasks are hundreds): the constants are chosen by streaming every *validation task* (the tasks of
+``validation``, none of them a ``train`` task) from an empty history, in the game's timing, with the ``train`` tasks
+as the prior (their mean rewards and their rank, as a held-out task has them); the held-out tasks are then played
+with the same prior, the ``train`` tasks alone. Each setting is played once per validation task instead of once per
+training task, and ``info["validation_reward"]`` keeps the chosen setting's mean reward per validation question.
+Held-out labels are never read in either mode (:func:`rule_settings` builds both settings, :func:`fitted_rule`
+chooses).
+
 **Randomness.** Only :func:`thompson_team` draws: the normal draws of a task's stream come from
 ``numpy.random.default_rng([seed, part, task])`` (part 0 for a held-out task, 1 for a training task's stream), so
 they depend on the seed and the task alone (not on the labels, nor on the other tasks held out), and the grid's
@@ -83,11 +92,12 @@ from ensemble_env.baselines.online import (
     unseen_result,
     unseen_setting,
 )
-from ensemble_env.baselines.simple import BaselineResult, task_ids, task_names
+from ensemble_env.baselines.simple import BaselineResult, question_indices, task_ids, task_names
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings
 
 __all__ = [
+    "CHOOSE_ON",
     "EXPLORE_GRID",
     "FEEDBACK",
     "PSEUDO_COUNT_GRID",
@@ -100,6 +110,7 @@ __all__ = [
     "partial_choices",
     "partial_statistics",
     "partial_ucb_team",
+    "rule_settings",
     "rules",
     "thompson_team",
     "training_priors",
@@ -113,6 +124,10 @@ PSEUDO_COUNT_GRID = (0.0625, 0.25, 1.0, 4.0, 16.0, 64.0)
 EXPLORE_GRID = (1, 2, 5, 10, 20)
 #: the sampling scales sigma (of the reward range) :func:`thompson_team` tries on the training tasks
 THOMPSON_SCALE_GRID = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+#: where a rule chooses its constants (``choose_on``): "training", each training task's stream with the other
+#: training tasks as the prior; "validation", each validation task's stream with the train tasks as the prior (the
+#: module's docstring)
+CHOOSE_ON = ("training", "validation")
 
 
 def _count(value: object, name: str, minimum: int, maximum: int = online.MAX_DELAY) -> int:
@@ -422,24 +437,75 @@ def _draws(seed: int | None, part: int, tasks: list[int], lengths: list[int], n_
 Player = Callable[[Any, tuple[dict[str, float], ...], list[np.ndarray], bool], np.ndarray]
 
 
-def fitted_rule(name: str, p: Any, grids: dict[str, list[Any]], play: Player, **info: Any) -> BaselineResult:
-    """The rule ``name`` with its constants chosen on the training tasks and played on the held-out tasks.
+def rule_settings(
+    cache: LogitCache,
+    train: ArrayLike,
+    test: ArrayLike,
+    reward: RewardSettings,
+    validation: ArrayLike | None,
+    outcomes: TeamOutcomes | None,
+    choose_on: str = "training",
+) -> tuple[Any, Any]:
+    """(the setting a rule plays its held-out tasks in, the setting it chooses its constants in or None) under
+    ``choose_on`` (:data:`CHOOSE_ON`), the pair :func:`fitted_rule` takes.
+
+    ``"training"``: :func:`~ensemble_env.baselines.online.unseen_setting` of ``train`` and ``validation`` pooled
+    (the training tasks) and ``test``, and None (the constants are chosen on the training tasks' streams).
+    ``"validation"``: the setting of ``train`` and ``test``, and the setting of ``train`` and the ``validation``
+    tasks, streamed as held-out tasks: both with the prior of the ``train`` tasks alone, both on one
+    :class:`~ensemble_env.baselines.online.TeamOutcomes` (``outcomes``, or computed once on the three). ValueError
+    naming ``choose_on`` for another value, or for ``"validation"`` without validation questions."""
+    if choose_on not in CHOOSE_ON:
+        raise ValueError(f"choose_on must be one of {', '.join(CHOOSE_ON)}, got {choose_on!r}")
+    if choose_on == "training":
+        return unseen_setting(cache, train, test, reward, validation, outcomes), None
+    if validation is None or np.asarray(validation).size == 0:
+        raise ValueError(
+            "choose_on='validation' chooses the constants on the validation tasks: give validation questions "
+            "(the questions of tasks that are neither train nor test tasks)"
+        )
+    if outcomes is None:
+        rows = [question_indices(cache, part, name) for part, name in
+                ((train, "train"), (validation, "validation"), (test, "test"))]  # fmt: skip
+        outcomes = online.team_outcomes(cache, np.concatenate(rows), reward)
+    played = unseen_setting(cache, train, test, reward, None, outcomes)
+    return played, unseen_setting(cache, train, validation, reward, None, outcomes)
+
+
+def fitted_rule(
+    name: str, p: Any, grids: dict[str, list[Any]], play: Player, *, validation: Any = None, **info: Any
+) -> BaselineResult:
+    """The rule ``name`` with its constants chosen on the training tasks (or the validation tasks) and played on the
+    held-out tasks.
 
     Every setting of the product of ``grids`` (constant key -> checked values; the first grid varying slowest) is
     played by ``play`` (:data:`Player`) on the training tasks' streams of ``p`` (the protocol's setting,
-    :func:`~ensemble_env.baselines.online.unseen_setting`); the best mean over training tasks of the mean reward
+    :func:`~ensemble_env.baselines.online.unseen_setting`), each with the other training tasks as the prior; or, with
+    ``validation`` (the second setting of :func:`rule_settings`: the validation tasks as its held-out tasks), on the
+    validation tasks' streams with the train tasks as the prior. The best mean over those tasks of the mean reward
     per question wins (rounded to :data:`~ensemble_env.baselines.online.SCORE_DIGITS` decimals, ties to the
-    earlier setting) and plays the held-out tasks. ``info`` joins the result's ``info``, after the constants
-    chosen."""
+    earlier setting) and plays the held-out tasks of ``p``. ``info`` joins the result's ``info``, after the
+    constants chosen (with ``validation``, ``validation_reward``: the chosen setting's mean reward per validation
+    question)."""
     grid = _Grid.of([dict(zip(grids, values, strict=True)) for values in itertools.product(*grids.values())])
-    training = p.training_streams()
-    chosen = play(p, grid.settings, training, True)
-    streams = [p.outcomes.rewards[:, columns] for columns in training]
+    if validation is None:
+        where, columns = p, p.training_streams()
+        chosen = play(p, grid.settings, columns, True)
+        fitted_on = "training tasks' streams, each with the other training tasks as the prior"
+    else:
+        where, columns = validation, [validation.test_columns[positions] for _, positions in
+                                      validation.held_out_streams()]  # fmt: skip
+        chosen = play(validation, grid.settings, columns, False)
+        fitted_on = "validation tasks' streams, with the train tasks as the prior"
+    streams = [where.outcomes.rewards[:, task] for task in columns]
     scores = [
         stream_means(streams, [chosen[g, s, : r.shape[1]] for s, r in enumerate(streams)])
         for g in range(len(grid.settings))
     ]
     best = max(range(len(scores)), key=lambda g: (round(scores[g], SCORE_DIGITS), -g))
+    if validation is not None:
+        rewards = [r[chosen[best, s, : r.shape[1]], np.arange(r.shape[1])] for s, r in enumerate(streams)]
+        info = {**info, "validation_reward": float(np.concatenate(rewards).mean())}
     held = p.held_out_streams()
     played = play(p, grid[best].settings, [p.test_columns[positions] for _, positions in held], False)[0]
     rows = np.empty(p.test.size, dtype=np.int64)
@@ -450,7 +516,7 @@ def fitted_rule(name: str, p: Any, grids: dict[str, list[Any]], play: Player, **
     info = p.info(
         feedback=FEEDBACK,
         delay=GAME_DELAY,
-        fitted_on="training tasks' streams, each with the other training tasks as the prior",
+        fitted_on=fitted_on,
         **grid.info(best),
         **info,
         grid_scores=dict(zip(grid.labels, scores, strict=True)),
@@ -481,9 +547,14 @@ def _index_player(seed: int | None) -> Player:
     return play
 
 
-def _rule(name: str, p: Any, grids: dict[str, list[Any]], seed: int | None = None) -> BaselineResult:
-    """:func:`fitted_rule` with :func:`partial_choices`' index (``seed``: the draws', for a grid that samples)."""
-    return fitted_rule(name, p, grids, _index_player(seed), **({} if seed is None else {"seed": seed}))
+def _rule(
+    name: str, settings: tuple[Any, Any], grids: dict[str, list[Any]], seed: int | None = None
+) -> BaselineResult:
+    """:func:`fitted_rule` with :func:`partial_choices`' index on :func:`rule_settings`' pair (``seed``: the
+    draws', for a grid that samples)."""
+    p, validation = settings
+    extra = {} if seed is None else {"seed": seed}
+    return fitted_rule(name, p, grids, _index_player(seed), validation=validation, **extra)
 
 
 def greedy_team(
@@ -495,17 +566,19 @@ def greedy_team(
     validation: ArrayLike | None = None,
     pseudo_counts: Iterable[float] = PSEUDO_COUNT_GRID,
     outcomes: TeamOutcomes | None = None,
+    choose_on: str = "training",
 ) -> BaselineResult:
     """Greedy under team feedback: the team with the best observed mean reward shrunk toward its training mean,
     (S_k + n0 * prior_k) / (n0 + n_k) (:func:`partial_choices` with c = sigma = 0), ties to the prior rank; the
     first questions (nothing revealed) to the global team.
 
-    n0 from ``pseudo_counts`` is chosen on the training tasks' streams (the module's docstring). ``outcomes`` as
+    n0 from ``pseudo_counts`` is chosen on the training tasks' streams (the module's docstring; on the validation
+    tasks' with ``choose_on="validation"``, :data:`CHOOSE_ON`, as every rule here). ``outcomes`` as
     :func:`~ensemble_env.baselines.online.global_team`'s. Named ``"greedy_team"``; ``info["pseudo_count"]``,
     ``info["grid_scores"]`` (the training score of every n0), ``info["first_team"]``, ``info["switches"]``.
     """
     grids = {"n0": arguments.grid(pseudo_counts, "pseudo_counts", _positive)}
-    return _rule("greedy_team", unseen_setting(cache, train, test, reward, validation, outcomes), grids)
+    return _rule("greedy_team", rule_settings(cache, train, test, reward, validation, outcomes, choose_on), grids)
 
 
 def etc_team(
@@ -518,6 +591,7 @@ def etc_team(
     explores: Iterable[int] = EXPLORE_GRID,
     pseudo_counts: Iterable[float] = PSEUDO_COUNT_GRID,
     outcomes: TeamOutcomes | None = None,
+    choose_on: str = "training",
 ) -> BaselineResult:
     """Explore then commit: all N models answer the first m questions of each held-out task (so every team's
     reward on them is revealed), then :func:`greedy_team`'s rule.
@@ -528,7 +602,7 @@ def etc_team(
     """
     grids = {"m": arguments.grid(explores, "explores", _explore)}
     grids["n0"] = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
-    return _rule("etc_team", unseen_setting(cache, train, test, reward, validation, outcomes), grids)
+    return _rule("etc_team", rule_settings(cache, train, test, reward, validation, outcomes, choose_on), grids)
 
 
 def partial_ucb_team(
@@ -541,6 +615,7 @@ def partial_ucb_team(
     explorations: Iterable[float] = UCB_EXPLORATION_GRID,
     pseudo_counts: Iterable[float] = PSEUDO_COUNT_GRID,
     outcomes: TeamOutcomes | None = None,
+    choose_on: str = "training",
 ) -> BaselineResult:
     """UCB over teams under team feedback: :func:`~ensemble_env.baselines.online.ucb_team`'s index (UCB1 on rewards
     normalised to [0, 1], n0 pseudo-plays at the training mean), but a played team reveals the reward of every one
@@ -552,7 +627,8 @@ def partial_ucb_team(
     """
     grids = {"c": arguments.grid(explorations, "explorations", _non_negative)}
     grids["n0"] = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
-    return _rule("ucb_team(partial)", unseen_setting(cache, train, test, reward, validation, outcomes), grids)
+    settings = rule_settings(cache, train, test, reward, validation, outcomes, choose_on)
+    return _rule("ucb_team(partial)", settings, grids)
 
 
 def thompson_team(
@@ -566,6 +642,7 @@ def thompson_team(
     scales: Iterable[float] = THOMPSON_SCALE_GRID,
     pseudo_counts: Iterable[float] = PSEUDO_COUNT_GRID,
     outcomes: TeamOutcomes | None = None,
+    choose_on: str = "training",
 ) -> BaselineResult:
     """Thompson sampling over teams under team feedback: before each question, every team's mean reward is drawn
     from a Gaussian posterior, mean (S_k + n0 * prior_k) / (n0 + n_k) and standard deviation
@@ -582,12 +659,13 @@ def thompson_team(
     checked = arguments.seed(seed, "seed")
     grids = {"sigma": arguments.grid(scales, "scales", _positive)}
     grids["n0"] = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
-    return _rule("thompson_team", unseen_setting(cache, train, test, reward, validation, outcomes), grids, checked)
+    settings = rule_settings(cache, train, test, reward, validation, outcomes, choose_on)
+    return _rule("thompson_team", settings, grids, checked)
 
 
 def rules(seed: int | None = 0) -> dict[str, Callable[..., BaselineResult]]:
     """The partial-feedback rules by their registry name, each called as
-    ``function(cache, train, test, reward=..., validation=..., outcomes=...)``; ``seed`` goes to
+    ``function(cache, train, test, reward=..., validation=..., outcomes=..., choose_on=...)``; ``seed`` goes to
     :func:`thompson_team` (None: it refuses to run)."""
     return {
         "greedy_team": greedy_team,

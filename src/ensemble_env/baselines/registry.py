@@ -98,6 +98,11 @@ class Setting:
     """Seed of the random team."""
     fitted: dict[str, routing.RouterFit] = field(default_factory=dict)
     """Fits made beforehand (:attr:`Baseline.fit`), by baseline name, so a sweep fits once."""
+    choose_on: str = "training"
+    """Where the partial-feedback rules and ``bayes_team`` choose their constants
+    (:data:`ensemble_env.baselines.partial.CHOOSE_ON`): on the training tasks' streams (``train`` and ``validation``
+    pooled), or on the ``validation`` tasks' streams with the ``train`` tasks as the prior (the generated-task
+    protocol); the other baselines ignore it."""
 
     def __post_init__(self) -> None:
         arguments.seed(self.seed, "Setting.seed", optional=True)  # the project's rule: never True as seed 1
@@ -135,6 +140,9 @@ class Baseline:
     feedback: str = "all"
     """What it reads of a held-out task's answered questions (:data:`FEEDBACK`): under a protocol revealing less it
     is a reference, not a competitor (:func:`reference`). Baselines that stream nothing keep the default."""
+    seeded: bool = False
+    """Its answers depend on ``setting.seed`` (it draws at random); the others answer the same whatever the seed, so
+    the benchmark may run them once for every seed (``ensemble-env benchmark --protocol generated``)."""
 
     def __post_init__(self) -> None:
         if self.feedback not in FEEDBACK:
@@ -267,7 +275,7 @@ for _entry in (
         aliases=("question_weights",),
         by_default=False,
     ),
-    Baseline("random_team", lambda s: simple.random_team(s.cache, s.train, s.test, k=s.k, seed=s.seed)),
+    Baseline("random_team", lambda s: simple.random_team(s.cache, s.train, s.test, k=s.k, seed=s.seed), seeded=True),
     Baseline("greedy_focal_team", lambda s: simple.greedy_focal_team(s.cache, s.train, s.test, k=s.k)),
     _static_team("oracle_team(test)", "test"),
     Baseline("oracle", lambda s: simple.oracle(s.cache, s.train, s.test), uses_test_labels=True),
@@ -275,22 +283,24 @@ for _entry in (
     register(_entry)
 
 
-def _online(name: str, feedback: str, uses_test_labels: bool = False) -> Baseline:
+def _online(name: str, feedback: str, uses_test_labels: bool = False, seeded: bool = False) -> Baseline:
     """The baseline ``name`` of the unseen-task protocol (:data:`ensemble_env.baselines.online.UNSEEN_BASELINES`,
     or a partial-feedback rule, :func:`ensemble_env.baselines.partial.rules`, seeded by ``setting.seed``, or
-    :func:`ensemble_env.baselines.bayes.bayes_team`), reading
-    ``feedback``, run by name only. The modules are imported when the baseline runs, so that ``python -m
+    :func:`ensemble_env.baselines.bayes.bayes_team`; these choose their constants where ``setting.choose_on`` says),
+    reading ``feedback``, run by name only. The modules are imported when the baseline runs, so that ``python -m
     ensemble_env.baselines.online`` does not find it imported already."""
 
     def run(s: Setting) -> BaselineResult:
         from ensemble_env.baselines import bayes, online, partial
 
-        functions = {**online.UNSEEN_BASELINES, **partial.rules(s.seed), "bayes_team": bayes.bayes_team}
-        return functions[name](s.cache, s.train, s.test, reward=s.reward, validation=s.validation)
+        choosing = {**partial.rules(s.seed), "bayes_team": bayes.bayes_team}
+        where = {"choose_on": s.choose_on} if name in choosing else {}
+        function = {**online.UNSEEN_BASELINES, **choosing}[name]
+        return function(s.cache, s.train, s.test, reward=s.reward, validation=s.validation, **where)
 
     return Baseline(
         name, run, alpha_dependent=True, enumerates_teams=True, in_evaluate=False, uses_test_labels=uses_test_labels,
-        by_default=False, unseen_tasks=True, feedback=feedback,
+        by_default=False, unseen_tasks=True, feedback=feedback, seeded=seeded,
     )  # fmt: skip
 
 
@@ -310,7 +320,7 @@ for _entry in (
     _online("greedy_team", "team"),
     _online("etc_team", "team"),
     _online("ucb_team(partial)", "team"),
-    _online("thompson_team", "team"),
+    _online("thompson_team", "team", seeded=True),
     _online("bayes_team", "team"),
 ):
     register(_entry)
