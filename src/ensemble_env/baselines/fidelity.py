@@ -273,10 +273,12 @@ def fidelity_report(
     n_generated: int = 200,
     seed: int = 0,
     reward: RewardSettings = DEFAULT_REWARD,
+    source: str | None = None,
 ) -> FidelityReport:
     """Both comparisons: :func:`fidelity` of ``generator`` (default: fitted on every task of ``cache``) on its tasks,
     and, with ``held_out_count`` > 0, :func:`held_out` of that many of its tasks (:func:`held_out_tasks`, seeded
-    with ``seed``) among ``n_generated`` tasks of a generator fitted on the others."""
+    with ``seed``) among ``n_generated`` tasks of a generator fitted on the others. ``source`` names the cache in the
+    report (default: its path)."""
     generator = fit_generator(cache) if generator is None else generator
     comparisons = fidelity(cache, generator, replicas=replicas, seed=seed, reward=reward)
     placed: tuple[HeldOutTask, ...] = ()
@@ -287,7 +289,7 @@ def fidelity_report(
             cache, held, tasks=generator.task_names, n_tasks=n_generated, seed=seed, reward=reward
         )
     return FidelityReport(
-        source=cache.path,
+        source=cache.path if source is None else source,
         replicas=replicas,
         seed=seed,
         alpha=reward.alpha,

@@ -121,15 +121,15 @@ def rest_utilities(
     one task's ((N, C) ``wrong_logits``, scalar ``distractor_boost``, (N,) ``gold_boost``) or per question
     ((Q, N, C), (Q,), (Q, N))."""
     positions = np.arange(valid.shape[1])
-    boost = np.asarray(parameters["distractor_boost"], dtype=np.float64).reshape(-1, 1)  # (1, 1) or (Q, 1)
-    gold_boost = np.asarray(parameters["gold_boost"], dtype=np.float64)
+    boost = np.asarray(parameters["distractor_boost"], dtype=np.float32).reshape(-1, 1)  # (1, 1) or (Q, 1)
+    gold_boost = np.asarray(parameters["gold_boost"], dtype=np.float32)
     gold_boost = gold_boost if gold_boost.ndim == 2 else gold_boost[None]  # (1, N) or (Q, N)
-    wrong_logits = np.asarray(parameters["wrong_logits"], dtype=np.float64)
+    wrong_logits = np.asarray(parameters["wrong_logits"], dtype=np.float32)
     wrong_logits = wrong_logits if wrong_logits.ndim == 3 else wrong_logits[None]
-    shared = np.where(positions == distractor[:, None], boost, 0.0)[:, None, :]
-    gold = (positions == labels[:, None])[:, None, :] * gold_boost[:, :, None]
+    shared = np.where(positions == distractor[:, None], boost, np.float32(0.0))[:, None, :]
+    gold = np.where((positions == labels[:, None])[:, None, :], gold_boost[:, :, None], np.float32(0.0))
     gumbel = -np.log(np.maximum(exponentials, np.float32(1e-30)), dtype=np.float32)
-    utility = (wrong_logits + shared + gold).astype(np.float32) + gumbel
+    utility = wrong_logits + shared + gold + gumbel
     return np.where(valid[:, None, :] & (positions != answer[..., None]), utility, -np.inf)
 
 
@@ -173,7 +173,7 @@ def draw_questions(draws: Sequence[TaskDraws]) -> tuple[np.ndarray, np.ndarray, 
     Returns
     -------
     tuple of numpy.ndarray
-        ``logp`` (Q, N, C) float64 (Q the tasks' questions in task order, C their largest choice count), every
+        ``logp`` (Q, N, C) float32 (Q the tasks' questions in task order, C their largest choice count), every
         model's log-probabilities normalised over each question's valid choices (``-inf`` beyond them);
         ``labels`` (Q,) int64; ``n_choices`` (Q,) int64.
     """
@@ -184,7 +184,7 @@ def draw_questions(draws: Sequence[TaskDraws]) -> tuple[np.ndarray, np.ndarray, 
 
     def joined(name: str) -> np.ndarray:
         arrays = [getattr(d, name) for d in draws]
-        if arrays[0].ndim < 3:
+        if arrays[0].ndim < 3 or all(array.shape[2] == width for array in arrays):
             return np.concatenate(arrays)
         out = np.ones((task.size, n_models, width), dtype=np.float32)  # padding: E = 1, u = 1 (never read)
         start = 0
@@ -210,7 +210,7 @@ def draw_questions(draws: Sequence[TaskDraws]) -> tuple[np.ndarray, np.ndarray, 
     open_ = valid & ~is_label
     distractor = _categorical(np.where(open_, p["distractor_logits"][task], -np.inf), joined("distractor"))
     boost = p["distractor_boost"][task]
-    wrong_logits = p["wrong_logits"][task]  # (Q, N, C)
+    wrong_logits = p["wrong_logits"][task].astype(np.float32)  # (Q, N, C)
     shared = np.where(positions[None, :] == distractor[:, None], boost[:, None], 0.0)
     wrong_answer = _categorical(
         np.where(open_[:, None, :], wrong_logits + shared[:, None, :], -np.inf), joined("wrong")
@@ -221,7 +221,7 @@ def draw_questions(draws: Sequence[TaskDraws]) -> tuple[np.ndarray, np.ndarray, 
     ease = np.where(correct, branch_scores(-difficulty, correct, task), branch_scores(-difficulty, ~correct, task))
     u = np.clip(norm_cdf(link * ease + np.sqrt(1.0 - link**2) * joined("margin")), 0.0, 1.0)
     knots = np.where(correct[..., None], p["margin_right"][task], p["margin_wrong"][task])
-    margin = np.maximum(np.exp(_quantiles(knots, u)), MIN_MARGIN)[..., None]
+    margin = np.maximum(np.exp(_quantiles(knots, u)), MIN_MARGIN).astype(np.float32)[..., None]
 
     per_question = {"wrong_logits": wrong_logits, "distractor_boost": boost, "gold_boost": p["gold_boost"][task]}
     utility = rest_utilities(per_question, labels, distractor, answer, valid, joined("utility"))
@@ -236,7 +236,7 @@ def draw_questions(draws: Sequence[TaskDraws]) -> tuple[np.ndarray, np.ndarray, 
     logp = np.where(positions == answer[..., None], 0.0, logp)
     logp = np.where(valid[:, None, :], logp, -np.inf)
     logp -= np.log(np.exp(logp).sum(axis=2, keepdims=True))  # the answer holds the maximum, 0: no overflow
-    return logp, labels.astype(np.int64), n_choices
+    return logp.astype(np.float32, copy=False), labels.astype(np.int64), n_choices
 
 
 def draw_task(

@@ -331,7 +331,13 @@ def _fit_generator(args: argparse.Namespace) -> int:
             _note(f"note: {len(generator.tasks)} tasks are too few to hold {args.holdout} out; no held-out comparison")
         with status(f"comparing each task with {args.replicas} replicas" + (f", {held} held out" if held else "")):
             result = fidelity_report(
-                cache, generator, replicas=args.replicas, held_out_count=held, n_generated=args.draws, seed=args.seed
+                cache,
+                generator,
+                replicas=args.replicas,
+                held_out_count=held,
+                n_generated=args.draws,
+                seed=args.seed,
+                source=args.cache,
             )
             written = write_report(result, report)
         for path in written:
