@@ -12,9 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import import_benchmark
+from test_fuzz_script_outputs import fake_benchmark, snapshot, train_run
 
 from ensemble_env.cache import save_cache
 from ensemble_env.cache.logit_cache import SPLITS
@@ -31,30 +30,6 @@ from ensemble_env.files import OUTPUT_MARK, OutputError, output_folder
 from ensemble_env.synthetic import make_cache
 
 pytest.importorskip("torch")  # the scripts import the learner
-
-
-def snapshot(folder: Path) -> dict[str, str]:
-    """Every file under ``folder`` by relative path, with the SHA-256 of its bytes (links and folders by kind)."""
-    found = {}
-    for path in sorted(folder.rglob("*")):
-        key = str(path.relative_to(folder))
-        if path.is_symlink():
-            found[key] = f"link -> {os.readlink(path)}"
-        elif path.is_dir():
-            found[key] = "folder"
-        else:
-            found[key] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return found
-
-
-def train_run(folder: Path) -> Path:
-    """A folder holding a ``train`` run's files (what a run leaves; their bytes are what must survive)."""
-    (folder / "checkpoints").mkdir(parents=True)
-    (folder / "config.json").write_text('{"algorithm": "mappo"}\n', encoding="utf-8")
-    (folder / "selection.json").write_text('{"update": 3, "rule": "safe"}\n', encoding="utf-8")
-    (folder / "progress.csv").write_text("update,env/reward\n1,0.5\n", encoding="utf-8")
-    (folder / "checkpoints" / "update_0.pt").write_bytes(b"weights")
-    return folder
 
 
 @pytest.fixture
@@ -69,15 +44,6 @@ def small_sample(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
     monkeypatch.setattr(module, "benchmark", fake_benchmark)  # the stress's benchmark runs: not these tests' subject
     yield module
     sys.modules.pop("small_sample", None)
-
-
-def fake_benchmark(algorithms: list[str], seeds: Any, caches: list[str], out: Path, **_: Any) -> dict[str, Any]:
-    """What ``small_sample.stress`` reads of ``benchmark``'s results, without training (the cut file must exist)."""
-    assert Path(caches[0]).is_file()
-    interval = {"mean": 0.0, "low": 0.0, "high": 0.0}
-    mine = {"runs": [{"info": {"selected_iteration": 0}}], "aggregate": {"reward": interval},
-            "versus": {name: {"reward": interval} for name in algorithms[1:]}}  # fmt: skip
-    return {"caches": {caches[0]: {algorithms[0]: mine}}}
 
 
 def small_cache(n_tasks: int = 8):

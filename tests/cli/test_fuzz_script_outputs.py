@@ -60,10 +60,15 @@ PIECES = [
     ("no_such=1", False), ("checkpoints=-1", False), ("passes=0", False), ('decider_start="offline"', False),
     ("gamma=2", False), ("nonsense", False),
 ]  # fmt: skip
+#: the index decider's offline start (refused with the partial-feedback default, the index decider; the team
+#: decider of 'decider_policy="teams"' takes it)
+OFFLINE, TEAMS = 11, 5
 
 
 # -- the world a case runs in ------------------------------------------------------------------------------------------
-def _snapshot(folder: Path) -> dict[str, str]:
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` by relative path, with the SHA-256 of its bytes (links and folders by kind): what
+    must be the same after a refused case."""
     found = {}
     for path in sorted(folder.rglob("*")):
         key = str(path.relative_to(folder))
@@ -76,11 +81,14 @@ def _snapshot(folder: Path) -> dict[str, str]:
     return found
 
 
-def _train_run(folder: Path) -> None:
+def train_run(folder: Path) -> Path:
+    """A folder holding a ``train`` run's files (what a run leaves; their bytes are what must survive)."""
     (folder / "checkpoints").mkdir(parents=True)
     (folder / "config.json").write_text('{"algorithm": "mappo"}\n', encoding="utf-8")
-    (folder / "selection.json").write_text('{"update": 3}\n', encoding="utf-8")
-    (folder / "progress.csv").write_text("update\n1\n", encoding="utf-8")
+    (folder / "selection.json").write_text('{"update": 3, "rule": "safe"}\n', encoding="utf-8")
+    (folder / "progress.csv").write_text("update,env/reward\n1,0.5\n", encoding="utf-8")
+    (folder / "checkpoints" / "update_0.pt").write_bytes(b"weights")
+    return folder
 
 
 def _target(world: Path, kind: str, script: str) -> Path:
@@ -99,7 +107,7 @@ def _target(world: Path, kind: str, script: str) -> Path:
         _mark(out, SCRIPTS[1 - SCRIPTS.index(script)])
         (out / "kept.txt").write_text("the other script's")
     elif kind in ("train run", "link to run"):
-        _train_run(out)
+        train_run(out)
     elif kind == "other files":
         out.mkdir()
         (out / "notes.md").write_text("mine")
@@ -156,7 +164,7 @@ def _script(name: str) -> Any:
         module._run_all = _fake_runs  # type: ignore[attr-defined]
         module._rules = lambda cache, alpha: dict.fromkeys(module.RULES, 0.0)  # type: ignore[attr-defined]
     else:
-        module.benchmark = _fake_benchmark  # type: ignore[attr-defined]
+        module.benchmark = fake_benchmark  # type: ignore[attr-defined]
     return module
 
 
@@ -169,7 +177,8 @@ def _fake_runs(jobs: int) -> list[float]:
     return [0.0] * len(work)
 
 
-def _fake_benchmark(algorithms: list[str], seeds: Any, caches: list[str], out: Path, **_: Any) -> dict[str, Any]:
+def fake_benchmark(algorithms: list[str], seeds: Any, caches: list[str], out: Path, **_: Any) -> dict[str, Any]:
+    """What ``small_sample.stress`` reads of ``benchmark``'s results, without training (the cut file must exist)."""
     assert Path(caches[0]).is_file()
     interval = {"mean": 0.0, "low": 0.0, "high": 0.0}
     mine = {"runs": [{"info": {"selected_iteration": 0}}], "aggregate": {"reward": interval},
@@ -221,10 +230,10 @@ def out_case(case: dict[str, Any]) -> tuple[str, str]:
     cache = _cache(world, "a")
     out = _target(world, kind, script)
     ok = kind in VALID_TARGETS or (kind == "own with runs" and script == "small_sample.py")
-    before = _snapshot(world)
+    before = snapshot(world)
     code, lines = _run(script, _argv(script, cache, out))
     judged = _judge(script, code, lines, ok, f"--out ({kind})")
-    after = _snapshot(world)
+    after = snapshot(world)
     allowed = {"out/selection.json"} if kind == "own" and script == "partial_selection.py" else set()
     lost = _changed(before, after, allowed if code == 0 else set())
     if lost:
@@ -241,12 +250,12 @@ def cut_case(case: dict[str, Any]) -> tuple[str, str]:
                                                 seed=first["seed"], size=first["size"]))  # fmt: skip
     if code != 0:
         return "bad_error", f"the first run failed: {lines[:2]}"
-    before = _snapshot(world)
+    before = snapshot(world)
     ok = first["size"] != then["size"] or (first["cache"], first["seed"]) == (then["cache"], then["seed"])
     code, lines = _run("small_sample.py", _argv("small_sample.py", _cache(world, then["cache"]), out,
                                                 seed=then["seed"], size=then["size"]))  # fmt: skip
     judged = _judge("small_sample.py", code, lines, ok, f"cut ({first} then {then})")
-    lost = _changed(before, _snapshot(world), set())
+    lost = _changed(before, snapshot(world), set())
     if lost:
         return "lost", f"changed or removed {lost[:4]}"
     if judged is None:  # the cut the run used is the cut of the arguments it was given
@@ -264,7 +273,8 @@ def cut_case(case: dict[str, Any]) -> tuple[str, str]:
 def _setting_valid(pieces: list[int], colon: bool) -> bool:
     texts = [PIECES[i][0] for i in pieces]
     keys = [text.partition("=")[0] for text in texts]
-    return colon and all(PIECES[i][1] for i in pieces) and len(set(keys)) == len(keys)
+    fine = all(PIECES[i][1] or (i == OFFLINE and TEAMS in pieces) for i in pieces)
+    return colon and fine and len(set(keys)) == len(keys)
 
 
 def setting_case(case: dict[str, Any]) -> tuple[str, str]:
