@@ -5,6 +5,7 @@ algorithms (:func:`load_plugins`), and how the command reports an interruption (
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -19,7 +20,7 @@ from ensemble_env.cli.options import ListOption
 from ensemble_env.text import listed, show
 from ensemble_mappo.benchmark import marl_eval
 from ensemble_mappo.benchmark.learners import BUDGETS, LEARNERS, budget_help
-from ensemble_mappo.benchmark.protocols import FEEDBACKS, PROTOCOLS
+from ensemble_mappo.benchmark.protocols import FEEDBACKS, PROTOCOLS, GeneratedPlan
 from ensemble_mappo.benchmark.registry import (
     DEFAULT_ALGORITHMS,
     PARTIAL_DEFAULT_ALGORITHMS,
@@ -36,6 +37,8 @@ __all__ = ["INTERRUPTED_STATUS", "MAX_SEEDS", "load_plugins", "register_command"
 MAX_SEEDS = 1000
 #: the exit status after Ctrl-C: 128 + SIGINT, as a shell reports it
 INTERRUPTED_STATUS = 130
+#: the defaults of --protocol generated, quoted by the help (read from the fields: no plan is made before it is used)
+_PLAN = {field.name: field.default for field in dataclasses.fields(GeneratedPlan)}
 
 
 def load_plugins(paths: Sequence[str]) -> None:
@@ -101,6 +104,7 @@ def _run(args: Any) -> int:
         jobs=args.jobs,
         formats=args.format or (),
         feedback=args.feedback,
+        generated=_generated_plan(args),
     )
     plots = write_plots(results, Path(args.out), list(results["caches"]))
     print(format_markdown(results))
@@ -112,6 +116,19 @@ def _run(args: Any) -> int:
     else:
         print(f"wrote {listed([*written, 'the frontier plot'])}")
     return 0
+
+
+def _generated_plan(args: Any) -> GeneratedPlan | None:
+    """The plan of ``--protocol generated`` (:class:`GeneratedPlan`'s defaults, ``--generated-models``); None for
+    another protocol, whose runs ``--generated-models`` is refused with."""
+    if args.protocol != "generated":
+        if args.generated_models is not None:
+            raise ValueError(f"--generated-models {args.generated_models} goes with --protocol generated")
+        return None
+    try:
+        return GeneratedPlan(n_models=args.generated_models)
+    except ValueError as error:
+        raise ValueError(f"--generated-models: {str(error).replace('GeneratedPlan.n_models ', '')}") from None
 
 
 def register_command(commands: Any) -> None:
@@ -141,7 +158,7 @@ def register_command(commands: Any) -> None:
         help=f"the learners ({', '.join(LEARNERS)}), any baseline of `ensemble-env baselines` (and stacking, "
         "uniform_weights, per_task_weights, per_question_weights, static_team(pooled), best_single(per_task)), or a "
         f"name registered by a --register file; a,b or a b (default: {', '.join(DEFAULT_ALGORITHMS)}; with "
-        f"--protocol unseen-tasks: {', '.join(UNSEEN_DEFAULT_ALGORITHMS)})",
+        f"--protocol unseen-tasks or generated: {', '.join(UNSEEN_DEFAULT_ALGORITHMS)})",
     )
     parser.add_argument("--seeds", type=int, default=5, metavar="S", help="seeds 0..S-1 (default: %(default)s)")
     parser.add_argument(
@@ -175,29 +192,53 @@ def register_command(commands: Any) -> None:
         default="standard",
         help="standard: every task's train, validation and test splits; unseen-tasks: routing tasks never seen, each "
         "algorithm fitted and chosen on some tasks (its validation is tasks too) and scored on every question of the "
-        "others, each streamed from an empty history: --folds folds of the cache's tasks, or --eval-cache "
-        "(default: %(default)s; docs/benchmark.md)",
+        "others, each streamed from an empty history: --folds folds of the cache's tasks, or --eval-cache; "
+        "generated: the same folds, but every algorithm fits and chooses on tasks drawn from a generator fitted on "
+        f"the fold's training tasks alone ({_PLAN['train_tasks']} train and {_PLAN['validation_tasks']} "
+        f"validation tasks a fold, {_PLAN['questions'][0]}-{_PLAN['questions'][1]} questions each) and is scored "
+        f"twice: on {_PLAN['test_tasks']} generated test tasks a fold (results 'generated(CACHE)') and on the fold's "
+        "real held-out tasks (results 'CACHE'; with --eval-cache the generator is fitted on all of --cache and the "
+        "eval cache is "
+        "scored) (default: %(default)s; docs/benchmark.md)",
     )
     parser.add_argument(
         "--feedback",
         choices=FEEDBACKS,
         default="all",
-        help="unseen-tasks: what the game reveals after each answer: every model's output (all), or only the "
-        "answering team's (team: partial feedback, the learners play ensemble_env/EnsembleUnseen-v2; its default "
+        help="unseen-tasks, generated: what the game reveals after each answer: every model's output (all), or only "
+        "the answering team's (team: partial feedback, the learners play ensemble_env/EnsembleUnseen-v2; its default "
         f"algorithms: {', '.join(PARTIAL_DEFAULT_ALGORITHMS)}) (default: %(default)s)",
     )
     parser.add_argument(
-        "--folds", type=int, default=4, metavar="K", help="unseen-tasks: folds of the tasks (default: %(default)s)"
+        "--generated-models",
+        type=int,
+        default=None,
+        metavar="M",
+        help="generated: the models of every generated task (default: the cache's pool; more draws the extra ones "
+        "from the generator, e.g. 10 on bbh5's 5, and the learners train on M-model tasks). The real held-out "
+        "tasks hold the cache's models alone: with another M they are not scored (said on stderr and in "
+        "results.json's protocol.generated.real_tasks)",
     )
     parser.add_argument(
-        "--fold-seed", type=int, default=0, metavar="S", help="unseen-tasks: seed of the folds (default: %(default)s)"
+        "--folds",
+        type=int,
+        default=4,
+        metavar="K",
+        help="unseen-tasks, generated: folds of the tasks (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--fold-seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="unseen-tasks, generated: seed of the folds, and of each fold's generated tasks (default: %(default)s)",
     )
     parser.add_argument(
         "--eval-cache",
         default=None,
         metavar="PATH",
-        help="unseen-tasks: train and choose on every task of --cache, score every task of this cache (the same "
-        "models in the same order)",
+        help="unseen-tasks, generated: train and choose on every task of --cache (generated: on tasks of a generator "
+        "fitted on all of it), score every task of this cache (the same models in the same order)",
     )
     parser.add_argument(
         "--jobs",

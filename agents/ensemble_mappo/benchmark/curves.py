@@ -23,6 +23,7 @@ from ensemble_env.baselines import registry as baselines
 from ensemble_env.files import check_output, save_figure
 from ensemble_env.game.reward import RewardSettings
 from ensemble_mappo.benchmark import protocols
+from ensemble_mappo.benchmark.registry import unit_outcomes
 
 __all__ = ["BEST_RULE", "FILE", "best_rules", "learner_curves", "plot_learning_curves", "validation_lines"]
 
@@ -32,21 +33,32 @@ FILE = "learning_curves.png"
 BEST_RULE = "best_rule(validation)"
 
 
-def validation_lines(units: Sequence[protocols.Unit], names: Sequence[str], alpha: float) -> list[dict[str, float]]:
+def validation_lines(
+    units: Sequence[protocols.Unit],
+    names: Sequence[str],
+    alpha: float,
+    recorded: Sequence[Mapping[str, float]] = (),
+) -> list[dict[str, float]]:
     """Per unit (fold), each baseline of the unseen-task protocol in ``names`` that reads no scored label: its mean
     reward per question on the unit's validation tasks, fitted on its training tasks (the learners' validation
-    plays, on the same questions)."""
+    plays, on the same questions). ``recorded[k]`` holds the lines of unit ``k`` already known, by rule (the rules
+    that chose their constants on the validation tasks, under ``--protocol generated``, recorded their reward there
+    at the constants chosen): those rules are not replayed. Each line in the registry's order (ties of
+    :func:`best_rules` go to the first)."""
     rules = [name for name in names if _is_rule(name)]
+    canonical = {baselines.lookup(name).name for name in rules}
     lines = []
-    for unit in units:
-        if not rules:
-            lines.append({})
-            continue
-        results = comparison.compare(
-            unit.cache, split="validation", train_split="train", reward=RewardSettings(alpha=alpha), names=rules
-        )
-        lines.append({result.name: float(result.rewards(unit.cache, RewardSettings(alpha=alpha)).mean())
-                      for result in results})  # fmt: skip
+    for k, unit in enumerate(units):
+        known = {name: value for name, value in (recorded[k] if k < len(recorded) else {}).items() if name in canonical}
+        missing = [name for name in rules if baselines.lookup(name).name not in known]
+        found = dict(known)
+        if missing:
+            reward = RewardSettings(alpha=alpha)
+            results = comparison.compare(unit.cache, split="validation", train_split="train", reward=reward,
+                                         names=missing, outcomes=unit_outcomes(unit.cache, reward))  # fmt: skip
+            found.update({result.name: float(result.rewards(unit.cache, RewardSettings(alpha=alpha)).mean())
+                          for result in results})  # fmt: skip
+        lines.append({name: found[name] for name in baselines.BASELINES if name in found})  # the registry's order
     return lines
 
 
@@ -93,10 +105,12 @@ def plot_learning_curves(
     results: Mapping[str, Any], cache_name: str, path: Path, inputs: Sequence[str] = ()
 ) -> Path | None:
     """Draw the learning curves of ``results`` on ``cache_name`` into ``path``; None (nothing written) when no learner
-    kept its validation plays or the protocol is the standard one. ModuleNotFoundError without matplotlib."""
+    kept its validation plays, the protocol is the standard one, or ``cache_name`` has no validation lines (under
+    ``--protocol generated`` the curves go with the generated tasks' results, ``generated(CACHE)``, not the real
+    tasks'). ModuleNotFoundError without matplotlib."""
     curves = learner_curves(results["caches"][cache_name])
-    if not curves or "protocol" not in results:
-        return None
+    if not curves or cache_name not in results.get("protocol", {}).get("validation_lines", {}):
+        return None  # the standard protocol; or the real tasks of --protocol generated, whose curves are drawn once
     check_output(path, inputs)
     import matplotlib
 
@@ -134,8 +148,9 @@ def plot_learning_curves(
         axis.grid(alpha=0.3)
     handles, labels = grid.flat[0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, -0.02), ncol=4, fontsize=8)
+    tasks = "generated tasks" if results["protocol"].get("name") == "generated" else "tasks never seen"
     figure.suptitle(
-        f"{cache_name}, tasks never seen (feedback {feedback}): each learner's start (step 0) and checkpoints on its\n"
+        f"{cache_name}, {tasks} (feedback {feedback}): each learner's start (step 0) and checkpoints on its\n"
         "fold's validation tasks, mean over seeds (band: range); lines: the hand rules on the same tasks",
         fontsize=9,
     )

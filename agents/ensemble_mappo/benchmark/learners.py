@@ -107,21 +107,31 @@ def learner(
     name: str, budget: str, protocol: str = "standard", feedback: str = "all"
 ) -> tuple[Algorithm, dict[str, Any]] | None:
     """The function and run-key config of the learner ``name`` at ``budget`` (one of :data:`BUDGETS`) under
-    ``protocol`` (``"unseen-tasks"``: the scenario of tasks never seen, :func:`protocols.learner_overrides`, with
-    ``feedback``); None when ``name`` is not a learner."""
+    ``protocol`` (``"unseen-tasks"`` and ``"generated"``: the scenario of tasks never seen,
+    :func:`protocols.learner_overrides`, with ``feedback``; the budget in env steps under partial feedback,
+    :data:`protocols.PARTIAL_BUDGET_STEPS`, and under ``"generated"``, :data:`protocols.GENERATED_BUDGET_STEPS`);
+    None when ``name`` is not a learner."""
     if name not in algorithms.ALGORITHMS:
         return None
     entry = algorithms.get(name)
     passes, checkpoints = entry.budget(budget)
-    unseen = protocol == "unseen-tasks"
-    if unseen:
-        protocols.learner_overrides(name, entry.config_class, 1, feedback)  # a learner not posed is refused now
+    unseen = protocol != "standard"
+    if unseen:  # a learner not posed is refused now
+        protocols.learner_overrides(name, entry.config_class, 1, feedback, protocol)
 
-    steps = {"total_steps": protocols.PARTIAL_BUDGET_STEPS[budget]} if unseen and feedback == "team" else {}
+    steps = {}
+    if protocol == "generated":
+        steps = {"total_steps": protocols.GENERATED_BUDGET_STEPS[budget]}
+    elif unseen and feedback == "team":
+        steps = {"total_steps": protocols.PARTIAL_BUDGET_STEPS[budget]}
 
     def run(cache: LogitCache, seed: int, alpha: float, out_dir: Path) -> Answers:
-        overrides = protocols.learner_overrides(name, entry.config_class, cache.n_models, feedback) if unseen else None
-        overrides = {**overrides, **steps} if overrides is not None else None
+        overrides = None
+        if unseen:
+            overrides = {**protocols.learner_overrides(name, entry.config_class, cache.n_models, feedback, protocol),
+                         **steps}  # fmt: skip
+        if protocol == "generated" and "question_features" in overrides:
+            overrides = _with_first_team(name, cache, seed, alpha, overrides, passes, checkpoints)
         return learner_answers(
             cache, seed, alpha, out_dir, algorithm=name, passes=passes, checkpoints=checkpoints, overrides=overrides
         )
@@ -134,7 +144,29 @@ def learner(
     if not unseen:
         return run, key
     partial = {"feedback": feedback, "learner": protocols.PARTIAL_LEARNER, **steps} if feedback != "all" else {}
+    if protocol == "generated":
+        partial = {**partial, "generated": protocols.GENERATED_LEARNER, **steps}
     return run, {**key, "protocol": protocol, **partial}
+
+
+def _with_first_team(
+    name: str,
+    cache: LogitCache,
+    seed: int,
+    alpha: float,
+    overrides: Mapping[str, Any],
+    passes: float,
+    checkpoints: int,
+) -> dict[str, Any]:
+    """``overrides`` with the game's ``initial_team`` set to the team the learner would compute itself
+    (:func:`ensemble_mappo.mappo.first_team`: the training tasks' best team, which answers each task's first
+    question): computed once per run on the unit's train questions instead of at every evaluation of the run, which
+    on a fold's 160,000 generated training questions costs seconds each time."""
+    from ensemble_mappo.mappo import first_team
+
+    options = learner_config(name, seed, alpha, passes=passes, checkpoints=checkpoints, overrides=overrides).env
+    env = {**overrides.get("env", {}), "initial_team": first_team(cache, dict(options))}
+    return {**overrides, "env": env}
 
 
 def budget_help() -> str:
@@ -143,6 +175,9 @@ def budget_help() -> str:
     for entry in algorithms.ALGORITHMS.values():
         levels = ", ".join(f"{level} {entry.budget(level)[0]:g}" for level in BUDGETS)
         parts.append(f"{entry.name}: {levels} passes")
+    for where, table in (("unseen-tasks --feedback team", protocols.PARTIAL_BUDGET_STEPS),
+                         ("--protocol generated", protocols.GENERATED_BUDGET_STEPS)):  # fmt: skip
+        parts.append(f"{where}: " + ", ".join(f"{level} {table[level]:,}" for level in BUDGETS) + " env steps")
     return (
         "the learners' training budget, in passes over the train stream (tiny, quick, default; the default is "
         "each algorithm's own, with 5 checkpoints chosen among on validation): " + "; ".join(parts)

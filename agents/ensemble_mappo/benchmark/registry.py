@@ -17,6 +17,7 @@ import numpy as np
 
 from ensemble_env.baselines import comparison
 from ensemble_env.baselines import registry as baselines
+from ensemble_env.cache.digest import cache_digest
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import RewardSettings
 from ensemble_mappo.benchmark.answers import Algorithm, Answers
@@ -25,6 +26,7 @@ from ensemble_mappo.benchmark.learners import LEARNERS, learner
 __all__ = [
     "ALGORITHMS",
     "DEFAULT_ALGORITHMS",
+    "GENERATED_CHOOSE_ON",
     "PARTIAL_DEFAULT_ALGORITHMS",
     "UNSEEN_DEFAULT_ALGORITHMS",
     "Algorithm",
@@ -32,9 +34,12 @@ __all__ = [
     "baseline",
     "canonical",
     "default_algorithms",
+    "draws",
+    "forget_outcomes",
     "reference_reason",
     "register_algorithm",
     "resolve",
+    "unit_outcomes",
     "uses_test_labels",
 ]
 
@@ -80,11 +85,15 @@ PARTIAL_DEFAULT_ALGORITHMS = ("mappo", "ippo", *baselines.PARTIAL_DEFAULT_BASELI
 
 def default_algorithms(protocol: str = "standard", feedback: str = "all") -> tuple[str, ...]:
     """The algorithms ``ensemble-env benchmark --protocol PROTOCOL --feedback FEEDBACK`` runs without
-    ``--algorithms``."""
-    if protocol != "unseen-tasks":
+    ``--algorithms`` (``generated`` runs those of ``unseen-tasks``)."""
+    if protocol == "standard":
         return DEFAULT_ALGORITHMS
     return PARTIAL_DEFAULT_ALGORITHMS if feedback == "team" else UNSEEN_DEFAULT_ALGORITHMS
 
+
+#: where the baselines choose their constants under ``--protocol generated``: on the generated validation tasks,
+#: the generated train tasks their prior (:attr:`ensemble_env.baselines.registry.Setting.choose_on`)
+GENERATED_CHOOSE_ON = "validation"
 
 #: registered algorithms: name -> (function, config recorded in the run key)
 ALGORITHMS: dict[str, tuple[Algorithm, dict[str, Any]]] = {}
@@ -116,14 +125,20 @@ def _builtin_names() -> tuple[str, ...]:
     )
 
 
-def baseline(name: str) -> Algorithm:
+def baseline(name: str, choose_on: str = "training") -> Algorithm:
     """The baseline ``name`` of :data:`~ensemble_env.baselines.registry.BASELINES` as an algorithm: fitted on
-    train (its own choices on validation), answering the test split."""
+    train (its own choices on validation), answering the test split; ``choose_on`` is
+    :attr:`~ensemble_env.baselines.registry.Setting.choose_on` (``"validation"``: the partial-feedback rules and
+    ``bayes_team`` choose their constants on the validation tasks, the train tasks their prior)."""
+
+    streamed = baselines.lookup(name).unseen_tasks
 
     def run(cache: LogitCache, seed: int, alpha: float, out_dir: Path) -> Answers:
+        reward = RewardSettings(alpha=alpha)
         (result,) = comparison.compare(
-            cache, split="test", train_split="train", reward=RewardSettings(alpha=alpha), seed=seed, names=[name]
-        )
+            cache, split="test", train_split="train", reward=reward, seed=seed, names=[name], choose_on=choose_on,
+            outcomes=unit_outcomes(cache, reward) if streamed else None,
+        )  # fmt: skip
         teams = result.teams
         if teams is None:  # a result without members (e.g. a vote): every model was consulted
             teams = np.ones((result.n_questions, cache.n_models), dtype=bool)
@@ -131,6 +146,29 @@ def baseline(name: str) -> Algorithm:
         return Answers(np.asarray(result.questions), np.asarray(result.predictions), np.asarray(teams), info)
 
     return run
+
+
+#: the teams' outcomes on the caches the baselines of the unseen-task protocol ran on in this process, by the
+#: cache's content digest and the reward (:func:`unit_outcomes`; emptied by :func:`forget_outcomes`)
+_OUTCOMES: dict[tuple[str, RewardSettings], Any] = {}
+
+
+def unit_outcomes(cache: LogitCache, reward: RewardSettings) -> Any:
+    """Every team's outcome on every question of ``cache`` under ``reward``
+    (:func:`ensemble_env.baselines.online.team_outcomes`), computed once per cache and reward in this process: the
+    baselines of the unseen-task protocol that run on one fold (and its validation lines) share it, where each would
+    compute its own (seconds each on a fold of generated tasks). The same numbers as each baseline's own."""
+    from ensemble_env.baselines.online import team_outcomes
+
+    key = (cache_digest(cache), reward)
+    if key not in _OUTCOMES:
+        _OUTCOMES[key] = team_outcomes(cache, reward=reward)
+    return _OUTCOMES[key]
+
+
+def forget_outcomes() -> None:
+    """Empty :func:`unit_outcomes`' store (the benchmark does, before its runs and after them)."""
+    _OUTCOMES.clear()
 
 
 def _unknown(name: str) -> ValueError:
@@ -154,11 +192,14 @@ def resolve(
 ) -> tuple[Algorithm, dict[str, Any]]:
     """The function and key config of algorithm ``name`` under ``protocol``: a learner, a baseline, or a registered
     one (a baseline or a registered algorithm runs the same under every protocol: the protocol is its cache's
-    splits)."""
+    splits; under ``generated`` the baselines choose on the validation tasks, :data:`GENERATED_CHOOSE_ON`, which
+    their key says)."""
     found = learner(name, budget, protocol, feedback)
     if found is not None:
         return found
     with contextlib.suppress(ValueError):
+        if protocol == "generated":
+            return baseline(baselines.lookup(name).name, GENERATED_CHOOSE_ON), {"choose_on": GENERATED_CHOOSE_ON}
         return baseline(baselines.lookup(name).name), {}
     if name in ALGORITHMS:
         return ALGORITHMS[name]
@@ -175,6 +216,18 @@ def reference_reason(name: str, feedback: str = "all") -> str | None:
         return baselines.reference(name, feedback)
     except ValueError:
         return None
+
+
+def draws(name: str) -> bool:
+    """Whether algorithm ``name``'s answers may depend on its seed: a learner or a registered algorithm always (the
+    benchmark cannot tell), a baseline when :attr:`~ensemble_env.baselines.registry.Baseline.seeded` (it draws at
+    random)."""
+    if name in LEARNERS or name in ALGORITHMS:
+        return True
+    try:
+        return baselines.lookup(name).seeded
+    except ValueError:
+        return True
 
 
 def uses_test_labels(name: str) -> bool:

@@ -50,12 +50,15 @@ def format_markdown(results: dict[str, Any]) -> str:
     ]
     units = results.get("cost_units", {})  # absent from the results of earlier versions: the unit is then unknown
     for cache_name, per_algorithm in results["caches"].items():
-        lines += [
-            f"## {cache_name}",
-            "",
-            "| algorithm | role | accuracy | reward | team size | cost |",
-            "|---|---|---|---|---|---|",
-        ]
+        lines += [f"## {cache_name}", ""]
+        if results.get("resampling", {}).get(cache_name) == "tasks":
+            n_tasks = len(next(iter(per_algorithm.values()))["aggregate"]["tasks"])
+            lines += [
+                f"{n_tasks:,} generated test tasks: the intervals here resample the seeds and the tasks (each task a "
+                "draw of the generator, with all its questions), not the questions within a task.",
+                "",
+            ]
+        lines += ["| algorithm | role | accuracy | reward | team size | cost |", "|---|---|---|---|---|---|"]
         costs = [entry["aggregate"]["cost"]["mean"] for entry in per_algorithm.values() if entry["aggregate"]["cost"]]
         digits = fixed_decimals(min((cost for cost in costs if cost > 0), default=1.0))
         for name, entry in per_algorithm.items():
@@ -155,7 +158,10 @@ def plot_names(caches: Sequence[str], digests: Mapping[str, str]) -> dict[str, s
 
 def _stem(cache_name: str) -> str:
     """The file-name stem of a cache's results: ``pool`` for ``a/pool.h5``; ``first-to-other`` for the results of
-    ``first.h5 -> other.h5`` (a training cache scored on ``--eval-cache``)."""
+    ``first.h5 -> other.h5`` (a training cache scored on ``--eval-cache``); ``generated-pool`` for
+    ``generated(a/pool.h5)`` (its generated tasks under ``--protocol generated``)."""
+    if cache_name.startswith("generated(") and cache_name.endswith(")"):
+        return "generated-" + _stem(cache_name[len("generated(") : -1])
     return "-to-".join(Path(part).stem or "cache" for part in cache_name.split(" -> "))
 
 

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import sys
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,25 @@ from ensemble_env.text import show
 from ensemble_mappo.benchmark import curves, marl_eval, protocols
 from ensemble_mappo.benchmark.answers import answers_to_json, check_answers
 from ensemble_mappo.benchmark.learners import BUDGETS
-from ensemble_mappo.benchmark.registry import canonical, reference_reason, resolve, uses_test_labels
+from ensemble_mappo.benchmark.registry import (
+    canonical,
+    draws,
+    forget_outcomes,
+    reference_reason,
+    resolve,
+    uses_test_labels,
+)
 from ensemble_mappo.benchmark.report import format_markdown, plot_skipped, write_plots
-from ensemble_mappo.benchmark.stats import REFERENCES, aggregate, paired_differences, routing, run_summary
+from ensemble_mappo.benchmark.stats import (
+    REFERENCES,
+    aggregate,
+    paired_differences,
+    question_scores,
+    routing,
+    run_summary,
+)
 from ensemble_mappo.benchmark.store import (
+    EVERY_SEED,
     RESULT,
     RunError,
     prepare_out,
@@ -111,6 +127,7 @@ def benchmark(
     jobs: int = 1,
     formats: Sequence[str] = (),
     feedback: str = "all",
+    generated: protocols.GeneratedPlan | None = None,
 ) -> dict[str, Any]:
     """Run every algorithm x seed x cache (finished runs are read back, not redone); write ``results.json``,
     ``results.md`` and the frontier plot in ``out``; return the results.
@@ -119,8 +136,13 @@ def benchmark(
     some tasks and answers every question of the others, each task streamed from an empty history: ``folds`` folds
     of each cache's tasks dealt with ``fold_seed`` (printed), or, with ``eval_cache``, training on all tasks of each
     cache and scoring all tasks of ``eval_cache``; ``feedback="team"`` poses it under partial feedback (the learners
-    play ``ensemble_env/EnsembleUnseen-v2``: only the answering team's outputs are revealed). ``jobs`` > 1 runs the
-    missing runs in that many processes
+    play ``ensemble_env/EnsembleUnseen-v2``: only the answering team's outputs are revealed).
+    ``protocol="generated"`` keeps those folds but fits and chooses on tasks drawn from a generator fitted on each
+    fold's training tasks (``generated``, a :class:`~ensemble_mappo.benchmark.protocols.GeneratedPlan`: how many,
+    of how many questions and models; default its defaults) and scores each algorithm twice, on the generated test
+    tasks (``generated(CACHE)`` in the results) and on the real held-out tasks (``CACHE``); a baseline that draws
+    nothing runs once per fold for every seed (its run key's seed ``"all"``). ``jobs`` > 1 runs the missing runs in
+    that many processes
     (each run is seeded on its own: the results are those of a serial run). ``formats`` adds files in other
     formats: ``"marl-eval"`` writes ``marl_eval.json`` (:mod:`ensemble_mappo.benchmark.marl_eval`; names marl-eval
     cannot keep apart are refused before any run).
@@ -128,19 +150,26 @@ def benchmark(
     An algorithm or a cache given twice (an alias, another path to the same file) runs once, with a note on
     stderr. A stored run that fails the checks of :func:`~ensemble_mappo.benchmark.store.read_run` is redone, with
     a note on stderr naming the file, the field and the value; it is never scored. Ctrl-C raises
-    :class:`Interrupted` (a KeyboardInterrupt) saying how many runs are stored.
+    :class:`Interrupted` (a KeyboardInterrupt) saying how many runs are stored. The CPU time of the runs done is
+    said on stderr, per algorithm.
     """
     if budget not in BUDGETS:
         raise ValueError(f"budget={budget!r} is not one of {', '.join(BUDGETS)}")
     if protocol not in protocols.PROTOCOLS:
         raise ValueError(f"--protocol {protocol!r} is not one of {', '.join(protocols.PROTOCOLS)}")
-    if eval_cache is not None and protocol != "unseen-tasks":
-        raise ValueError("--eval-cache scores tasks never seen: it goes with --protocol unseen-tasks")
+    if eval_cache is not None and protocol == "standard":
+        raise ValueError("--eval-cache scores tasks never seen: it goes with --protocol unseen-tasks or generated")
     if feedback not in protocols.FEEDBACKS:
         raise ValueError(f"--feedback {feedback!r} is not one of {', '.join(protocols.FEEDBACKS)}")
-    if feedback != "all" and protocol != "unseen-tasks":
+    if feedback != "all" and protocol == "standard":
         raise ValueError(f"--feedback {feedback} poses tasks never seen under partial feedback: it goes with "
-                         "--protocol unseen-tasks")  # fmt: skip
+                         "--protocol unseen-tasks or generated")  # fmt: skip
+    if generated is not None and protocol != "generated":
+        raise ValueError("--generated-models (a plan of generated tasks) goes with --protocol generated")
+    if protocol == "generated":
+        generated = protocols.GeneratedPlan() if generated is None else generated
+        if not isinstance(generated, protocols.GeneratedPlan):
+            raise ValueError(f"generated must be a GeneratedPlan, got {type(generated).__name__}")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
         raise ValueError(f"--jobs must be an integer from 1 to {MAX_JOBS}, got {show(jobs)}")
     formats = list(dict.fromkeys([formats] if isinstance(formats, str) else formats))
@@ -161,88 +190,94 @@ def benchmark(
     evaluation = resolve_cache(os.fspath(eval_cache)) if eval_cache is not None else None
     inputs = [*loaded, *(cache.path for cache in loaded.values())]
     inputs += [os.fspath(eval_cache), evaluation.path] if evaluation is not None else []
-    plans = {name: _units(cache, protocol, folds, fold_seed, evaluation) for name, cache in loaded.items()}
-    scored = {_scored_name(cache_name, loaded, eval_cache): plans[cache_name][1] for cache_name in loaded}
+    plans = {
+        name: _plan(name, cache, protocol, folds, fold_seed, evaluation, _scored_name(name, loaded, eval_cache),
+                    generated)
+        for name, cache in loaded.items()
+    }  # fmt: skip
+    scored = {key: cache for plan in plans.values() for key, cache in plan.scored.items()}
     if "marl-eval" in formats:
         marl_eval.check_names(scored, list(names))
     outputs = ["results.json", "results.md", *([marl_eval.FILE] if "marl-eval" in formats else [])]
     folder = prepare_out(out, outputs, inputs)
-    unit_digests = {(name, k): cache_digest(unit.cache) for name, (units, _) in plans.items() for k, unit in
-                    enumerate(units)}  # fmt: skip
+    unit_digests = {(name, k): cache_digest(unit.cache) for name, plan in plans.items() for k, unit in
+                    enumerate(plan.units)}  # fmt: skip
     plan = [
         (cache_name, name, seed, k)
-        for cache_name, (units, _) in plans.items()
+        for cache_name, cache_plan in plans.items()
         for name in names
         for seed in seeds
-        for k in range(len(units))
+        for k in range(len(cache_plan.units))
     ]
+    shared = protocol == "generated"  # a baseline that draws nothing runs once per unit, for every seed
+    places: dict[Path, list[tuple[str, str, int, int]]] = {}
+    keys = {}
+    for item in plan:
+        cache_name, name, seed, k = item
+        seed_key = EVERY_SEED if shared and not draws(name) else seed
+        key = run_key(names[name], seed_key, unit_digests[(cache_name, k)], rate, resolved[name][1])
+        place = run_folder(folder, key, cache_name)
+        places.setdefault(place, []).append(item)
+        keys[place] = key
     records: dict[tuple[str, str, int, int], dict[str, Any]] = {}
     reused = finished = 0
-    bar = _bar(len(plan), progress)
+    bar = _bar(len(places), progress)
+    forget_outcomes()  # the workers fork with none: each computes a fold's team outcomes once, for its baselines
     try:
         pending = []
-        for item in plan:
-            cache_name, name, seed, k = item
-            key = run_key(names[name], seed, unit_digests[(cache_name, k)], rate, resolved[name][1])
-            place = run_folder(folder, key, cache_name)
+        for place, items in places.items():
+            cache_name, _, _, k = items[0]
             try:
-                record = read_run(place / RESULT, key, plans[cache_name][0][k].cache, root=folder / "runs")
+                record = read_run(place / RESULT, keys[place], plans[cache_name].units[k].cache, root=folder / "runs")
             except RunError as error:
                 _note(f"refused the stored run {error}; the run is redone")
                 record = None
             if record is None:
-                pending.append((item, key, place))
+                pending.append((items[0], keys[place], place))
             else:
-                records[item], reused, finished = record, reused + 1, finished + 1
+                records.update(dict.fromkeys(items, _compact(record)))
+                reused, finished = reused + 1, finished + 1
                 if bar is not None:
                     bar.update()
         context = _Context(plans, resolved, rate, inputs)
-        for item, record in _execute(context, pending, jobs):
-            records[item], finished = record, finished + 1
+        spent: dict[str, list[float]] = {}
+        for item, place, record, seconds in _execute(context, pending, jobs):
+            records.update(dict.fromkeys(places[place], _compact(record)))
+            finished += 1
+            spent.setdefault(item[1], []).append(seconds)
             if bar is not None:
                 bar.set_postfix_str(f"{item[1]} seed {item[2]} on {item[0]}")
                 bar.update()
         if bar is not None:
             bar.close()
             bar = None
+        if spent:
+            _note("CPU time of the runs done now: " + ", ".join(
+                f"{name} {sum(times):.0f} s ({len(times)} run{'s' if len(times) > 1 else ''})"
+                for name, times in spent.items()))  # fmt: skip
         lines: dict[str, list[dict[str, float]]] = {}
         if protocol != "standard":  # the hand rules on each fold's validation tasks, and the best of them per fold
-            lines = {cache_name: curves.validation_lines(units, list(names), rate)
-                     for cache_name, (units, _) in plans.items()}  # fmt: skip
-            names = _with_best_rule(names, lines, feedback, records, seeds)
-        runs = {
-            (cache_name, name): [
-                {**_merged(plans[cache_name], [records[(cache_name, name, seed, k)] for k in range(len(units))]),
-                 "algorithm": name, "seed": seed}
-                for seed in seeds
-            ]
-            for cache_name, (units, _) in plans.items()
-            for name in names
-        }  # fmt: skip
-        runs = {(_scored_name(key, loaded, eval_cache), name): group for (key, name), group in runs.items()}
-        trained = {_scored_name(name, loaded, eval_cache): digests[name] for name in loaded}
-        results = _results(scored, list(names), runs, alpha, budget, seeds, reused, trained, feedback)
-        if protocol != "standard":
-            results["protocol"] = {
-                "name": protocol,
-                "feedback": feedback,
-                "fold_seed": fold_seed,
-                "trained_on": {_scored_name(name, loaded, eval_cache): name for name in loaded},
-                "folds": {
-                    cache_name: [
-                        {"label": u.label, "held_out": list(u.held_out), "validation_tasks": list(u.validation_tasks)}
-                        for u in units
-                    ]
-                    for cache_name, (units, _) in plans.items()
-                },
-                # the hand rules on each fold's validation tasks: the lines of the learning curves, and the rule
-                # best_rule(validation) plays on each fold
-                "validation_lines": {_scored_name(name, loaded, eval_cache): line for name, line in lines.items()},
-                "best_rules": {
-                    _scored_name(name, loaded, eval_cache): curves.best_rules(line, feedback)
-                    for name, line in lines.items()
-                },
+            started = time.process_time()
+            lines = {
+                cache_name: curves.validation_lines(
+                    cache_plan.units, list(names), rate, _recorded_lines(cache_name, cache_plan, names, records, seeds)
+                )
+                for cache_name, cache_plan in plans.items()
             }
+            _note(f"the hand rules' validation lines: {time.process_time() - started:.0f} CPU s")
+            names = _with_best_rule(names, lines, feedback, records, seeds)
+        runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for cache_name, cache_plan in plans.items():
+            for name in names:
+                for seed in seeds:
+                    group = [records[(cache_name, name, seed, k)] for k in range(len(cache_plan.units))]
+                    for key, record in _merged(cache_plan, group).items():
+                        runs.setdefault((key, name), []).append({**record, "algorithm": name, "seed": seed})
+        trained = {key: digests[name] for name, cache_plan in plans.items() for key in cache_plan.scored}
+        resampling = {key: "tasks" for plan in plans.values() for key in plan.generated_keys}
+        results = _results(scored, list(names), runs, alpha, budget, seeds, reused, trained, feedback, resampling)
+        if protocol != "standard":
+            results["protocol"] = _protocol_record(protocol, feedback, fold_seed, plans, lines, generated)
         write_output(folder / "results.json", _json(results), inputs)
         write_output(folder / "results.md", format_markdown(results), inputs)
         if "marl-eval" in formats:
@@ -251,11 +286,70 @@ def benchmark(
         if plot and write_plots(results, folder, inputs) is None:
             _note(plot_skipped())
     except KeyboardInterrupt:
-        raise Interrupted(finished, len(plan), folder / "runs") from None
+        raise Interrupted(finished, len(places), folder / "runs") from None
     finally:
+        forget_outcomes()
         if bar is not None:
             bar.close()
     return results
+
+
+def _protocol_record(
+    protocol: str,
+    feedback: str,
+    fold_seed: int,
+    plans: Mapping[str, _Plan],
+    lines: Mapping[str, list[dict[str, float]]],
+    generated: protocols.GeneratedPlan | None,
+) -> dict[str, Any]:
+    """``results.json``'s ``protocol``: the folds, each fold's hand rules on its validation tasks (under the key of
+    the results whose learning curves they go with) and the best of them; under ``generated``, the plan, each fold's
+    generator and seed, and whether the real held-out tasks were scored."""
+    record = {
+        "name": protocol,
+        "feedback": feedback,
+        "fold_seed": fold_seed,
+        "trained_on": {key: name for name, plan in plans.items() for key in plan.scored},
+        "folds": {name: [_fold_record(unit) for unit in plan.units] for name, plan in plans.items()},
+        # the hand rules on each fold's validation tasks: the lines of the learning curves, and the rule
+        # best_rule(validation) plays on each fold
+        "validation_lines": {plans[name].lines_key: line for name, line in lines.items()},
+        "best_rules": {plans[name].lines_key: curves.best_rules(line, feedback) for name, line in lines.items()},
+    }
+    if generated is not None:
+        record["generated"] = {
+            "plan": {**dataclasses.asdict(generated), "questions": list(generated.questions)},
+            "scored": {name: list(plan.scored) for name, plan in plans.items()},
+            "real_tasks": {name: plan.real_tasks for name, plan in plans.items()},
+        }
+    return record
+
+
+def _fold_record(unit: protocols.Unit) -> dict[str, Any]:
+    """A fold as ``results.json`` keeps it: its label, held-out and validation tasks (and its generated tasks)."""
+    record = {"label": unit.label, "held_out": list(unit.held_out), "validation_tasks": list(unit.validation_tasks)}
+    return record if unit.generated is None else {**record, "generated": unit.generated}
+
+
+def _recorded_lines(
+    cache_name: str,
+    plan: _Plan,
+    names: Mapping[str, str],
+    records: Mapping[tuple[str, str, int, int], dict[str, Any]],
+    seeds: Sequence[int],
+) -> list[dict[str, float]]:
+    """Per unit, the validation reward each run recorded at the constants it chose on the validation tasks (the rules
+    under ``--protocol generated``: ``info["validation_reward"]``), the mean over seeds: the rule's validation line,
+    which :func:`curves.validation_lines` then does not recompute."""
+    found: list[dict[str, float]] = []
+    for k in range(len(plan.units)):
+        line = {}
+        for name in names:
+            values = [records[(cache_name, name, seed, k)].get("info", {}).get("validation_reward") for seed in seeds]
+            if all(isinstance(value, float | int) for value in values):
+                line[names[name]] = float(np.mean(values))
+        found.append(line)
+    return found
 
 
 def _with_best_rule(
@@ -291,43 +385,110 @@ def _scored_name(cache_name: str, loaded: Mapping[str, Any], eval_cache: Any) ->
 MAX_JOBS = 64
 
 
-def _units(
-    cache: LogitCache, protocol: str, folds: int, fold_seed: int, evaluation: LogitCache | None
-) -> tuple[list[protocols.Unit], LogitCache]:
-    """The units a cache's runs run on, and the cache their merged answers are scored on; the folds are said on
-    stderr."""
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """The units an input cache's runs run on, and the caches their answers are scored in, by their key in the
+    results (a unit's ``i``-th test question is scored in the ``unit.parts()[i]``-th of ``scored``)."""
+
+    units: list[protocols.Unit]
+    scored: dict[str, LogitCache]
+    real_tasks: str = "scored"
+    """Under ``--protocol generated``: whether the real held-out tasks were scored, and if not, why."""
+
+    @property
+    def generated_keys(self) -> tuple[str, ...]:
+        """The keys of the scored caches of generated tasks, whose intervals resample tasks (``--protocol
+        generated``: the first)."""
+        return (self.lines_key,) if self.units and self.units[0].generated is not None else ()
+
+    @property
+    def lines_key(self) -> str:
+        """The key of the results the hand rules' validation lines go with: the first scored cache's (under
+        ``--protocol generated``, the generated tasks': the validation tasks are generated too)."""
+        return next(iter(self.scored))
+
+
+def _plan(
+    name: str,
+    cache: LogitCache,
+    protocol: str,
+    folds: int,
+    fold_seed: int,
+    evaluation: LogitCache | None,
+    scored_name: str,
+    generated: protocols.GeneratedPlan | None,
+) -> _Plan:
+    """The units the runs of the cache ``name`` run on and the caches their answers are scored in; the folds are said
+    on stderr (under ``--protocol generated`` with the generator's cost, and why the real tasks are not scored when
+    the generated tasks hold another number of models)."""
     if protocol == "standard":
         test = cache.select("test")
-        return [protocols.Unit("all", cache, test, (), ())], cache
-    units, scored = protocols.units(cache, k=folds, seed=fold_seed, eval_cache=evaluation)
+        return _Plan([protocols.Unit("all", cache, test, (), ())], {scored_name: cache})
+    if protocol == "unseen-tasks":
+        units, whole = protocols.units(cache, k=folds, seed=fold_seed, eval_cache=evaluation)
+        scored = {scored_name: whole}
+    else:
+        assert generated is not None
+        started = time.process_time()
+        units, caches = protocols.generated_units(cache, generated, k=folds, seed=fold_seed, eval_cache=evaluation)
+        scored = dict(zip((protocols.generated_name(name), scored_name), caches, strict=False))
     for unit in units:
         _note(
             f"{protocol} {unit.label} (fold seed {fold_seed}): held out {', '.join(unit.held_out)}; "
             f"validation tasks {', '.join(unit.validation_tasks)}"
         )
-    return units, scored
+    if protocol != "generated":
+        return _Plan(units, scored)
+    counts = generated.counts()
+    n_models = units[0].cache.n_models
+    _note(
+        f"generated: per fold a generator fitted on its training tasks draws {counts['train']:,} train, "
+        f"{counts['validation']:,} validation and {counts['test']:,} test tasks of {generated.questions[0]}-"
+        f"{generated.questions[1]} questions and {n_models} models ({time.process_time() - started:.1f} CPU s for "
+        f"{len(units)} fold{'s' if len(units) > 1 else ''})"
+    )
+    if len(caches) > 1:
+        return _Plan(units, scored)
+    real = "not scored: the generated tasks hold {0} models, the real tasks {1}'s {2} (--generated-models {0})"
+    real = real.format(n_models, scored_name, cache.n_models)
+    _note(f"{scored_name}: the real held-out tasks are {real}; only {protocols.generated_name(name)} is scored")
+    return _Plan(units, scored, real)
 
 
-def _merged(plan: tuple[list[protocols.Unit], LogitCache], records: list[dict[str, Any]]) -> dict[str, Any]:
-    """One record of answers to every scored question from the units' records (each unit's test questions mapped
-    to the scored cache), in the scored cache's order; a single unit's record is kept as it is."""
-    units, _ = plan
+def _merged(plan: _Plan, records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per scored cache of ``plan``, one record of answers to every scored question from the units' records (each
+    unit's test questions mapped to the scored caches), in the scored cache's order; a single unit's record is kept
+    as it is."""
+    units = plan.units
     if len(units) == 1 and units[0].label == "all":
-        return records[0]
-    questions = np.concatenate([unit.scored_questions for unit in units])
-    order = np.argsort(questions, kind="stable")
-    predictions = np.concatenate([np.asarray(r["predictions"]) for r in records])[order]
-    teams = np.concatenate([np.asarray(r["teams"]) for r in records])[order]
-    info = {"folds": [{"unit": unit.label, **r.get("info", {})} for unit, r in zip(units, records, strict=True)]}
-    return {"questions": questions[order].tolist(), "predictions": predictions.tolist(), "teams": teams.tolist(),
-            "info": info}  # fmt: skip
+        return {plan.lines_key: records[0]}
+    merged = {}
+    for part, key in enumerate(plan.scored):
+        chosen = [unit.parts() == part for unit in units]
+        questions = np.concatenate([unit.scored_questions[mask] for unit, mask in zip(units, chosen, strict=True)])
+        order = np.argsort(questions, kind="stable")
+        predictions = np.concatenate(
+            [np.asarray(r["predictions"])[mask] for r, mask in zip(records, chosen, strict=True)]
+        )[order]
+        teams = np.concatenate([np.asarray(r["teams"])[mask] for r, mask in zip(records, chosen, strict=True)])[order]
+        info = {"folds": [{"unit": unit.label, **r.get("info", {})} for unit, r in zip(units, records, strict=True)]}
+        merged[key] = {"questions": questions[order], "predictions": predictions, "teams": teams, "info": info}
+    return merged
+
+
+def _compact(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored run's record with its answers as arrays (int64 questions and predictions, 0/1 int8 teams) instead of
+    lists of Python numbers: a fold of generated tasks holds 100,000 test questions, and a benchmark hundreds of
+    runs."""
+    arrays = {"questions": np.int64, "predictions": np.int64, "teams": np.int8}
+    return {**record, **{key: np.asarray(record[key], dtype=dtype) for key, dtype in arrays.items()}}
 
 
 @dataclasses.dataclass(frozen=True)
 class _Context:
-    """What a run needs: the units, the algorithms, alpha, the inputs no output may overwrite."""
+    """What a run needs: the plans, the algorithms, alpha, the inputs no output may overwrite."""
 
-    plans: dict[str, tuple[list[protocols.Unit], LogitCache]]
+    plans: dict[str, _Plan]
     resolved: dict[str, tuple[Any, dict[str, Any]]]
     rate: float
     inputs: list[Any]
@@ -337,33 +498,36 @@ class _Context:
 _WORK: list[tuple[_Context, tuple[str, str, int, int], dict[str, Any], Path]] = []
 
 
-def _run_one(index: int) -> dict[str, Any]:
-    """Run the ``index``-th pending run of :data:`_WORK` and store its record."""
+def _run_one(index: int) -> tuple[dict[str, Any], float]:
+    """Run the ``index``-th pending run of :data:`_WORK`, store its record; the record and the CPU seconds the run
+    took (its process's, every thread's)."""
     context, (cache_name, name, seed, k), key, place = _WORK[index]
-    unit = context.plans[cache_name][0][k]
+    started = time.process_time()
+    unit = context.plans[cache_name].units[k]
     function = context.resolved[name][0]
     answers = function(unit.cache, seed, context.rate, make_folder(place))
     check_answers(answers, unit.cache, name)
     record = {"key": key, **answers_to_json(answers)}
     write_run(place / RESULT, record, unit.cache, context.inputs, name)
-    return record
+    return record, time.process_time() - started
 
 
-def _execute(context: _Context, pending: list[Any], jobs: int) -> Iterator[tuple[Any, dict[str, Any]]]:
-    """Run the pending runs, serially or in ``jobs`` forked processes, yielding (item, record) as each ends."""
+def _execute(context: _Context, pending: list[Any], jobs: int) -> Iterator[tuple[Any, Path, dict[str, Any], float]]:
+    """Run the pending runs, serially or in ``jobs`` forked processes, yielding (item, folder, record, CPU seconds)
+    as each ends."""
     _WORK[:] = [(context, item, key, place) for item, key, place in pending]
     if jobs == 1 or len(pending) <= 1:
-        for index, (item, _, _) in enumerate(pending):
-            yield item, _run_one(index)
+        for index, (item, _, place) in enumerate(pending):
+            yield item, place, *_run_one(index)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = {pool.submit(_run_one, index): item for index, (item, _, _) in enumerate(pending)}
+        futures = {pool.submit(_run_one, index): (item, place) for index, (item, _, place) in enumerate(pending)}
         try:
             for future in as_completed(futures):
-                yield futures[future], future.result()
+                yield *futures[future], *future.result()
         except BaseException:
             for future in futures:
                 future.cancel()
@@ -384,32 +548,40 @@ def _results(
     reused: int,
     digests: dict[str, str],
     feedback: str = "all",
+    resampling: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """What ``results.json`` holds: per cache and algorithm, the runs, the aggregate, the routing and the paired
     differences to the references; per cache, its content digest (``cache_digests``; with ``--eval-cache``, the
-    training cache's, under the key of its results) and the unit of its costs (``cost_units``: None for a cache
-    without costs or of unknown unit, :func:`ensemble_env.cache.datasets.cost_unit`)."""
+    training cache's, under the key of its results), the unit of its costs (``cost_units``: None for a cache
+    without costs or of unknown unit, :func:`ensemble_env.cache.datasets.cost_unit`) and what its intervals resample
+    besides the seeds (``resampling``: :data:`~ensemble_mappo.benchmark.stats.RESAMPLING`, ``"questions"`` unless
+    ``resampling`` says otherwise). Each algorithm's per-question scores are computed once per cache."""
     results: dict[str, Any] = {"alpha": alpha, "budget": budget, "seeds": seeds, "reused_runs": reused, "caches": {}}
+    units = {cache_name: (resampling or {}).get(cache_name, "questions") for cache_name in loaded}
     for cache_name, cache in loaded.items():
+        unit = units[cache_name]
+        scores = {name: question_scores(cache, runs[(cache_name, name)], alpha) for name in names}
         per_algorithm = {}
         for name in names:
             group = runs[(cache_name, name)]
             per_algorithm[name] = {
                 "uses_test_labels": uses_test_labels(name),
                 "reference": reference_reason(name, feedback),
-                "aggregate": aggregate(cache, group, alpha),
+                "aggregate": aggregate(cache, group, alpha, resample=unit, scores=scores[name]),
                 "runs": [run_summary(cache, run, alpha) for run in group],
-                "routing": routing(cache, group, alpha),
+                "routing": routing(cache, group, alpha, resample=unit),
                 "n_models": cache.n_models,
                 "versus": {
-                    reference: paired_differences(cache, group, runs[(cache_name, reference)], alpha)
+                    reference: paired_differences(cache, group, runs[(cache_name, reference)], alpha, resample=unit,
+                                                  scores=(scores[name], scores[reference]))
                     for reference in REFERENCES
                     if reference in names and reference != name
                 },
-            }
+            }  # fmt: skip
         results["caches"][cache_name] = per_algorithm
     results["cache_digests"] = digests
     results["cost_units"] = {cache_name: cost_unit(cache) for cache_name, cache in loaded.items()}
+    results["resampling"] = units
     return results
 
 

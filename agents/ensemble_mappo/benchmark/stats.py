@@ -1,5 +1,6 @@
 """The statistics of the benchmark: per-question metrics of stored runs, means over seeds with bootstrap
-intervals (seeds and test questions resampled together), paired differences, and how teams vary within a task.
+intervals (seeds and test questions resampled together; or seeds and tasks, :data:`RESAMPLING`), paired
+differences, and how teams vary within a task.
 
 Runs are the records of :mod:`ensemble_mappo.benchmark.store` (read back and checked) with their
 ``algorithm`` and ``seed``.
@@ -22,11 +23,13 @@ from ensemble_mappo.benchmark.answers import answers_from_json, check_answers
 __all__ = [
     "METRICS",
     "REFERENCES",
+    "RESAMPLING",
     "aggregate",
     "bootstrap_interval",
     "mode_teams",
     "paired_differences",
     "question_metrics",
+    "question_scores",
     "routing",
     "run_summary",
     "task_scores",
@@ -58,6 +61,13 @@ REFERENCES = (
 )
 
 
+#: what a bootstrap interval resamples besides the seeds: each task's test questions (the tasks fixed: a cache of a
+#: few real tasks), or the tasks themselves, each with its questions as they are (a cache of many tasks drawn from a
+#: generator, ``--protocol generated``: the tasks are the draws, and resampling 400,000 questions 2,000 times would
+#: cost tens of seconds an interval)
+RESAMPLING = ("questions", "tasks")
+
+
 def question_metrics(cache: LogitCache, result: BaselineResult, alpha: float) -> dict[str, np.ndarray]:
     """(Q,) per test question: correct, the environment's reward at alpha, team size, cost."""
     return {
@@ -76,20 +86,28 @@ def bootstrap_interval(
     n_resamples: int = 2000,
     level: float = 0.95,
     seed: int = 0,
+    resample: str = "questions",
 ) -> tuple[float, float, float]:
     """Mean over seeds of a per-question metric ``values`` (S seeds, Q questions), with a bootstrap interval.
 
     The point is the mean over seeds of the mean over questions (``macro``: of the per-task means, averaged
     over tasks). Each resample draws S seeds with replacement and, within each task, its questions with
     replacement (the same questions for every seed); the interval is the central ``level`` quantile range.
+    ``resample="tasks"`` (:data:`RESAMPLING`) draws the tasks with replacement instead, each with all its questions
+    (the same tasks for every seed): a resample's value is the total over its tasks divided by their questions
+    (``macro``: the mean of their task means).
     """
     values = np.asarray(values, dtype=np.float64)
     tasks = np.asarray(tasks)
     if values.ndim != 2 or values.shape[1] != tasks.size:
         raise ValueError(f"values must be (seeds, questions) with {tasks.size} questions, got {values.shape}")
+    if resample not in RESAMPLING:
+        raise ValueError(f"resample must be one of {', '.join(RESAMPLING)}, got {resample!r}")
     rng = np.random.default_rng(check_seed(seed, "bootstrap_interval", optional=False))
     n_seeds = values.shape[0]
     draws = rng.integers(0, n_seeds, (n_resamples, n_seeds))
+    if resample == "tasks":
+        return _task_bootstrap(values, tasks, macro, draws, rng, level)
     per_task, sums, point_tasks = [], np.zeros(n_resamples), []
     for task in np.unique(tasks):
         rows = np.flatnonzero(tasks == task)
@@ -108,6 +126,26 @@ def bootstrap_interval(
     return point, float(low), float(high)
 
 
+def _task_bootstrap(
+    values: np.ndarray, tasks: np.ndarray, macro: bool, draws: np.ndarray, rng: np.random.Generator, level: float
+) -> tuple[float, float, float]:
+    """:func:`bootstrap_interval` resampling the seeds (``draws``, (R, S)) and the tasks (drawn from ``rng``)."""
+    _, inverse, sizes = np.unique(tasks, return_inverse=True, return_counts=True)
+    n_seeds, n_tasks = values.shape[0], sizes.size
+    sums = np.stack([np.bincount(inverse, weights=row, minlength=n_tasks) for row in values])  # (S, T)
+    drawn = np.stack([np.bincount(row, minlength=n_seeds) for row in draws]) / n_seeds  # (R, S): each seed's weight
+    per_task = drawn @ sums  # (R, T): each task's total, averaged over the resample's seeds
+    picks = rng.integers(0, n_tasks, (draws.shape[0], n_tasks))
+    picked = np.take_along_axis(per_task, picks, axis=1)
+    if macro:
+        samples, point = (picked / sizes[picks]).mean(axis=1), float((sums.mean(axis=0) / sizes).mean())
+    else:
+        samples, point = picked.sum(axis=1) / sizes[picks].sum(axis=1), float(values.mean())
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(samples, [tail, 1.0 - tail])
+    return point, float(low), float(high)
+
+
 def _matrices(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -> dict[str, np.ndarray]:
     """(seeds, Q) per metric of :data:`METRICS`, one row per run."""
     stacked: dict[str, list[np.ndarray]] = {}
@@ -118,23 +156,34 @@ def _matrices(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -
     return {key: np.vstack(columns) for key, columns in stacked.items()}
 
 
+def question_scores(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -> dict[str, np.ndarray]:
+    """(seeds, Q) per metric of :data:`METRICS`, one row per run (checked): what :func:`aggregate` and
+    :func:`paired_differences` read, to compute once per algorithm (``scores=``)."""
+    return _matrices(cache, runs, alpha)
+
+
 def paired_differences(
-    cache: LogitCache, runs: Sequence[dict[str, Any]], reference: Sequence[dict[str, Any]], alpha: float
+    cache: LogitCache,
+    runs: Sequence[dict[str, Any]],
+    reference: Sequence[dict[str, Any]],
+    alpha: float,
+    *,
+    resample: str = "questions",
+    scores: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Accuracy and reward of ``runs`` minus ``reference`` (same seeds, same test questions), with a 95%
-    bootstrap interval resampling seeds and questions together (see :func:`bootstrap_interval`)."""
+    bootstrap interval resampling seeds and questions together (``resample="tasks"``: seeds and tasks; see
+    :func:`bootstrap_interval`). ``scores``: both sides' :func:`question_scores`, when computed already."""
     tasks = np.asarray(cache.tasks)[cache.select("test")]
-    mine, theirs = _matrices(cache, runs, alpha), _matrices(cache, reference, alpha)
+    mine, theirs = scores if scores is not None else (_matrices(cache, runs, alpha), _matrices(cache, reference, alpha))
     return {
-        key: dict(
-            zip(
-                ("mean", "low", "high"),
-                bootstrap_interval(mine[key] - theirs[key], tasks, macro=key == "accuracy"),
-                strict=True,
-            )
-        )
-        for key in ("accuracy", "reward")
+        key: _interval(mine[key] - theirs[key], tasks, key == "accuracy", resample) for key in ("accuracy", "reward")
     }
+
+
+def _interval(values: np.ndarray, tasks: np.ndarray, macro: bool, resample: str) -> dict[str, float]:
+    return dict(zip(("mean", "low", "high"), bootstrap_interval(values, tasks, macro=macro, resample=resample),
+                    strict=True))  # fmt: skip
 
 
 def team_changes(teams: np.ndarray, tasks: np.ndarray) -> dict[str, float]:
@@ -175,11 +224,14 @@ def mode_teams(teams: np.ndarray, tasks: np.ndarray) -> np.ndarray:
     return replaced
 
 
-def routing(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -> dict[str, Any]:
-    """What an algorithm's teams do on test (means over its runs) and two counterfactuals with intervals: its
-    own teams answered by their mean-probability vote (``teams_by_vote``: without its fusion step), and each
-    task's most used team on every question of the task, by vote (``task_team_by_vote``: without per-question
-    routing). Questions are taken in the order the environment plays them (the cache's)."""
+def routing(
+    cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float, *, resample: str = "questions"
+) -> dict[str, Any]:
+    """What an algorithm's teams do on test (means over its runs) and two counterfactuals with intervals
+    (``resample``: :func:`bootstrap_interval`'s): its own teams answered by their mean-probability vote
+    (``teams_by_vote``: without its fusion step), and each task's most used team on every question of the task, by
+    vote (``task_team_by_vote``: without per-question routing). Questions are taken in the order the environment
+    plays them (the cache's)."""
     test = cache.select("test")
     tasks = np.asarray(cache.tasks)[test]
     changes = [team_changes(answers_from_json(run).teams, tasks) for run in runs]
@@ -194,41 +246,45 @@ def routing(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -> 
             )
         matrices = _matrices(cache, variants, alpha)
         summary[label] = {
-            key: dict(
-                zip(
-                    ("mean", "low", "high"),
-                    bootstrap_interval(matrices[key], tasks, macro=key == "accuracy"),
-                    strict=True,
-                )
-            )
+            key: _interval(matrices[key], tasks, key == "accuracy", resample)
             for key in ("accuracy", "reward", "team_size")
         }
     return summary
 
 
-def aggregate(cache: LogitCache, runs: Sequence[dict[str, Any]], alpha: float) -> dict[str, Any]:
-    """Means over the seeds of one algorithm's runs with 95% intervals: macro and per task, every metric."""
+def aggregate(
+    cache: LogitCache,
+    runs: Sequence[dict[str, Any]],
+    alpha: float,
+    *,
+    resample: str = "questions",
+    scores: dict[str, np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """Means over the seeds of one algorithm's runs with 95% intervals: macro and per task, every metric.
+
+    ``resample="tasks"`` (:func:`bootstrap_interval`): the overall intervals resample seeds and tasks, and each
+    task holds its means alone (``{"mean": m}``: one task is one draw; an interval over its questions on thousands of
+    tasks would cost minutes). ``scores``: the runs' :func:`question_scores`, when computed already."""
     test = cache.select("test")
     tasks = np.asarray(cache.tasks)[test]
     names = list(cache.task_names)
-    matrices = _matrices(cache, runs, alpha)
+    matrices = scores if scores is not None else _matrices(cache, runs, alpha)
     overall: dict[str, dict[str, float] | None] = {}
     for key, matrix in matrices.items():
-        if np.isnan(matrix).any():
-            overall[key] = None
-            continue
-        overall[key] = dict(
-            zip(("mean", "low", "high"), bootstrap_interval(matrix, tasks, macro=key == "accuracy"), strict=True)
-        )
+        overall[key] = None if np.isnan(matrix).any() else _interval(matrix, tasks, key == "accuracy", resample)
     per_task = {}
+    if resample == "tasks":
+        ids, inverse, sizes = np.unique(tasks, return_inverse=True, return_counts=True)
+        means = {key: np.bincount(inverse, weights=matrix.mean(axis=0), minlength=ids.size) / sizes
+                 for key, matrix in matrices.items()}  # fmt: skip
+        for k, task in enumerate(ids):
+            per_task[names[task]] = {key: None if np.isnan(mean[k]) else {"mean": float(mean[k])}
+                                     for key, mean in means.items()}  # fmt: skip
+        return {"seeds": [run["seed"] for run in runs], **overall, "tasks": per_task}
     for task in np.unique(tasks):
         rows = tasks == task
         per_task[names[task]] = {
-            key: None
-            if np.isnan(matrix).any()
-            else dict(
-                zip(("mean", "low", "high"), bootstrap_interval(matrix[:, rows], tasks[rows], macro=False), strict=True)
-            )
+            key: None if np.isnan(matrix).any() else _interval(matrix[:, rows], tasks[rows], False, resample)
             for key, matrix in matrices.items()
         }
     return {"seeds": [run["seed"] for run in runs], **overall, "tasks": per_task}

@@ -34,6 +34,7 @@ from ensemble_env.files import OutputError, check_output, make_folder, write_byt
 from ensemble_env.text import show
 
 __all__ = [
+    "EVERY_SEED",
     "MAX_DEPTH",
     "RECORD_FIELDS",
     "RESULT",
@@ -49,6 +50,9 @@ __all__ = [
 
 #: the file of a finished run, in its folder
 RESULT = "result.json"
+#: the seed in the key of a run that stands for every seed: an algorithm that draws nothing, run once per unit under
+#: ``--protocol generated`` (its folder ``ALGORITHM-seedall-HASH``)
+EVERY_SEED = "all"
 #: the fields of a run's file, exactly these
 RECORD_FIELDS = ("key", "questions", "predictions", "teams", "info")
 #: the deepest nesting of arrays and objects in a run's file (the teams are 3 levels deep, ``info`` a few more)
@@ -65,9 +69,10 @@ class RunError(ValueError):
     """A stored run that is not read: the message names the file, the field and the value."""
 
 
-def run_key(algorithm: str, seed: int, digest: str, alpha: float, config: Mapping[str, Any]) -> dict[str, Any]:
-    """The key of one run, as it reads back from JSON: the algorithm (its canonical name), the seed, the content
-    digest of the cache, alpha, and the algorithm's config (for a learner: its budget and whole configuration)."""
+def run_key(algorithm: str, seed: int | str, digest: str, alpha: float, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The key of one run, as it reads back from JSON: the algorithm (its canonical name), the seed (or
+    :data:`EVERY_SEED`), the content digest of the cache, alpha, and the algorithm's config (for a learner: its
+    budget and whole configuration)."""
     key = {"algorithm": algorithm, "seed": seed, "cache": digest, "alpha": alpha, "config": dict(config)}
     try:
         return dict(json.loads(json.dumps(key, allow_nan=False)))

@@ -169,6 +169,7 @@ def compare(
     names: Iterable[str] | None = None,
     routers: dict[str, routing.RouterFit] | None = None,
     choose_on: str = "training",
+    outcomes: Any = None,
 ) -> list[BaselineResult]:
     """The baselines ``names`` (default :func:`default_baselines`), fitted on ``train_split``, scored on ``split``.
 
@@ -177,7 +178,9 @@ def compare(
     questions. ``k`` and ``seed`` set the random and greedy-focal teams. ``routers`` maps ``"router"`` /
     ``"router(tasks)"`` to an already fitted router (:func:`fit_routers`). ``choose_on`` is
     :attr:`~ensemble_env.baselines.registry.Setting.choose_on` (where the partial-feedback rules and ``bayes_team``
-    choose their constants). Results come in the order of
+    choose their constants), ``outcomes`` :attr:`~ensemble_env.baselines.registry.Setting.outcomes` (the teams'
+    outcomes on the cache's questions, computed once for several baselines of the unseen-task protocol). Results
+    come in the order of
     :data:`~ensemble_env.baselines.registry.BASELINES`. ValueError for an unknown name, a bad split, or a
     routing baseline on more than :data:`ensemble_env.baselines.routing.MAX_TEAM_MODELS` models.
     """
@@ -192,6 +195,7 @@ def compare(
         seed=seed,
         fitted=dict(routers or {}),
         choose_on=choose_on,
+        outcomes=outcomes,
     )
     return [entry.run(setting) for name, entry in BASELINES.items() if name in chosen]
 

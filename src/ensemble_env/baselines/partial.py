@@ -547,9 +547,7 @@ def _index_player(seed: int | None) -> Player:
     return play
 
 
-def _rule(
-    name: str, settings: tuple[Any, Any], grids: dict[str, list[Any]], seed: int | None = None
-) -> BaselineResult:
+def _rule(name: str, settings: tuple[Any, Any], grids: dict[str, list[Any]], seed: int | None = None) -> BaselineResult:
     """:func:`fitted_rule` with :func:`partial_choices`' index on :func:`rule_settings`' pair (``seed``: the
     draws', for a grid that samples)."""
     p, validation = settings

@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -98,6 +99,11 @@ class Setting:
     """Seed of the random team."""
     fitted: dict[str, routing.RouterFit] = field(default_factory=dict)
     """Fits made beforehand (:attr:`Baseline.fit`), by baseline name, so a sweep fits once."""
+    outcomes: Any = None
+    """Every team's outcome on the cache's questions computed beforehand
+    (:class:`~ensemble_env.baselines.online.TeamOutcomes`, covering ``train``, ``validation`` and ``test``), shared
+    by the baselines of the unseen-task protocol so that several of them on one cache compute it once; None: each
+    computes its own."""
     choose_on: str = "training"
     """Where the partial-feedback rules and ``bayes_team`` choose their constants
     (:data:`ensemble_env.baselines.partial.CHOOSE_ON`): on the training tasks' streams (``train`` and ``validation``
@@ -296,7 +302,8 @@ def _online(name: str, feedback: str, uses_test_labels: bool = False, seeded: bo
         choosing = {**partial.rules(s.seed), "bayes_team": bayes.bayes_team}
         where = {"choose_on": s.choose_on} if name in choosing else {}
         function = {**online.UNSEEN_BASELINES, **choosing}[name]
-        return function(s.cache, s.train, s.test, reward=s.reward, validation=s.validation, **where)
+        return function(s.cache, s.train, s.test, reward=s.reward, validation=s.validation, outcomes=s.outcomes,
+                        **where)  # fmt: skip
 
     return Baseline(
         name, run, alpha_dependent=True, enumerates_teams=True, in_evaluate=False, uses_test_labels=uses_test_labels,
