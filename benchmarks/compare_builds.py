@@ -2,6 +2,7 @@
 
     python benchmarks/compare_builds.py --before HEAD~3                 # environment throughput, N = 8 and 12
     python benchmarks/compare_builds.py --before HEAD~3 --command "ensemble-env train --passes 5 --out {out}"
+    python benchmarks/compare_builds.py --before 26cd920 --command "python {tree}/benchmarks/train_speed.py" --repeats 3
 
 ``--before`` is a git revision of this repository (its tree is checked out in a temporary git worktree,
 removed afterwards) or the folder of another checkout; the current checkout is the "after" build. Both builds use the
@@ -13,14 +14,19 @@ Throughput mode (default): one long-lived worker process per build measures bloc
 for a block in turn, ``--repeats`` rounds, and prints each build's median and the after/before ratio.
 Command mode (``--command``): runs the command for each build in turn, ``--repeats`` rounds, and prints
 each build's median CPU time (user + system of the command's processes) and wall time. ``{out}`` in the
-command becomes a fresh temporary directory; ``ensemble-env`` runs as ``python -m ensemble_env.cli``.
+command becomes a fresh temporary directory, ``{tree}`` the build's own checkout (so that each build runs its own
+script, e.g. its ``benchmarks/train_speed.py``); ``ensemble-env`` and ``python`` run as this interpreter. A command
+that prints a figure ``**N env steps per CPU second**`` (``train_speed.py``) has that figure's median and ratio
+printed too: the rate the build measured of its own training loop, without process start-up and imports.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import resource
 import shlex
 import statistics
@@ -32,6 +38,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+#: the rate ``train_speed.py`` prints, read from a command's output
+RATE = re.compile(r"\*\*([0-9,]+) env steps per CPU second\*\*")
 
 WORKER = """
 import json, sys, time
@@ -102,24 +110,32 @@ def command(trees: dict[str, Path], folder: Path, repeats: int, template: str) -
     for round_index in range(repeats + 1):  # round 0 warms the numba caches and is not counted
         for build, tree in trees.items():
             out = folder / f"out-{build}-{round_index}"
-            words = shlex.split(template.replace("{out}", str(out)))
+            words = shlex.split(template.replace("{out}", str(out)).replace("{tree}", str(tree)))
             if words[0] == "ensemble-env":
                 words = [sys.executable, "-m", "ensemble_env.cli", *words[1:]]
+            elif words[0] == "python":
+                words = [sys.executable, *words[1:]]
             env = _environment(tree, str(folder / f"numba-{build}"))
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            subprocess.run(words, check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
+            printed = subprocess.run(words, check=True, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True).stdout
             wall = time.perf_counter() - start
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            found = RATE.search(printed)
+            rate = float(found.group(1).replace(",", "")) if found else math.nan
             if round_index:
-                times[build].append((cpu, wall))
-            print(f"  round {round_index} {build}: CPU {cpu:.1f} s, wall {wall:.1f} s", flush=True)
+                times[build].append((cpu, wall, rate))
+            shown = f", {rate:,.0f} env steps per CPU second" if found else ""
+            print(f"  round {round_index} {build}: CPU {cpu:.1f} s, wall {wall:.1f} s{shown}", flush=True)
     print(f"median of {repeats} interleaved runs: {template}")
-    medians = {build: tuple(statistics.median(v[i] for v in values) for i in (0, 1)) for build, values in times.items()}
-    for build, (cpu, wall) in medians.items():
-        print(f"  {build:<6} CPU {cpu:8.1f} s   wall {wall:8.1f} s")
+    medians = {build: tuple(statistics.median(v[i] for v in values) for i in (0, 1, 2)) for build, values in times.items()}
+    for build, (cpu, wall, rate) in medians.items():
+        shown = f"   {rate:>10,.0f} env steps per CPU second" if not math.isnan(rate) else ""
+        print(f"  {build:<6} CPU {cpu:8.1f} s   wall {wall:8.1f} s{shown}")
     print(f"  before/after CPU time: {medians['before'][0] / medians['after'][0]:.2f}x")
+    if not math.isnan(medians["after"][2]):
+        print(f"  after/before env steps per CPU second: {medians['after'][2] / medians['before'][2]:.2f}x")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,7 @@ from ensemble_mappo.networks import (
     ValueNormalizer,
 )
 from ensemble_mappo.ppo import Rollout
+from ensemble_mappo.residual import TeamResidualActor
 
 __all__ = ["Agents"]
 
@@ -56,8 +57,9 @@ class Agents:
         untrained decider's team (either policy). ``decider_policy``: "bernoulli" (:class:`DeciderActor`), "teams"
         (:class:`TeamDeciderActor`, a categorical over the non-empty teams), "scorer" (:class:`TeamScorerActor`,
         the same categorical scored per team from the task's record), "index" (:class:`TeamIndexActor`, the same
-        categorical, each team's logit an index of its record with learned constants) or
-        "auto" (teams for pools of up to :data:`ensemble_env.game.actions.MAX_SUBSET_MODELS` models).
+        categorical, each team's logit an index of its record with learned constants), "residual"
+        (:class:`~ensemble_mappo.residual.TeamResidualActor`, the index plus a network of the team's and its members'
+        record) or "auto" (teams for pools of up to :data:`ensemble_env.game.actions.MAX_SUBSET_MODELS` models).
         """
         layout = venv.layout
         if critic == "local":
@@ -76,11 +78,13 @@ class Agents:
             )
         elif decider_policy == "index":
             decider = TeamIndexActor(layout.decider, venv.n_models, min_size, decider_initial_prob)
+        elif decider_policy == "residual":
+            decider = TeamResidualActor(layout.decider, venv.n_models, hidden, min_size, decider_initial_prob)
         elif decider_policy == "bernoulli":
             decider = DeciderActor(layout.decider_size, venv.n_models, hidden, decider_initial_prob, min_size)
         else:
             raise ValueError(
-                f"decider_policy={decider_policy!r} is not 'auto', 'teams', 'scorer', 'index' or 'bernoulli'"
+                f"decider_policy={decider_policy!r} is not 'auto', 'teams', 'scorer', 'index', 'residual' or 'bernoulli'"
             )
         return cls(
             decider=decider,

@@ -27,7 +27,7 @@ from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_env.game.reward import RewardSettings, model_costs
 from ensemble_env.views.policies import PluralityVote
 from ensemble_mappo.agents import Agents
-from ensemble_mappo.frame import LEARNING, RECORD_KEYS, Behaviour, StepRecord
+from ensemble_mappo.frame import FROZEN, LEARNING, RECORD_KEYS, Behaviour, StepRecord
 from ensemble_mappo.ppo import Rollout
 
 __all__ = ["CreditGap", "collect"]
@@ -82,12 +82,15 @@ def collect(
     Under ``torch.inference_mode``: each step prepares both observations once (stored for the PPO epochs),
     acts, and steps the environment; the critic's outputs at every collected state are computed after the
     loop in one batched pass. At a truncation the critic reads ``infos["final_state"]`` right away (the copy
-    is reset in the same step); a termination needs no value.
+    is reset in the same step); a termination needs no value. A frozen policy (``behaviour`` is
+    :data:`~ensemble_mappo.frame.FROZEN`: evaluation) learns nothing from the rollout, so its ``credits`` are left
+    at 0.
     """
     num_steps, num_envs = rollout.num_steps, rollout.num_envs
     record = StepRecord.allocate(num_steps, num_envs, venv.n_models)
     plurality = PluralityVote.from_env(venv) if behaviour.fusion == "plurality" else None
-    gap = CreditGap(venv)
+    credits = behaviour != FROZEN  # a frozen policy learns nothing: its credits are not computed (left at 0)
+    gap = CreditGap(venv) if credits else None
     copies = np.arange(num_envs)
     decider, fusion, critic = agents.decider, agents.fusion, agents.critic
     team_slice = venv.layout.decider["team_mask"]
@@ -110,11 +113,12 @@ def collect(
                 greedy, policy = answers, None
             else:
                 logits = fusion(fusion_inputs)
-                chosen = fusion.mode(logits) if behaviour.fusion == "mode" else fusion.sample(logits, generator)
+                greedy_answers = fusion.mode(logits)
+                chosen = greedy_answers if behaviour.fusion == "mode" else fusion.sample(logits, generator)
                 rollout.actions["fusion"][t] = chosen
                 rollout.log_probs[t, :, 1] = fusion.log_prob(logits, chosen)
-                answers = chosen.numpy()
-                greedy, policy = fusion.mode(logits).numpy(), torch.softmax(logits, -1).numpy()
+                answers, greedy = chosen.numpy(), greedy_answers.numpy()
+                policy = torch.softmax(logits, -1).numpy() if credits else None
             obs, rewards, terminations, truncations, infos = venv.step(
                 {"decider": played.numpy().astype(np.int8), "fusion": answers}
             )
@@ -135,10 +139,12 @@ def collect(
                 step_infos = {key: np.where(done, final[key], step_infos[key]) for key in _STEP_KEYS}
             for key in RECORD_KEYS:
                 getattr(record, key)[t] = step_infos[key]
+            if not credits:
+                continue
             # the decider's credits: the same team's reward with the fusion agent's sampling taken out
             correct, labels = step_infos["correct"], step_infos["label"].astype(np.int64)
             answered = step_infos["team_size"] > 0  # an empty team never answers right
-            step_gap = gap(step_infos)
+            step_gap = gap(step_infos)  # type: ignore[misc]
             rollout.credits[t, :, 0] = rewards["fusion"]
             greedy_right = ((greedy == labels) & answered).astype(np.float64)
             expected = greedy_right if policy is None else policy[copies, labels] * answered

@@ -72,7 +72,7 @@ CRITICS = ("central", "local")
 #: the decider's policy: one Bernoulli per model, a categorical over the non-empty teams (an MLP of the observation;
 #: the team scorer; the index of each team's record), or "auto" (teams for pools of up to
 #: ensemble_env.baselines.routing.MAX_TEAM_MODELS models, else Bernoulli)
-DECIDER_POLICIES = ("auto", "teams", "scorer", "index", "bernoulli")
+DECIDER_POLICIES = ("auto", "teams", "scorer", "index", "residual", "bernoulli")
 #: the reward a decider's team is credited with: the fusion agent's sampled answer's, its most probable answer's,
 #: or the expectation over its policy (see ensemble_mappo.collection.decider_credit)
 DECIDER_CREDITS = ("sampled", "greedy", "expected")
@@ -158,14 +158,14 @@ class LearnerConfig:
     passes: float = 160.0
     """Budget in passes over the training stream: total env steps = passes x questions in the stream
     (summed over the parallel copies), rounded up to whole rollouts of num_envs x num_steps (train prints what it
-    runs). Ignored when ``total_steps`` is set. MAPPO's 160 passes over bbh5's 2,560 train questions (410k env steps,
-    8 minibatches per epoch) take about 45 CPU seconds; on its validation split the reward was still rising at 100
+    runs). Ignored when ``total_steps`` is set. MAPPO's 160 passes over bbh5's 2,560 train questions (410k env steps)
+    take about 9 CPU seconds (benchmarks/train_speed.py); on its validation split the reward was still rising at 100
     passes and flat from about 100 to 160 (docs/mappo.md)."""
     total_steps: int = 0
     """Budget in env steps (questions answered, summed over copies); 0 uses ``passes``."""
-    num_envs: int = 64
+    num_envs: int = 256
     """Copies of the game stepped together by ``ensemble_env.vector_env``."""
-    num_steps: int = 64
+    num_steps: int = 16
     """Steps per copy in one rollout; a rollout holds num_envs x num_steps transitions."""
     episode_length: int = 512
     """Questions per training episode, a contiguous run of the stream from a random start (the decider's window
@@ -178,12 +178,12 @@ class LearnerConfig:
     """Adam learning rate of every network (MAPPO default), in (0, 1]."""
     anneal_lr: bool = False
     """Decay the learning rate linearly to 0 over the budget."""
-    update_epochs: int = 5
-    """Passes of PPO over each rollout (5: as good as 10 on bbh5's validation split, at half the cost)."""
-    num_minibatches: int = 8
-    """Minibatches per epoch (8 of 512 transitions by default: with 160 passes, as good on bbh5's validation split
-    as 16 with 200 passes at 60% of its CPU; 16 with 100 passes learned faster than CleanRL's 4 x 4 or MAPPO's 15
-    epochs of one minibatch)."""
+    update_epochs: int = 2
+    """Passes of PPO over each rollout (2 epochs x 4 minibatches of 1,024 over rollouts of 256 copies x 16 steps: on
+    bbh5's validation split as good as 5 x 8 minibatches of 512 over 64 x 64, the defaults until issue 47, at 40% of
+    their CPU; 1 epoch no better, and noisier; docs/mappo.md)."""
+    num_minibatches: int = 4
+    """Minibatches per epoch (4 of 1,024 transitions by default; see ``update_epochs``)."""
     clip_coef: float = 0.2
     """PPO clipping range of the probability ratio, and of the value change (MAPPO default)."""
     ent_coef: float = 0.01
@@ -306,7 +306,9 @@ class TrainConfig(LearnerConfig):
     teams reading what the task's record shows of that team (the record extras, tasks never seen;
     ensemble_mappo.networks.TeamScorerActor). "index": the same categorical, each team's logit an index of its record
     (a shrunk mean of its rate and an uncertainty term, every constant learned from a start that plays the size
-    prior; ensemble_mappo.networks.TeamIndexActor; the record extras, tasks never seen). "bernoulli": the decider
+    prior; ensemble_mappo.networks.TeamIndexActor; the record extras, tasks never seen). "residual": the index plus one
+    network, shared by the teams, of what the record shows of each team and of its members, starting at zero
+    (ensemble_mappo.residual.TeamResidualActor; generated tasks). "bernoulli": the decider
     draws each model in or out (one Bernoulli per model, starting at ``decider_initial_prob``), changing a team one
     model at a time. "auto": teams for pools of
     up to 12 models, else bernoulli. Chosen on bbh5's validation split (docs/mappo.md)."""
@@ -416,11 +418,11 @@ class TrainConfig(LearnerConfig):
                     f"env: {option}={show(self.env[option])} is not a game this learner plays ({why}); it plays "
                     f"{option} {' or '.join(map(repr, played))}"
                 )
-        if self.decider_policy == "index" and self.decider_start == "offline":
+        if self.decider_policy in ("index", "residual") and self.decider_start == "offline":
             raise ValueError(
-                "decider_policy='index' with decider_start='offline': the index decider starts from the size prior "
-                "(its constants are learned from there; the offline start fits a network it does not have): set "
-                "decider_start='prior'"
+                f"decider_policy={self.decider_policy!r} with decider_start='offline': the {self.decider_policy} "
+                "decider starts from the size prior (its constants are learned from there; the offline start fits a "
+                "network it does not have): set decider_start='prior'"
             )
 
 

@@ -23,6 +23,7 @@ Any split works, ``validation`` included (choose settings there; report test).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -67,6 +68,7 @@ __all__ = [
     "baseline_summary",
     "candidates",
     "evaluate_agents",
+    "evaluate_candidates",
     "evaluate_run",
     "evaluation_path",
     "format_report",
@@ -299,6 +301,78 @@ def evaluate_agents(
     where = (run, iteration, global_step)
     evaluation = _evaluation(joined, cache, venv, name, split, where, update_every if online else None)
     return _exact_rewards(evaluation, cache)
+
+
+def evaluate_candidates(
+    networks: Sequence[Mapping[str, Mapping[str, torch.Tensor]]],
+    config: LearnerConfig,
+    cache: LogitCache,
+    *,
+    split: str = "validation",
+    seed: int = 0,
+    sources: Sequence[str] = (),
+) -> list[Evaluation]:
+    """:func:`evaluate_agents` (frozen) of each of several networks of one run, e.g. the checkpoints :func:`choose
+    <ensemble_mappo.training.choose>` reads: the same evaluations, played in one vector environment.
+
+    Copy k of the environment plays the split's stream with networks ``k``; the copies play the same questions in
+    lockstep (a frozen policy's stream starts at the split's first question), each network acting on its own copy's
+    rows exactly as it would alone (a batch of one row), so each evaluation equals :func:`evaluate_agents`'s, bit for
+    bit; only the environment's step, the fusion features and the bookkeeping are shared. A learner without MAPPO's
+    agents, and task episodes (already one copy per task), are evaluated one network at a time."""
+    from ensemble_mappo.agents import Agents
+    from ensemble_mappo.mappo import MAPPOLearner
+
+    names = list(sources) or [f"networks {k}" for k in range(len(networks))]
+    kind = algorithms.get(algorithms.name_of(config)).learner_class()
+    options = kind.env_options(config, cache)
+    if len(networks) < 2 or options.get("episodes") == "task" or not issubclass(kind, MAPPOLearner):
+        return [evaluate_agents(n, config, cache, split=split, seed=seed, source=s) for n, s in zip(networks, names)]
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= LIMITS["seed"]:
+        raise ValueError(f"seed must be an integer in [0, {LIMITS['seed']}], got {show(seed)}")
+    torch.set_num_threads(config.threads)
+    venv = make_env(cache, options, num_envs=len(networks), split=split)
+    single = make_env(cache, options, num_envs=1, split=split)
+    learners = []
+    for state, source in zip(networks, names, strict=True):
+        learner = kind(config, single)
+        load_networks(learner, state, source)
+        learners.append(learner)
+    parts = [learner.agents for learner in learners]  # type: ignore[attr-defined]
+    agents = Agents(
+        decider=_rowwise([a.decider for a in parts]),
+        fusion=_rowwise([a.fusion for a in parts]),
+        critic=_rowwise([a.critic for a in parts]),
+        value_norm=parts[0].value_norm,
+    )
+    batch = MAPPOLearner(config, venv, agents)  # type: ignore[arg-type]
+    venv.reset(seed=seed)
+    storage = batch.storage(venv, venv.episode_length)
+    record = batch.collect(venv, storage, torch.Generator().manual_seed(seed), FROZEN)
+    evaluations = []
+    for k in range(len(networks)):
+        joined = {key: getattr(record, key)[:, k] for key in ("question", "answer", "correct", "cost")}
+        joined |= {"teams": record.team[:, k], "reward": np.asarray(storage.rewards[:, k], dtype=np.float64)}
+        evaluation = _evaluation(joined, cache, venv, algorithms.name_of(config), split, ("", 0, 0), None)
+        evaluations.append(_exact_rewards(evaluation, cache))
+    return evaluations
+
+
+def _rowwise(modules: Sequence[torch.nn.Module]) -> Any:
+    """A stand-in for ``modules[0]`` over a batch of rows of K copies, copy-major within each step (rows t * K + k):
+    its forward applies ``modules[k]`` to copy k's rows alone (the rest of its methods, which hold no parameters, are
+    the module's own)."""
+    stand_in = copy.copy(modules[0])
+    n_copies = len(modules)
+
+    def forward(inputs: torch.Tensor) -> torch.Tensor:
+        if inputs.shape[0] % n_copies:
+            raise RuntimeError(f"{inputs.shape[0]} rows are not whole steps of the {n_copies} copies")
+        steps = inputs.reshape(-1, n_copies, *inputs.shape[1:])
+        return torch.stack([module(steps[:, k]) for k, module in enumerate(modules)], 1).flatten(0, 1)
+
+    stand_in.forward = forward
+    return stand_in
 
 
 def _evaluation(

@@ -305,7 +305,8 @@ def update(
     ``num_minibatches`` minibatch updates of the networks in ``learners``; returns the log's values (the means over
     the minibatches, :meth:`Learner.log_row`). A loss that is not finite stops the run with the fix."""
     batch = learner.batch(storage, next_state, learners)
-    sums: dict[str, Tensor] = {}
+    names: list[str] = []
+    sums = torch.zeros(0)
     grad_norms = torch.zeros(len(optimizer.names))
     count = 0
     for _ in range(config.update_epochs):
@@ -314,9 +315,12 @@ def update(
             optimizer.zero_grad()
             loss.total.backward()
             norms = optimizer.step(learners)
-            with torch.no_grad():
-                for name, value in loss.stats.items():
-                    sums[name] = sums[name] + value if name in sums else value.detach().clone()
+            with torch.no_grad():  # the statistics summed as one vector: two operations a minibatch, not two per name
+                stats = torch.stack([value.detach() for value in loss.stats.values()])
+                if count == 0:
+                    names, sums = list(loss.stats), stats
+                else:
+                    sums += stats
                 grad_norms += norms
             count += 1
     if not bool(torch.isfinite(loss.total.detach())):
@@ -324,6 +328,6 @@ def update(
             f"training diverged: the loss became {float(loss.total):g} (learning_rate={config.learning_rate:g}); "
             "lower learning_rate or max_grad_norm"
         )
-    means = {name: total / max(count, 1) for name, total in sums.items()}
+    means = dict(zip(names, sums / max(count, 1), strict=True))
     norms_by_name = dict(zip(optimizer.names, (grad_norms / max(count, 1)).tolist(), strict=True))
     return learner.log_row(means, {name: norms_by_name[name] for name in optimizer.names if name in learners})

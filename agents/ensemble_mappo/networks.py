@@ -466,15 +466,18 @@ class TeamIndexActor(TeamDeciderActor):
         t = self.terms()
         return t["size_bias"] + t["weight"] * t["prior"] + t["bonus"] / torch.sqrt(t["pseudo_count"])
 
-    def forward(self, inputs: Tensor) -> Tensor:
+    def index(self, inputs: Tensor) -> Tensor:
+        """(B, K) every team's index, before the mask of the teams too small to play."""
         rates = inputs[:, self.rate_slice]  # (B, K)
         fraction = inputs[:, self.count_slice].expand_as(rates).clamp(0.0, 1.0 - 1e-6)
         counts = RECORD_COUNT_HALF * fraction / (1.0 - fraction)  # n from n / (n + 16)
         t = self.terms()
         n0 = t["pseudo_count"]
         estimate = (n0 * t["prior"] + counts * rates) / (n0 + counts)
-        logits = t["size_bias"] + t["weight"] * estimate + t["bonus"] / torch.sqrt(n0 + counts)
-        return masked_logits(logits, self.allowed)
+        return t["size_bias"] + t["weight"] * estimate + t["bonus"] / torch.sqrt(n0 + counts)
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        return masked_logits(self.index(inputs), self.allowed)
 
 
 class StartLogProbs(Protocol):

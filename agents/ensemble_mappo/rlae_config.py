@@ -37,6 +37,7 @@ RLAE_DEFAULTS: dict[str, tuple[Any, str | None]] = {
         "reward was still rising from 40 to 80 passes (docs/rlae.md).",
     ),
     "num_envs": (32, None),
+    "num_steps": (64, None),
     "learning_rate": (
         3e-3,
         "Adam learning rate of the actor and the critic (3e-3 against 1e-3 on bbh5's validation split).",

@@ -49,7 +49,7 @@ from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_mappo import algorithms
 from ensemble_mappo.checkpoint import pack_arrays, read_checkpoint, restore_run, save_checkpoint
 from ensemble_mappo.config import LearnerConfig
-from ensemble_mappo.evaluation import DEPLOYED, candidates, evaluate_agents
+from ensemble_mappo.evaluation import DEPLOYED, candidates, evaluate_candidates
 from ensemble_mappo.frame import Learner, make_env, make_optimizer, update
 from ensemble_mappo.optim import Optimizer
 from ensemble_mappo.progress import Budget, RunLog, check_loggers, check_rollout_size, tensorboard_folder
@@ -325,10 +325,11 @@ def choose(run_dir: str | Path, cache: LogitCache) -> dict[str, Any]:
             "candidates": [],
         }
     else:
-        rewards = [
-            evaluate_agents(c.networks, config, cache, split="validation", seed=config.seed, source=str(c.path)).rewards
-            for c in kept
-        ]
+        played = evaluate_candidates(
+            [c.networks for c in kept], config, cache, split="validation", seed=config.seed,
+            sources=[str(c.path) for c in kept],
+        )  # fmt: skip
+        rewards = [evaluation.rewards for evaluation in played]
         selection = select(rewards, config.selection)
         update = kept[selection.index].iteration
         chosen = {

@@ -439,8 +439,8 @@ def test_the_rollout_storage_is_bounded_before_it_is_allocated(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["train", "--cache", "toy8", "--out", str(tmp_path / "run"), "--num-steps", "1048576", "--no-progress"]
-    _refused(argv, capsys, "a rollout of num_envs=64 copies x num_steps=1,048,576 steps would take", "GiB of storage")
-    assert sorted(path.name for path in (tmp_path / "run").iterdir()) == []  # nothing written, the lock let go
+    _refused(argv, capsys, "a rollout of num_envs=256 copies x num_steps=1,048,576 steps would take", "GiB of storage")
+    assert not (tmp_path / "run").exists()  # refused before the run folder is made: nothing written
 
 
 # -- the lock --------------------------------------------------------------------------------------------------

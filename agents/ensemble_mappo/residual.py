@@ -1,0 +1,131 @@
+"""The residual decider (``decider_policy="residual"``): the index decider plus a network that reads the task's record.
+
+:class:`TeamResidualActor` scores team k with the index of :class:`~ensemble_mappo.networks.TeamIndexActor` (a shrunk
+mean of the team's own record and an uncertainty term, every constant learned) plus ``g(x_k)``: one small network,
+shared by every team, of what the record shows of the team *and of its members*::
+
+    logit_k = index_k + g(x_k),    x_k = [r_k, c_k, z_k / N, members' rates (mean, min, max),
+                                          members' count features (mean, min, max), the best rate seen, c_task]
+
+r_k and c_k are team k's own rate and count feature (``team_record``, ``team_record_count``), the members' rates and
+counts are the per-model record (``task_record``: model i's rate on the questions whose answering team held it, and
+its count feature), "the best rate seen" is the largest rate of a team seen at least once and c_task the count
+feature of the task's answered questions. Under partial feedback a team that was never played has no record of its
+own, but its members may have one (each was in some played team): g can read them, which the index cannot, so that
+observing one team informs every team that shares its members (what :func:`~ensemble_env.baselines.bayes` does
+with a prior covariance). g sees no model's identity (no member bits): a fixed team can only come from the index's
+per-team prior, so the network cannot learn one; it can only learn to read records.
+
+At the start g's output layer is zero: the decider is exactly the index decider at its start (the size prior, uniform
+over the teams at ``initial_prob`` 0.5), and encodes no rule. :attr:`TeamResidualActor.residual` (1, or 0 to switch
+the network off) scales g: the same checkpoint with the network off is the index decider with the constants the
+run learned, which measures the network's share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor, nn
+
+from ensemble_mappo.networks import TeamIndexActor, layer_init, masked_logits
+
+__all__ = ["RESIDUAL_FEATURES", "TeamResidualActor"]
+
+#: the features g reads of each team, in order
+RESIDUAL_FEATURES = (
+    "rate",
+    "count",
+    "size",
+    "members_rate_mean",
+    "members_rate_min",
+    "members_rate_max",
+    "members_count_mean",
+    "members_count_min",
+    "members_count_max",
+    "best_rate_seen",
+    "task_count",
+)
+
+
+class TeamResidualActor(TeamIndexActor):
+    """The index decider plus a network of each team's and its members' record (see the module docstring).
+
+    Parameters
+    ----------
+    layout
+        The decider's observation layout (``venv.layout.decider``): it must hold ``task_record`` and ``team_record``
+        (the record extras of tasks never seen).
+    n_models
+        N, the pool's size.
+    hidden
+        Width of g's two hidden layers.
+    min_team_size, initial_prob
+        As :class:`~ensemble_mappo.networks.TeamIndexActor`'s.
+    """
+
+    residual: Tensor
+
+    def __init__(
+        self,
+        layout: Mapping[str, slice],
+        n_models: int,
+        hidden: int = 64,
+        min_team_size: int = 0,
+        initial_prob: float = 0.5,
+    ) -> None:
+        super().__init__(layout, n_models, min_team_size, initial_prob)
+        if "task_record" not in layout:
+            raise ValueError(
+                "decider_policy='residual' reads the models' record: the decider's extras must include 'task_record' "
+                "and 'team_record' (ensemble_env/EnsembleUnseen-v1 and -v2 have them)"
+            )
+        record = layout["task_record"]
+        self.task_count_column = record.start
+        self.model_rates = slice(record.start + 1, record.start + 1 + n_models)
+        self.model_counts = layout.get("task_record_count")  # None under full feedback: every model's count is n
+        self.register_buffer("members", self.teams.bool(), persistent=False)
+        self.register_buffer("residual", torch.ones(()), persistent=False)
+        self.g = nn.Sequential(
+            layer_init(nn.Linear(len(RESIDUAL_FEATURES), hidden)),
+            nn.ReLU(),
+            layer_init(nn.Linear(hidden, hidden)),
+            nn.ReLU(),
+            layer_init(nn.Linear(hidden, 1), gain=0.0),  # zero: the start is the index decider's
+        )
+
+    def features(self, inputs: Tensor) -> Tensor:
+        """(B, K, F) the features of :data:`RESIDUAL_FEATURES` of every team."""
+        rates = inputs[:, self.rate_slice]  # (B, K)
+        counts = inputs[:, self.count_slice].expand_as(rates)
+        task_count = inputs[:, self.task_count_column : self.task_count_column + 1]  # (B, 1)
+        model_rates = inputs[:, self.model_rates]  # (B, N)
+        model_counts = task_count.expand_as(model_rates) if self.model_counts is None else inputs[:, self.model_counts]
+        sizes = self.sizes  # (K,)
+        members = self.members  # (K, N)
+
+        def member_stats(values: Tensor) -> list[Tensor]:
+            spread = values.unsqueeze(1).expand(-1, members.shape[0], -1)  # (B, K, N)
+            mean = (values @ members.T.float()) / sizes
+            low = torch.where(members, spread, torch.inf).amin(-1)
+            high = torch.where(members, spread, -torch.inf).amax(-1)
+            return [mean, low, high]
+
+        seen = counts > 0
+        best = torch.where(seen, rates, 0.0).amax(-1, keepdim=True).expand_as(rates)
+        columns = [
+            rates,
+            counts,
+            (sizes / members.shape[1]).expand_as(rates),
+            *member_stats(model_rates),
+            *member_stats(model_counts),
+            best,
+            task_count.expand_as(rates),
+        ]
+        return torch.stack(columns, -1)
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        residual = self.residual * self.g(self.features(inputs)).squeeze(-1)
+        return masked_logits(self.index(inputs) + residual, self.allowed)
+

@@ -1,0 +1,71 @@
+"""The residual decider (``decider_policy="residual"``): the index decider plus a network of each team's and its
+members' record, starting at zero."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ensemble_env.synthetic import make_cache  # noqa: E402
+from ensemble_mappo import algorithms  # noqa: E402
+from ensemble_mappo.agents import Agents  # noqa: E402
+from ensemble_mappo.benchmark import protocols  # noqa: E402
+from ensemble_mappo.config import TrainConfig  # noqa: E402
+from ensemble_mappo.frame import make_env  # noqa: E402
+from ensemble_mappo.residual import RESIDUAL_FEATURES, TeamResidualActor  # noqa: E402
+
+
+def _deciders(feedback: str) -> tuple[TeamResidualActor, torch.Tensor, torch.nn.Module]:
+    cache = make_cache(n_models=3, n_questions=480, n_tasks=8, accuracy=[0.5, 0.6, 0.7], seed=1)
+    options = protocols.learner_overrides("mappo", algorithms.get("mappo").config_class, 3, feedback)["env"]
+    venv = make_env(cache, options, num_envs=4, split="train", episode_length=32)
+    torch.manual_seed(0)
+    residual = Agents.build(venv, 16, decider_policy="residual").decider
+    torch.manual_seed(0)
+    index = Agents.build(venv, 16, decider_policy="index").decider
+    assert isinstance(residual, TeamResidualActor)
+    obs, _ = venv.reset(seed=0)
+    for _ in range(5):  # a few answered questions, so the record is not empty
+        obs, *_ = venv.step({"decider": np.eye(3, dtype=np.int8)[[0, 1, 2, 0]], "fusion": np.zeros(4, dtype=np.int64)})
+    return residual, torch.from_numpy(obs["decider"]), index
+
+
+@pytest.mark.parametrize("feedback", ["team", "all"])
+def test_the_untrained_residual_decider_is_the_untrained_index_decider(feedback: str) -> None:
+    residual, inputs, index = _deciders(feedback)
+    with torch.no_grad():
+        np.testing.assert_array_equal(residual(inputs).numpy(), index(inputs).numpy())
+        np.testing.assert_allclose(residual(inputs).numpy(), 0.0)  # the size prior at 0.5: uniform over the teams
+
+
+def test_the_residual_reads_each_team_s_members_and_can_be_switched_off() -> None:
+    residual, inputs, _ = _deciders("team")
+    features = residual.features(inputs)
+    assert features.shape == (inputs.shape[0], 7, len(RESIDUAL_FEATURES))
+    rates = inputs[:, residual.model_rates]
+    team_ab = 2  # team 3 in the subset encoding: models 0 and 1
+    column = {name: k for k, name in enumerate(RESIDUAL_FEATURES)}
+    np.testing.assert_allclose(features[:, team_ab, column["members_rate_mean"]], rates[:, :2].mean(-1), rtol=1e-6)
+    np.testing.assert_allclose(features[:, team_ab, column["members_rate_min"]], rates[:, :2].amin(-1))
+    np.testing.assert_allclose(features[:, 6, column["members_rate_max"]], rates.amax(-1))  # the whole pool
+    with torch.no_grad():
+        residual.g[-1].bias.fill_(0.0)
+        residual.g[-1].weight.normal_()
+        on = residual(inputs)
+        residual.residual.fill_(0.0)
+        off = residual(inputs)
+    assert not torch.allclose(on, off)
+    np.testing.assert_allclose(off.numpy(), residual.index(inputs).detach().numpy())  # off: the index decider's logits
+    counts = features[:, :, column["count"]]
+    assert float(counts.max()) < 1.0 and float(counts.min()) >= 0.0  # count features n / (n + 16)
+
+
+def test_the_residual_decider_starts_from_the_size_prior_only() -> None:
+    with pytest.raises(ValueError, match="decider_policy='residual' with decider_start='offline'"):
+        TrainConfig(decider_policy="residual", decider_start="offline")
+    cache = make_cache(n_models=3, n_questions=120, n_tasks=2, seed=0)
+    venv = make_env(cache, {"decider_extras": ("model_accuracy",)}, num_envs=2, split="train", episode_length=32)
+    with pytest.raises(ValueError, match="team_record"):
+        Agents.build(venv, 16, decider_policy="residual")
