@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.seeds < 1 or not 1 <= args.jobs <= 64:
         parser.error(f"--seeds must be >= 1 and --jobs in 1..64, got {args.seeds} and {args.jobs}")
-    settings = dict(parse_setting(text, FIXED_FIELDS) for text in args.set)
+    settings = dict(parse_setting(text) for text in args.set)  # FIXED_FIELDS: refused by selection
     if len(settings) != len(args.set):
         parser.error("--set: two settings share a name")
     found = selection(resolve_cache(args.cache), settings, args.seeds, args.out, jobs=args.jobs)
