@@ -81,7 +81,7 @@ def test_the_hand_tables_are_the_cache() -> None:
 def test_the_option_set_hides_the_task() -> None:
     game = unseen_game(3)
     assert game == {**UNSEEN_GAME, "decider_extras": ("model_accuracy", "task_record", "team_record")}
-    assert "team_record" not in unseen_game(9)["decider_extras"]
+    assert "team_record" not in unseen_game(11)["decider_extras"]
     for options, message in (
         ({"decider_extras": ("task",)}, r"hides the task's identity: decider_extras=\('task',\) shows it"),
         ({"fusion_extras": ("member_record", "task")}, r"fusion_extras=\('member_record', 'task'\) shows it"),
@@ -100,8 +100,8 @@ def test_the_records_need_task_episodes_and_small_pools() -> None:
             EnvConfig(**{extras[0]: extras[1]})
     with pytest.raises(ValueError, match=r"order='shuffled' must be 'sequential'"):
         EnvConfig(episodes="task", order="shuffled")
-    with pytest.raises(ValueError, match=r"'team_record' has a value per team, 2\*\*N - 1, for pools of N <= 8"):
-        ensemble_env.parallel_env(make_cache(n_models=9, n_questions=20, seed=0), **unseen_game(8))
+    with pytest.raises(ValueError, match=r"'team_record' has a value per team, 2\*\*N - 1, for pools of N <= 10"):
+        ensemble_env.parallel_env(make_cache(n_models=11, n_questions=20, seed=0), **unseen_game(8))
     with pytest.raises(ValueError, match=r"episode_length=5 exceeds the 4 questions of the largest task"):
         ensemble_env.parallel_env(hand_cache(), **unseen_game(3), split="all", episode_length=5)
     assert set(RECORD_EXTRAS) <= {*unseen_game(3)["decider_extras"], *unseen_game(3)["fusion_extras"]}

@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.game.actions import subset_masks
 from ensemble_env.game.config import EnvConfig
 from ensemble_env.game.layout import ObservationLayout
 from ensemble_env.game.records import (
@@ -186,9 +185,8 @@ def build_record_tables(tables: Tables, cache: LogitCache, questions: np.ndarray
     """What the record kernels add up (:mod:`ensemble_env.game.task_record`): each model's correctness
     (``tables.correct``) and, with ``team_record``, each team's mean-vote correctness on the stream's ``questions``
     ((Q, 0) without)."""
-    n = cache.n_models
     if team_record:
-        team_correct = team_vote_table(tables.probs, cache.n_choices, cache.labels, questions, subset_masks(n))
+        team_correct = team_vote_table(tables.probs, cache.n_choices, cache.labels, questions)
     else:
         team_correct = np.zeros((cache.n_questions, 0), dtype=np.uint8)
     return RecordTables(correct=tables.correct, team_correct=team_correct)

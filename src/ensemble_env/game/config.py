@@ -49,8 +49,8 @@ DECIDER_EXTRAS = ("model_accuracy", "task", "features", "task_record", "team_rec
 FUSION_EXTRAS = ("task", "features", "member_record")
 #: the extras that describe the history of the episode's task (they need ``episodes="task"``)
 RECORD_EXTRAS = ("task_record", "team_record", "member_record")
-#: ``team_record`` has a value per team, 2**N - 1 of them: pools of at most this many models (255 teams)
-MAX_TEAM_RECORD_MODELS = 8
+#: ``team_record`` has a value per team, 2**N - 1 of them: pools of at most this many models (1,023 teams)
+MAX_TEAM_RECORD_MODELS = 10
 #: ``episodes``: one stream of questions (crossing tasks), or one task per episode
 EPISODES = ("stream", "task")
 #: ``feedback``: after a question is answered, every model's output on it is revealed (``"all"``, today's game), or
@@ -228,7 +228,7 @@ class EnvConfig:
     """Optional extra decider features: "model_accuracy" (each model's window accuracy, N),
     "task" (one-hot task of the next question), "features" (the cache's features of the next question),
     "task_record" (the count feature of the task's answered questions and each model's correct rate over them,
-    1 + N) and "team_record" (each team's mean-vote correct rate over them, 2**N - 1, N <= 8); the records need
+    1 + N) and "team_record" (each team's mean-vote correct rate over them, 2**N - 1, N <= 10); the records need
     ``episodes="task"``."""
     fusion_extras: tuple[str, ...] = ()
     """Optional extra fusion features (beyond the paper): "task" (one-hot task of the question it answers),

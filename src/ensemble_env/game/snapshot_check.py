@@ -15,7 +15,6 @@ import numpy as np
 
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game import dynamics, task_record
-from ensemble_env.game.actions import subset_masks
 from ensemble_env.game.build import build_feedback, initial_cost
 from ensemble_env.game.config import EnvConfig
 from ensemble_env.game.feedback import observe_team, revealed_masks
@@ -413,17 +412,15 @@ class SnapshotCheck:
         """``feedback="team"``: the record counts only what was revealed. The window's rows (their answering teams:
         ``revealed``) give their part exactly; the POS - COUNT older steps, which left the window, add at most one
         each, and a right answer only where it was seen."""
-        engine, state, feedback = self.engine, self.state, self.feedback
+        state, feedback = self.state, self.feedback
         counters = state.counters
         masks = self._window_masks  # (B, T, N)
         older = counters[:, Counter.POS] - counters[:, Counter.COUNT]
-        parts = [("model_seen", "model_right", masks, tables.correct[state.window].astype(np.int64))]
-        if tables.team_correct.shape[1] > 0:  # team k is in a row's answering team when all its models were revealed
-            teams = subset_masks(engine.n_models).astype(np.int64)  # (K, N)
-            contains = (masks @ teams.T == teams.sum(axis=1)).astype(np.int64)  # (B, T, K)
-            parts.append(("team_seen", "team_right", contains, tables.team_correct[state.window].astype(np.int64)))
-        for seen_name, right_name, shown, right in parts:
-            window_seen, window_right = shown.sum(axis=1), (shown * right).sum(axis=1)
+        right = tables.correct[state.window].astype(np.int64)
+        parts = [("model_seen", "model_right", masks.sum(axis=1), (masks * right).sum(axis=1))]
+        if tables.team_correct.shape[1] > 0:
+            parts.append(("team_seen", "team_right", *self._window_teams(masks, tables.team_correct)))
+        for seen_name, right_name, window_seen, window_right in parts:
             seen, got_right = getattr(feedback, seen_name), getattr(record, right_name)
             more_seen, more_right = seen - window_seen, got_right - window_right
             for name, got, more, low, high, what in (
@@ -441,6 +438,24 @@ class SnapshotCheck:
                         f"{_item(np.broadcast_to(high, more.shape)[index])} more from {what} (counters POS = "
                         f"{counters[env, Counter.POS]}, COUNT = {counters[env, Counter.COUNT]})",
                     )
+
+    def _window_teams(self, masks: np.ndarray, team_correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(B, K) the window rows revealed for each team k (its answering team contained team k: bit i of k + 1 is
+        model i) and of them the ones team k's mean vote got right, from the rows' revealed models ``masks``
+        (B, T, N). Copies are taken in groups of about 2**24 (row, team) pairs, so that the memory stays some tens of
+        MB at N = 10 and T = 500 (all at once: B x T x K integers, GBs)."""
+        window = self.state.window
+        codes = masks @ (np.int64(1) << np.arange(masks.shape[2], dtype=np.int64))  # (B, T) the rows' answering teams
+        teams = np.arange(1, team_correct.shape[1] + 1, dtype=np.int64)  # team k's code, k + 1
+        seen = np.zeros((window.shape[0], teams.size), dtype=np.int64)
+        right = np.zeros_like(seen)
+        group = max(1, 2**24 // max(1, window.shape[1] * teams.size))
+        for start in range(0, window.shape[0], group):
+            rows = slice(start, start + group)
+            contains = (teams[None, None, :] & ~codes[rows, :, None]) == 0  # (b, T, K); an unwritten slot: none
+            seen[rows] = contains.sum(axis=1)
+            right[rows] = (contains & (team_correct[window[rows]] > 0)).sum(axis=1)
+        return seen, right
 
     # -- rewards and infos ----------------------------------------------------------------------------
     def rewards(self) -> None:

@@ -9,7 +9,7 @@ extra              agent     size   values
 =================  ========  =====  ==================================================================================
 ``task_record``    decider   1 + N  [count(n), right_0 / n, ..., right_{N-1} / n]
 ``team_record``    decider   K      team_right_k / n for the K = 2**N - 1 teams, in the order of the decider's subset
-                                    encoding (team k: bit i of k + 1 is model i, ``actions.subset_masks``); N <= 8
+                                    encoding (team k: bit i of k + 1 is model i, ``actions.subset_masks``); N <= 10
 ``member_record``  fusion    1 + N  [count(n), right_i / n for the members i of the team it answers with, 0 for the
                                     others]
 =================  ========  =====  ==================================================================================
@@ -65,40 +65,43 @@ def revealed_only(feedback: Feedback) -> bool:
 
 
 @kernel()
-def _team_votes(
-    probs: np.ndarray, n_choices: np.ndarray, labels: np.ndarray, questions: np.ndarray, masks: np.ndarray
-) -> np.ndarray:
-    n_teams, n_models = masks.shape
+def _team_votes(probs: np.ndarray, n_choices: np.ndarray, labels: np.ndarray, questions: np.ndarray) -> np.ndarray:
+    n_models, width = probs.shape[1], probs.shape[2]
+    n_teams = 2**n_models - 1
     table = np.zeros((probs.shape[0], n_teams), dtype=np.uint8)
+    sums = np.zeros((n_teams + 1, width), dtype=np.float64)  # row code: the sums of the team whose bits are code
     for q in questions:
-        for k in range(n_teams):
+        choices = n_choices[q]
+        top = 0  # the highest model of the codes below 2**(top + 1)
+        for code in range(1, n_teams + 1):
+            if code >> (top + 1):
+                top += 1
+            below = code ^ (1 << top)  # the team without its highest model: adding that one last is model order
             best, best_score = 0, -1.0
-            for c in range(n_choices[q]):
-                score = 0.0
-                for i in range(n_models):
-                    if masks[k, i]:
-                        score += float(probs[q, i, c])
+            for c in range(choices):
+                score = sums[below, c] + float(probs[q, top, c])
+                sums[code, c] = score
                 if score > best_score:
                     best, best_score = c, score
-            table[q, k] = best == labels[q]
+            table[q, code - 1] = best == labels[q]
     return table
 
 
-def team_vote_table(
-    probs: np.ndarray, n_choices: np.ndarray, labels: np.ndarray, questions: np.ndarray, masks: np.ndarray
-) -> np.ndarray:
+def team_vote_table(probs: np.ndarray, n_choices: np.ndarray, labels: np.ndarray, questions: np.ndarray) -> np.ndarray:
     """(Q, K) uint8: 1 where team k's mean vote on question q is its label, for the ``questions`` given (the other
-    rows are 0). ``probs`` (Q, N, C) float32, ``n_choices``, ``labels`` (Q,), ``masks`` (K, N) 0/1 the teams.
+    rows are 0), for the K = 2**N - 1 teams in the order of the decider's subset encoding (team k: bit i of k + 1 is
+    model i, ``actions.subset_masks``). ``probs`` (Q, N, C) float32, ``n_choices``, ``labels`` (Q,).
 
     The mean vote is the valid choice with the largest sum of the members' probabilities, summed in float64 in model
     order, ties to the lowest choice (as :func:`ensemble_env.game.dynamics.weighted_answers` with equal weights).
+    Each team's sums are its team without its highest model's plus that model's probabilities: the same additions in
+    the same order, O(K C) per question rather than O(K N C).
     """
     return _team_votes(
         np.ascontiguousarray(probs, dtype=np.float32),
         np.ascontiguousarray(n_choices, dtype=np.int64),
         np.ascontiguousarray(labels, dtype=np.int64),
         np.ascontiguousarray(questions, dtype=np.int64),
-        np.ascontiguousarray(masks, dtype=np.uint8),
     )
 
 
@@ -167,7 +170,7 @@ def record_step(
                 if (answered_by[i >> 6] >> np.uint64(i & 63)) & np.uint64(1):
                     model_seen[env, i] += 1
                     model_right[env, i] += correct[q, i]
-            for k in range(n_teams):  # N <= 8: one word
+            for k in range(n_teams):  # team codes below 2**N: word 0 (N <= 10)
                 if np.uint64(k + 1) & ~answered_by[0] == 0:
                     team_seen[env, k] += 1
                     team_right[env, k] += team_correct[q, k]
