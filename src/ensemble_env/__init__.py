@@ -28,6 +28,7 @@ from ensemble_env.cache.io import save_cache
 from ensemble_env.cache.logit_cache import CacheError, LogitCache
 from ensemble_env.game.config import EnvConfig, unseen_game
 from ensemble_env.game.engine import EnsembleVectorEnv
+from ensemble_env.views.generated import GEN_ENV_ID, HELD_OUT_FIRST, gen_env, gen_parallel_env, gen_vector_env
 from ensemble_env.views.parallel import EnsembleParallelEnv, env, parallel_env, vector_env
 
 # ``import ensemble_env.datasets`` and ``import ensemble_env.synthetic`` keep working: the modules live in the
@@ -51,6 +52,8 @@ def load_cache(path: str | os.PathLike[str], *, timeout: float | None = None) ->
 
 __all__ = [
     "ENV_ID",
+    "GEN_ENV_ID",
+    "HELD_OUT_FIRST",
     "ID_OPTIONS",
     "UNSEEN_ENV_ID",
     "UNSEEN_V2_ENV_ID",
@@ -65,9 +68,13 @@ __all__ = [
     "default_cache_path",
     "env",
     "fit_generator",
+    "gen_env",
+    "gen_parallel_env",
+    "gen_vector_env",
     "load_cache",
     "load_default_cache",
     "load_generator",
+    "make_env",
     "metrics",
     "parallel_env",
     "save_cache",
@@ -95,6 +102,7 @@ ID_OPTIONS: dict[str, dict[str, Any]] = {
     ENV_ID: {},
     UNSEEN_ENV_ID: {"version": 1},
     UNSEEN_V2_ENV_ID: {"version": 2},
+    GEN_ENV_ID: {},  # generated tasks (ensemble_env.views.generated): feedback "team" by default, "all" allowed
 }
 
 _CacheArg = LogitCache | str | os.PathLike[str] | None
@@ -164,20 +172,41 @@ class _IdFactory:
         return f"<the entry point of {self.env_id}>"
 
 
+#: each registered id's factories, (parallel, AEC)
+_ENTRY_POINTS: dict[str, tuple[Any, Any]] = {
+    ENV_ID: (parallel_env, env),
+    UNSEEN_ENV_ID: (unseen_parallel_env, unseen_env),
+    UNSEEN_V2_ENV_ID: (unseen_parallel_env, unseen_env),
+    GEN_ENV_ID: (gen_parallel_env, gen_env),
+}
+
+
+def make_env(env_id: str, api: str = "parallel", **keywords: Any) -> Any:
+    """The game of a registered id as ``pettingzoo.make(api, env_id, **keywords)`` builds it, through the id's entry
+    point (:class:`_IdFactory`: a keyword contradicting its fixed options is refused), also where PettingZoo has no
+    registry (< 1.25). ``api``: ``"parallel"`` or ``"aec"``; ``keywords``: the id's factory's (``cache=`` and the
+    game's options; for ``ensemble_env/EnsembleGen-v0``, ``generator=``, ``seed=``, ``first=``, ...). The library
+    adapters take ``env_id`` through it.
+
+    >>> make_env(UNSEEN_V2_ENV_ID, cache="toy8").engine.config.feedback
+    'team'
+    """
+    if env_id not in _ENTRY_POINTS:
+        raise ValueError(f"env_id={env_id!r} is not a registered id: {', '.join(map(repr, _ENTRY_POINTS))}")
+    if api not in ("parallel", "aec"):
+        raise ValueError(f"api={api!r} is not 'parallel' or 'aec'")
+    return _IdFactory(env_id, _ENTRY_POINTS[env_id][api == "aec"])(**keywords)
+
+
 def _register() -> None:
     """Register the envs in PettingZoo's registry (PettingZoo >= 1.25 has one): ``ensemble_env/Ensemble-v1``,
-    ``ensemble_env/EnsembleUnseen-v1`` and ``ensemble_env/EnsembleUnseen-v2``, each for both APIs, each through
-    :class:`_IdFactory` (its fixed options cannot be overridden by keywords)."""
+    ``ensemble_env/EnsembleUnseen-v1``, ``ensemble_env/EnsembleUnseen-v2`` and ``ensemble_env/EnsembleGen-v0``, each
+    for both APIs, each through :class:`_IdFactory` (its fixed options cannot be overridden by keywords)."""
     try:
         from pettingzoo.env_registry.registration import aec_registry, parallel_registry, register
     except ImportError:  # older PettingZoo: no registry
         return
-    entry_points: dict[str, tuple[Any, Any]] = {
-        ENV_ID: (parallel_env, env),
-        UNSEEN_ENV_ID: (unseen_parallel_env, unseen_env),
-        UNSEEN_V2_ENV_ID: (unseen_parallel_env, unseen_env),
-    }
-    for env_id, (parallel_entry, aec_entry) in entry_points.items():
+    for env_id, (parallel_entry, aec_entry) in _ENTRY_POINTS.items():
         kwargs = dict(ID_OPTIONS[env_id])
         if env_id not in parallel_registry:
             register("parallel", env_id, entry_point=_IdFactory(env_id, parallel_entry), kwargs=kwargs)

@@ -326,6 +326,7 @@ class TaskGenerator:
         parents: Sequence[str] | None = None,
         split_fractions: tuple[float, float] | None = None,
         model_seed: int = 0,
+        choices: int | None = None,
     ) -> LogitCache:
         """Draw tasks ``first .. first + n_tasks - 1`` of the stream of ``seed`` as one cache.
 
@@ -351,6 +352,10 @@ class TaskGenerator:
             :attr:`split_fractions`); a task's last questions are test, the ones before them validation.
         model_seed
             The seed the extra models are drawn from (the same extra models in every sample of a ``model_seed``).
+        choices
+            The scores' width C (:attr:`LogitCache.max_choices`): default the widest task drawn; a number at least
+            that of the widest task ``parents`` holds (else a ValueError), so that samples of any size and stream
+            have the same width (the wider columns hold no choice: -inf, or 0 for probabilities).
 
         Returns
         -------
@@ -359,7 +364,7 @@ class TaskGenerator:
             model names (and the extra ones), a train/validation/test split per task; no costs, features or texts.
         """
         request = _Request.of(self, n_tasks, seed, n_models, questions, first, jitter, parents, split_fractions,
-                              model_seed)  # fmt: skip
+                              model_seed, choices)  # fmt: skip
         return _draw_cache(self, request)
 
 
@@ -376,6 +381,7 @@ class _Request:
     parents: tuple[int, ...]
     split_fractions: tuple[float, float]
     model_seed: int
+    choices: int | None
 
     @classmethod
     def of(
@@ -390,6 +396,7 @@ class _Request:
         parents: Any,
         split_fractions: Any,
         model_seed: Any,
+        choices: Any,
     ) -> _Request:
         def whole(name: str, value: Any, low: int, high: int) -> int:
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= int(value) <= high:
@@ -424,14 +431,17 @@ class _Request:
         values = [float(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) else np.nan for v in fractions]
         if not all(np.isfinite(v) and v >= 0 for v in values) or sum(values) >= 1:
             raise ValueError(f"split_fractions must be two numbers >= 0 summing below 1, got {show(fractions)}")
-        choices = max(generator.tasks[p].max_choices for p in chosen)
-        entries = n_tasks * high * models * choices
+        widest = max(generator.tasks[p].max_choices for p in chosen)
+        width = None if choices is None else whole("choices", choices, widest, MAX_GENERATOR_CHOICES)
+        wide = widest if width is None else width
+        entries = n_tasks * high * models * wide
         if entries > MAX_GENERATED_ENTRIES:
             raise ValueError(
-                f"{n_tasks} tasks of up to {high} questions x {models} models x {choices} choices is {entries:,} "
+                f"{n_tasks} tasks of up to {high} questions x {models} models x {wide} choices is {entries:,} "
                 f"scores, more than the {MAX_GENERATED_ENTRIES:,} of one sample: draw fewer tasks at a time (first=)"
             )
-        return cls(n_tasks, seed, models, (low, high), first, float(jitter), chosen, (values[0], values[1]), model_seed)
+        return cls(n_tasks, seed, models, (low, high), first, float(jitter), chosen, (values[0], values[1]), model_seed,
+                   width)  # fmt: skip
 
 
 # -- drawing a sample -------------------------------------------------------------------------------------------------
@@ -498,7 +508,7 @@ def _draw_cache(generator: TaskGenerator, request: _Request) -> LogitCache:
     scales = (generator.spread, generator.shared_spread, request.jitter)
     parameters = [jittered(pool[parent], *scales, rng) for parent, rng in zip(parents, streams, strict=True)]
     sizes = [int(rng.integers(request.questions[0], request.questions[1] + 1)) for rng in streams]
-    total, width = sum(sizes), max(generator.tasks[parent].max_choices for parent in parents)
+    total, width = sum(sizes), request.choices or max(generator.tasks[parent].max_choices for parent in parents)
     as_prob = generator.score_kind == "prob"
     scores = np.full((total, request.n_models, width), 0.0 if as_prob else -np.inf, dtype=np.float32)
     labels = np.empty(total, dtype=np.int64)

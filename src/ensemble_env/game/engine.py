@@ -503,14 +503,24 @@ class EnsembleVectorEnv:
         if self.weight_agents:
             self._observe_models()
 
-    def reset(self, seed: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
+    def reset(
+        self, seed: int | None = None, *, deal_on: bool = False
+    ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
         """Start a new episode in every copy. With ``seed`` (None or a non-negative integer, :func:`check_seed`),
-        the generator is re-seeded first."""
+        the generator is re-seeded first. With ``episodes="task"`` the copies are dealt their tasks from a freshly
+        shuffled deck, or with ``deal_on`` (no seed) from the current deck, as auto-resets deal them (a new deck
+        when it is used up; the first reset shuffles one): the parallel view's ``reset()`` without a seed, its one
+        copy's next episode."""
         seed = check_seed(seed)
+        if deal_on is not False and (deal_on is not True or seed is not None):
+            raise ValueError(
+                f"reset: deal_on={deal_on!r} with seed={seed!r}: deal_on (True or False) deals on from the current "
+                "deck, a seed shuffles a new one; give one of them"
+            )
         if seed is not None:
             self.np_random = np.random.default_rng(seed)
         all_envs = np.arange(self.num_envs)
-        self._start_episodes(all_envs, fresh_deck=True)
+        self._start_episodes(all_envs, fresh_deck=not (deal_on and self._started))
         self._started = True
         self._out = new_outputs(self.num_envs, self.layout)
         self._observe(all_envs)

@@ -118,10 +118,14 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
         """Start an episode (re-seeded with ``seed``: None or a non-negative integer, a ValueError naming the
-        value otherwise, before anything changes; ``True`` is not seed 1). ``options`` is accepted for the
-        PettingZoo API (whose own conformance test passes arbitrary ones) and ignored: the game's options are
-        set when the environment is built (``ensemble_env.parallel_env(alpha=..., ...)``)."""
-        obs, _ = self.engine.reset(seed=check_seed(seed))
+        value otherwise, before anything changes; ``True`` is not seed 1). With ``episodes="task"`` a seeded reset
+        deals the first task of a freshly shuffled deck and a reset without a seed the deck's next task, as
+        ``vector_env``'s auto-reset does (from a seeded reset, every run of as many episodes as the deck holds plays
+        each of its tasks once). ``options`` is accepted for the PettingZoo API (whose own conformance test passes
+        arbitrary ones) and ignored: the game's options are set when the environment is built
+        (``ensemble_env.parallel_env(alpha=..., ...)``)."""
+        seed = check_seed(seed)
+        obs, _ = self.engine.reset(seed=seed, deal_on=seed is None)
         self.agents = list(self.possible_agents)
         self._used_team = None
         self._trace = EpisodeTrace() if self.render_mode == "rgb_array" else None
