@@ -65,7 +65,7 @@ def _argv(case: dict[str, Any], out: Path) -> list[str]:
             argv += ["--env", f"{option}={case[option]}"]
     if case["decider"] == "false":
         argv += ["--env", "decider_extras=[]"]
-    argv += ["--passes", "0.1"] if case["budget"] == "passes" else ["--total-steps", "700"]
+    argv += ["--passes", "0.3"] if case["budget"] == "passes" else ["--total-steps", "700"]
     return argv
 
 
