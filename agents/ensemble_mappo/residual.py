@@ -31,8 +31,10 @@ from torch import Tensor, nn
 
 from ensemble_mappo.networks import TeamIndexActor, layer_init, masked_logits
 
-__all__ = ["RESIDUAL_FEATURES", "TeamResidualActor"]
+__all__ = ["RESIDUAL_FEATURES", "RESIDUAL_GAIN", "TeamResidualActor"]
 
+#: the multiple of g's output added to the index (a smaller gain moves the network's share more slowly under Adam)
+RESIDUAL_GAIN = 1.0
 #: the features g reads of each team, in order
 RESIDUAL_FEATURES = (
     "rate",
@@ -86,7 +88,7 @@ class TeamResidualActor(TeamIndexActor):
         self.model_rates = slice(record.start + 1, record.start + 1 + n_models)
         self.model_counts = layout.get("task_record_count")  # None under full feedback: every model's count is n
         self.register_buffer("members", self.teams.bool(), persistent=False)
-        self.register_buffer("residual", torch.ones(()), persistent=False)
+        self.register_buffer("residual", torch.full((), RESIDUAL_GAIN), persistent=False)
         self.g = nn.Sequential(
             layer_init(nn.Linear(len(RESIDUAL_FEATURES), hidden)),
             nn.ReLU(),
