@@ -1,7 +1,7 @@
 """``ensemble_env/EnsembleGen-v0``: every episode a generated task (``ensemble_env.views.generated``).
 
-The deck is the generator's stream (task i = ``sample(1, seed, first=i)``'s, held-out draws disjoint), seeded (the same
-seeds the same tasks and order, other seeds other tasks), an episode is one whole generated task and the first
+The deck is the generator's stream (task i = ``sample(1, task_seed, first=i)``'s, held-out draws disjoint), seeded
+(the same seeds the same tasks and order, other seeds other tasks), an episode is one whole generated task and the first
 ``deck_size`` episodes from a seeded reset are distinct tasks in every view, partial feedback by default and
 ``feedback="all"`` allowed, keywords that would change the scenario refused in one line, 10 models with the team
 record, a hostile generator file refused in one line, the AEC and parallel views agreeing, PettingZoo's API tests on
@@ -56,32 +56,33 @@ def play(env: Any, episodes: int, seed: int | None = 0) -> list[list[int]]:
 
 
 def test_the_deck_is_the_generator_s_stream(generator: TaskGenerator) -> None:
-    env = ensemble_env.gen_parallel_env(**small(generator, seed=3, first=10))
+    env = ensemble_env.gen_parallel_env(**small(generator, task_seed=3, first=10))
     deck = env.cache
     assert deck.task_names == tuple(f"gen-{i:06d}" for i in range(10, 16))
     assert deck.max_choices == 4 and deck.n_models == 4  # the generator's widest task, whatever the draw
-    for name in ("gen-000012", "gen-000015"):  # task i of the deck is sample(1, seed, first=i)'s
+    for name in ("gen-000012", "gen-000015"):  # task i of the deck is sample(1, task_seed, first=i)'s
         one = generator.sample(1, 3, first=int(name[4:]), questions=(20, 40), model_seed=3)
         rows = deck.select("all", [name])
         np.testing.assert_array_equal(deck.labels[rows], one.labels)
         np.testing.assert_array_equal(deck.probs[rows][:, :, : one.max_choices], one.probs)
-    held_out = gen_deck(generator, seed=3, first=HELD_OUT_FIRST, deck_size=6, questions=(20, 40))
+    held_out = gen_deck(generator, task_seed=3, first=HELD_OUT_FIRST, deck_size=6, questions=(20, 40))
     assert held_out.task_names[0] == "gen-1000000000" and not set(held_out.task_names) & set(deck.task_names)
-    assert env.cache is ensemble_env.gen_vector_env(2, **small(generator, seed=3, first=10)).cache  # one deck shared
+    shared = ensemble_env.gen_vector_env(2, **small(generator, task_seed=3, first=10))
+    assert env.cache is shared.cache  # one deck for both
 
 
 def test_seeded_the_same_tasks_in_the_same_order(generator: TaskGenerator) -> None:
-    first = play(ensemble_env.gen_parallel_env(**small(generator, seed=1)), 8, seed=5)
-    again = play(ensemble_env.gen_parallel_env(**small(generator, seed=1)), 8, seed=5)
+    first = play(ensemble_env.gen_parallel_env(**small(generator, task_seed=1)), 8, seed=5)
+    again = play(ensemble_env.gen_parallel_env(**small(generator, task_seed=1)), 8, seed=5)
     assert first == again
-    deck = gen_deck(generator, seed=1, deck_size=6, questions=(20, 40))
-    other = gen_deck(generator, seed=2, deck_size=6, questions=(20, 40))
+    deck = gen_deck(generator, task_seed=1, deck_size=6, questions=(20, 40))
+    other = gen_deck(generator, task_seed=2, deck_size=6, questions=(20, 40))
     assert deck.n_questions != other.n_questions or not np.array_equal(deck.labels, other.labels)
     assert not np.array_equal(deck.probs[:20], other.probs[:20])  # another stream: other tasks
-    reordered = play(ensemble_env.gen_parallel_env(**small(generator, seed=1)), 6, seed=6)
+    reordered = play(ensemble_env.gen_parallel_env(**small(generator, task_seed=1)), 6, seed=6)
     tasks = [{int(deck.tasks[q]) for q in episode} for episode in first[:6]]
     assert tasks != [{int(deck.tasks[q]) for q in episode} for episode in reordered]  # another deal order
-    venv = ensemble_env.gen_vector_env(3, **small(generator, seed=1))
+    venv = ensemble_env.gen_vector_env(3, **small(generator, task_seed=1))
     venv.reset(seed=5)
     snapshot = [venv.episode_questions(b).tolist() for b in range(3)]
     venv.reset(seed=5)
@@ -89,17 +90,16 @@ def test_seeded_the_same_tasks_in_the_same_order(generator: TaskGenerator) -> No
 
 
 def test_an_episode_is_a_whole_generated_task_and_the_deck_is_dealt_once(generator: TaskGenerator) -> None:
-    for make in (ensemble_env.gen_parallel_env, lambda **k: ensemble_env.unseen_parallel_env(
-            gen_deck(**{key: k[key] for key in ("generator", "deck_size", "questions")}), split="all")):  # fmt: skip
-        env = make(**small(generator))
-        deck = env.cache
-        played = play(env, 9)
-        tasks = []
-        for questions in played:
-            task = int(deck.tasks[questions[0]])
-            np.testing.assert_array_equal(questions, np.flatnonzero(deck.tasks == task))  # all of it, in order
-            tasks.append(task)
-        assert sorted(tasks[:6]) == list(range(6))  # the first deck_size episodes: every task once
+    env = ensemble_env.gen_parallel_env(**small(generator))
+    deck = env.cache
+    tasks = []
+    for questions in play(env, 9):
+        task = int(deck.tasks[questions[0]])
+        np.testing.assert_array_equal(questions, np.flatnonzero(deck.tasks == task))  # all of it, in order
+        tasks.append(task)
+    assert sorted(tasks[:6]) == list(range(6))  # the first deck_size episodes: every task once
+    unseen = ensemble_env.unseen_parallel_env(deck, split="all")  # the unseen ids' views: a new deck at each reset
+    assert not unseen.deal_on and env.deal_on
     venv = ensemble_env.gen_vector_env(4, **small(generator))
     venv.reset(seed=0)
     dealt = [int(deck.tasks[venv.episode_questions(b)[0]]) for b in range(4)]
@@ -131,7 +131,7 @@ def test_partial_feedback_by_default_and_full_feedback_allowed(generator: TaskGe
         ({"decider_extras": ("task",)}, r"hides the task's identity: decider_extras=\('task',\) shows it"),
         ({"feedback": "none"}, r"feedback='none' is not one of 'all', 'team'"),
         ({"deck_size": 0}, r"deck_size must be an integer in \[1, 1,000,000\], got 0"),
-        ({"seed": True}, r"EnsembleGen-v0 \(the stream's seed\): seed must be a non-negative integer"),
+        ({"task_seed": True}, r"EnsembleGen-v0 task_seed: seed must be a non-negative integer"),
         ({"first": -1}, r"first must be a whole number in 0\.\.\d+, got -1"),
         ({"n_models": 0}, r"n_models must be a whole number in 1\.\.\d+, got 0"),
         ({"generator": 3}, r"generator must be a TaskGenerator, a generator file's path, a LogitCache"),
@@ -185,8 +185,8 @@ def test_a_hostile_generator_file_is_refused_in_one_line(generator: TaskGenerato
 
 
 def test_the_aec_and_parallel_views_agree(generator: TaskGenerator) -> None:
-    parallel = ensemble_env.gen_parallel_env(**small(generator, seed=4))
-    aec = ensemble_env.gen_env(**small(generator, seed=4))
+    parallel = ensemble_env.gen_parallel_env(**small(generator, task_seed=4))
+    aec = ensemble_env.gen_env(**small(generator, task_seed=4))
     rng = np.random.default_rng(1)
     for episode in range(3):
         seed = 7 if episode == 0 else None
@@ -214,21 +214,21 @@ def test_pettingzoo_api_tests() -> None:
 
 
 def test_snapshots_restore_into_the_same_scenario_only(generator: TaskGenerator) -> None:
-    venv = ensemble_env.gen_vector_env(3, **small(generator, seed=2))
+    venv = ensemble_env.gen_vector_env(3, **small(generator, task_seed=2))
     venv.reset(seed=1)
     actions = {"decider": np.ones((3, 4), np.int8), "fusion": np.zeros(3, np.int64)}
     for _ in range(45):  # past the first episodes' ends: auto-resets dealt on
         venv.step(actions)
     snapshot = venv.get_state()
-    again = ensemble_env.gen_vector_env(3, **small(generator, seed=2))
+    again = ensemble_env.gen_vector_env(3, **small(generator, task_seed=2))
     again.set_state(snapshot)
     for _ in range(60):
         ours, theirs = venv.step(actions), again.step(actions)
         for part in range(4):
             for agent in ours[part]:
                 np.testing.assert_array_equal(ours[part][agent], theirs[part][agent])
-    for other in ({"seed": 9}, {"first": 100}):
-        elsewhere = ensemble_env.gen_vector_env(3, **small(generator, **{"seed": 2, **other}))
+    for other in ({"task_seed": 9}, {"first": 100}):
+        elsewhere = ensemble_env.gen_vector_env(3, **small(generator, **{"task_seed": 2, **other}))
         with pytest.raises(ValueError, match="set_state: the snapshot was taken from another configuration or cache"):
             elsewhere.set_state(snapshot)
 

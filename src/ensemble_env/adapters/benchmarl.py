@@ -32,13 +32,12 @@ import functools
 import os
 from typing import Any
 
-from ensemble_env.adapters import lazy_class, require
+from ensemble_env.adapters import game_env, lazy_class, require
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.errors import command
 from ensemble_env.game.actions import choose_encoding
 from ensemble_env.game.config import rlae_game
 from ensemble_env.game.engine import check_seed
-from ensemble_env.views.parallel import parallel_env
 
 # EnsembleTask and EnsembleEnvTask come from the module __getattr__
 __all__ = [  # noqa: F822
@@ -210,8 +209,8 @@ def _game_facts_of(items: tuple[tuple[str, Any], ...]) -> tuple[int, dict[str, t
     from ensemble_env.adapters.torchrl import group_map_of
 
     options = {key: value for key, value in items if key not in ADAPTER_OPTIONS}
-    cache = options.pop("cache", None)
-    env = parallel_env(cache, **options)
+    cache, env_id = options.pop("cache", None), options.pop("env_id", None)
+    env = game_env(env_id, cache, options)
     groups = {group: tuple(agents) for group, agents in group_map_of(env.possible_agents).items()}
     return int(env.engine.episode_length), groups
 
@@ -436,18 +435,22 @@ def main() -> None:
     hydra_experiment()
 
 
-def benchmarl_task(cache: str | os.PathLike[str] | None = None, **options: Any) -> Any:
+def benchmarl_task(cache: str | os.PathLike[str] | None = None, *, env_id: str | None = None, **options: Any) -> Any:
     """A BenchMARL task (``TaskClass``) of the game, for ``Experiment(task=...)``.
 
     ``cache``: a built-in name (``"toy8"``, ``"bbh5"``) or a path (it is stored in the task's config, which
     BenchMARL logs and pickles), or None for the default built-in cache. ``options``: the options of
     :func:`ensemble_env.parallel_env`; ``decider_action`` must be ``"subset"``
     (the default here). Set ``episode_length``: BenchMARL's evaluation plays whole episodes.
+    ``env_id``: a registered scenario, ``cache`` and ``options`` its keywords (:func:`ensemble_env.adapters.game_env`;
+    ``"ensemble_env/EnsembleUnseen-v2"``; ``"ensemble_env/EnsembleGen-v0"`` with ``generator`` a path or None,
+    ``seed``, ``first``, ``deck_size``: its episodes are whole tasks, no ``episode_length`` needed); on the command
+    line ``+task.env_id=...``.
     Needs ``pip install 'ensemble-env[benchmarl]'``.
     """
     require("benchmarl", "benchmarl")
     options = choose_encoding(options, "subset", "BenchMARL", ("subset",))
-    return _task("ENSEMBLE", cache, options)
+    return _task("ENSEMBLE", cache, options if env_id is None else {"env_id": env_id, **options})
 
 
 def benchmarl_weights_task(cache: str | os.PathLike[str] | None = None, **options: Any) -> Any:
@@ -474,7 +477,9 @@ def _task(member: str, cache: str | os.PathLike[str] | None, options: dict[str, 
     if cache is not None:
         cache = os.fspath(cache)
         resolve_cache(cache)  # fail here, naming the file, rather than inside BenchMARL
-    return getattr(__getattr__("EnsembleEnvTask"), member).get_task({"cache": cache, **options})
+    config = {"cache": cache, **options}
+    _game_facts(config)  # a scenario's keywords checked here too (its game built once, as BenchMARL will)
+    return getattr(__getattr__("EnsembleEnvTask"), member).get_task(config)
 
 
 if __name__ == "__main__":  # python -m ensemble_env.adapters.benchmarl: run as the importable module, for pickling

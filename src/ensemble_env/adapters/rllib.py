@@ -67,11 +67,10 @@ from typing import Any
 
 import numpy as np
 
-from ensemble_env.adapters import lazy_class, require
+from ensemble_env.adapters import game_env, lazy_class, require
 from ensemble_env.adapters.wrappers import PerChoiceFusion, answer_reward
 from ensemble_env.game.actions import choose_encoding
 from ensemble_env.game.engine import check_seed
-from ensemble_env.views.parallel import parallel_env
 
 # EnsembleMultiAgentEnv and MaskedPPOTorchRLModule come from the module __getattr__ below
 __all__ = [  # noqa: F822
@@ -124,7 +123,10 @@ def _build_env_class() -> type:
         ``config``: RLlib's ``env_config`` dict: ``cache`` (a built-in name or a path, default the default
         built-in cache), ``render_mode``, ``fusion_view`` (:data:`FUSION_VIEWS`), ``credit`` (:data:`CREDITS`;
         see the module docstring) and any option of :func:`ensemble_env.parallel_env`; ``decider_action``
-        defaults to ``"multidiscrete"``. ``env``: the PettingZoo game (wrapped in ``PerChoiceFusion`` with the
+        defaults to ``"multidiscrete"``. ``env_id``: a registered scenario, the other entries its keywords
+        (:func:`ensemble_env.adapters.game_env`: ``"ensemble_env/EnsembleUnseen-v2"``,
+        ``"ensemble_env/EnsembleGen-v0"`` with ``generator`` a path or None, ``seed``, ``first``, ``deck_size``: each
+        env runner draws the same deck). ``env``: the PettingZoo game (wrapped in ``PerChoiceFusion`` with the
         per-choice view); ``engine``: its engine.
         """
 
@@ -137,12 +139,13 @@ def _build_env_class() -> type:
             render_mode = options.pop("render_mode", None)
             fusion_view = options.pop("fusion_view", "raw")
             credit = options.pop("credit", "game")
+            env_id = options.pop("env_id", None)
             if fusion_view not in FUSION_VIEWS:
                 raise ValueError(f"fusion_view={fusion_view!r} is not one of {', '.join(map(repr, FUSION_VIEWS))}")
             if credit not in CREDITS:
                 raise ValueError(f"credit={credit!r} is not one of {', '.join(map(repr, CREDITS))}")
             options = choose_encoding(options, "multidiscrete", "RLlib", RLLIB_DECIDER_ACTIONS)
-            env = parallel_env(cache, render_mode=render_mode, **options)
+            env = game_env(env_id, cache, options, render_mode)
             self.env = PerChoiceFusion(env) if fusion_view == "per_choice" else env
             #: the game's engine (one copy)
             self.engine = env.engine
@@ -324,7 +327,8 @@ def __getattr__(attribute: str) -> Any:
 def rllib_env(**env_config: Any) -> Any:
     """An :class:`EnsembleMultiAgentEnv` (needs ``pip install 'ensemble-env[rllib]'``).
 
-    ``env_config``: ``cache``, ``render_mode`` and the options of :func:`ensemble_env.parallel_env`.
+    ``env_config``: ``cache``, ``render_mode`` and the options of :func:`ensemble_env.parallel_env`, or ``env_id``
+    and a registered scenario's keywords (:class:`EnsembleMultiAgentEnv`).
     """
     require("ray", "rllib")
     return __getattr__("EnsembleMultiAgentEnv")(env_config)
@@ -357,7 +361,8 @@ def ppo_config(
     """A ``PPOConfig`` for the game: one PPO policy per role, ``num_env_runners`` rollout processes.
 
     ``env_config``: passed to :class:`EnsembleMultiAgentEnv` on every env runner (``cache`` must be a built-in
-    name, a path that exists on each node, or None). ``num_learners``: 0 trains in the driver; more spread the
+    name, a path that exists on each node, or None; ``{"env_id": "ensemble_env/EnsembleGen-v0", "seed": 0}`` plays
+    generated tasks). ``num_learners``: 0 trains in the driver; more spread the
     updates over learner actors (on a cluster, one per GPU or node). ``seed``: RLlib seeds each env runner's
     env and generators from it (see :func:`seed_everything` for the driver). ``model``: fields of RLlib's
     ``DefaultModelConfig`` over :data:`MODEL_DEFAULTS` (separate value layers). ``mask_fusion``: the fusion

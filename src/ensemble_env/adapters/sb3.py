@@ -55,14 +55,13 @@ import gymnasium
 import numpy as np
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
-from ensemble_env.adapters import require
+from ensemble_env.adapters import game_env, require
 from ensemble_env.adapters.wrappers import PerChoiceLayout, answer_reward, per_choice_observation
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.actions import choose_encoding
 from ensemble_env.game.config import RLAE_GAME, rlae_game
 from ensemble_env.game.engine import check_seed
-from ensemble_env.views.parallel import parallel_env
 from ensemble_env.views.policies import FixedTeam, MeanVote
 
 __all__ = [
@@ -165,7 +164,9 @@ class SingleRoleEnv(gymnasium.Env[np.ndarray, Any]):
     as the fuser, every model as the team), a policy class with ``from_env``, a batched callable, or an SB3
     model (used frozen). Observation and action spaces are the role's own (the same objects as the PettingZoo
     env's); the reward is the shared team reward; ``info`` is the role's numeric info dict. The other keyword
-    arguments are :func:`ensemble_env.parallel_env`'s.
+    arguments are :func:`ensemble_env.parallel_env`'s, or with ``env_id`` those of a registered scenario
+    (:func:`ensemble_env.adapters.game_env`: ``"ensemble_env/EnsembleUnseen-v2"``, ``"ensemble_env/EnsembleGen-v0"``
+    with ``generator=``, ``seed=``, ``first=``, ...).
 
     Without a decider (``decider=False``: the team is every model) the fusion role plays alone, and ``other``
     must stay None. With ``fusion_action="weights"`` (RLAE; :func:`weights_options`) its action is the ``Box``
@@ -193,6 +194,7 @@ class SingleRoleEnv(gymnasium.Env[np.ndarray, Any]):
         render_mode: str | None = None,
         credit: str = "game",
         fusion_view: str = "raw",
+        env_id: str | None = None,
         **options: Any,
     ) -> None:
         if role not in ROLES:
@@ -206,7 +208,7 @@ class SingleRoleEnv(gymnasium.Env[np.ndarray, Any]):
         if fusion_view != "raw" and role != "fusion":
             raise ValueError(f"fusion_view={fusion_view!r} is what the trained fuser sees: use it with role='fusion'")
         self.role, self.credit = role, credit
-        self.parallel = parallel_env(cache, render_mode=render_mode, **options)
+        self.parallel = game_env(env_id, cache, options, render_mode)
         agents = list(self.parallel.possible_agents)
         if role not in agents:
             hint = (
@@ -317,6 +319,7 @@ def sb3_env(
     num_envs: int = 1,
     cache: LogitCache | str | os.PathLike[str] | None = None,
     seed: int | None = None,
+    env_id: str | None = None,
     **options: Any,
 ) -> Any:
     """An SB3 ``VecEnv`` of ``num_envs`` copies of the game, for ``PPO("MlpPolicy", env)``.
@@ -326,7 +329,11 @@ def sb3_env(
     uses the ``"subset"`` encoding), or "weights" (RLAE: the fusion agent of :func:`weights_options`' game, no
     decider, a ``Box`` of N weights; ``PPO("MlpPolicy", env)``, then :func:`start_at_uniform`). ``seed``: the
     copies' first reset uses ``seed``, ``seed + 1``, ... (SB3's ``PPO(seed=...)`` overrides it for the
-    single-role envs). ``options``: :func:`ensemble_env.parallel_env`'s.
+    single-role envs). ``options``: :func:`ensemble_env.parallel_env`'s. ``env_id``: a registered scenario instead
+    (:func:`ensemble_env.adapters.game_env`; ``cache`` and ``options`` are its keywords):
+    ``"ensemble_env/EnsembleUnseen-v1"`` and ``-v2`` (tasks never seen), ``"ensemble_env/EnsembleGen-v0"`` (generated
+    tasks: ``generator=``, ``seed=``, ``first=``, ``deck_size=``; the copies share one deck). ``train="weights"`` is
+    RLAE's game and takes no ``env_id``.
 
     Needs ``pip install 'ensemble-env[sb3]'``.
     """
@@ -338,20 +345,23 @@ def sb3_env(
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
     seed = check_seed(seed, "sb3_env")  # the game's rule; a Python int, so seed + i never wraps around
-    loaded = resolve_cache(cache)  # loaded once, shared by the copies
+    loaded = resolve_cache(cache) if env_id is None or cache is not None else None  # loaded once for the copies
     if train == "weights":
         if other is not None:
             raise ValueError("train='weights' has no decider (every model answers): there is no other role to pass")
+        if env_id is not None:
+            raise ValueError(f"train='weights' is RLAE's game (no decider); env_id={env_id!r} is another game")
         train, options = "fusion", weights_options(loaded, **options)
     if train in ROLES:
-        vector = DummyVecEnv([partial(SingleRoleEnv, train, other, loaded, **options) for _ in range(num_envs)])
+        copies = [partial(SingleRoleEnv, train, other, loaded, env_id=env_id, **options) for _ in range(num_envs)]
+        vector = DummyVecEnv(copies)
     else:
         require("supersuit", "sb3")
         import supersuit as ss
 
         if other is not None:
             raise ValueError("train='shared' trains both roles with one policy: there is no other role to pass")
-        parallel = parallel_env(loaded, **choose_encoding(options, "subset", "SuperSuit padding", ("subset",)))
+        parallel = game_env(env_id, loaded, choose_encoding(options, "subset", "SuperSuit padding", ("subset",)))
         roles = _SharedRoles.from_env(parallel)
         env: Any = ss.agent_indicator_v0(ss.pad_action_space_v0(ss.pad_observations_v0(_LastStepInfos(parallel))))
         vector = _shared_sb3_wrapper(

@@ -49,11 +49,10 @@ from typing import Any
 import numpy as np
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
-from ensemble_env.adapters import require
+from ensemble_env.adapters import game_env, require
 from ensemble_env.adapters.wrappers import PerChoiceFusion
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.engine import check_seed
-from ensemble_env.views.parallel import parallel_env
 
 __all__ = ["GROUP_MAP", "WEIGHTS_GROUP", "DeciderActionMask", "group_map_of", "torchrl_env"]
 
@@ -92,6 +91,7 @@ def torchrl_env(
     render_mode: str | None = None,
     decider_action_mask: bool = False,
     fusion_view: str = "raw",
+    env_id: str | None = None,
     **options: Any,
 ) -> Any:
     """The game as a TorchRL ``PettingZooWrapper``: groups "decider" and "fusion" (by default; the groups follow
@@ -104,7 +104,9 @@ def torchrl_env(
     observation) or ``"per_choice"`` (:class:`~ensemble_env.adapters.wrappers.PerChoiceFusion`: laid out per
     choice, for a scorer shared over the choices; ``state`` follows it). ``options``: the options of
     :func:`ensemble_env.parallel_env`, RLAE's included (``decider=False, fusion_action="weights",
-    fusion_agents="per_model"``: the group "weights", continuous actions bounded to [0, 1]).
+    fusion_agents="per_model"``: the group "weights", continuous actions bounded to [0, 1]). ``env_id``: a registered
+    scenario instead, ``cache`` and ``options`` its keywords (:func:`ensemble_env.adapters.game_env`:
+    ``"ensemble_env/EnsembleUnseen-v2"``, ``"ensemble_env/EnsembleGen-v0"`` with ``generator=``, ``seed=``, ...).
     Needs ``pip install 'ensemble-env[torchrl]'``.
     """
     require("torchrl", "torchrl")
@@ -114,7 +116,7 @@ def torchrl_env(
 
     if fusion_view not in ("raw", "per_choice"):
         raise ValueError(f"fusion_view={fusion_view!r} is not 'raw' or 'per_choice'")
-    env: Any = parallel_env(cache, render_mode=render_mode, **options)
+    env: Any = game_env(env_id, cache, options, render_mode)
     if fusion_view == "per_choice":
         env = PerChoiceFusion(env)
     if decider_action_mask:

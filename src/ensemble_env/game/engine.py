@@ -509,8 +509,8 @@ class EnsembleVectorEnv:
         """Start a new episode in every copy. With ``seed`` (None or a non-negative integer, :func:`check_seed`),
         the generator is re-seeded first. With ``episodes="task"`` the copies are dealt their tasks from a freshly
         shuffled deck, or with ``deal_on`` (no seed) from the current deck, as auto-resets deal them (a new deck
-        when it is used up; the first reset shuffles one): the parallel view's ``reset()`` without a seed, its one
-        copy's next episode."""
+        when it is used up; the first reset shuffles one): a parallel view built with ``deal_on``
+        (``ensemble_env/EnsembleGen-v0``'s) resets so without a seed, its one copy's next episode."""
         seed = check_seed(seed)
         if deal_on is not False and (deal_on is not True or seed is not None):
             raise ValueError(

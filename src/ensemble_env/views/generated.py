@@ -7,25 +7,24 @@ the game of ``ensemble_env/EnsembleUnseen-v2`` (one task per episode, the task's
 its identity, partial feedback by default) over generated tasks.
 
 **The deck.** The factories draw ``deck_size`` tasks of the generator's stream once, when the environment is built:
-tasks ``first .. first + deck_size - 1`` of the stream of ``seed`` (task ``i`` is ``generator.sample(1, seed,
-first=i)``'s, whatever the deck's size: :meth:`TaskGenerator.sample`), as one cache, every question of a task in it.
+tasks ``first .. first + deck_size - 1`` of the stream of ``task_seed`` (task ``i`` is that of
+``generator.sample(1, task_seed, first=i)``, whatever the deck's size), as one cache, every question of a task played.
 The engine deals the episodes' tasks from it as it deals real tasks (``episodes="task"``): ``reset(seed=s)`` shuffles
 the deck with the engine's generator seeded ``s`` and deals the copies theirs in copy order; auto-resets (and, in the
 parallel and AEC views, a ``reset()`` without a seed) deal on; a used-up deck is shuffled anew. So *fresh* means:
 from a seeded reset, the first ``deck_size`` episodes (over all copies) play ``deck_size`` distinct generated tasks,
-none of them a real task or a task of another stream (another ``seed``, or a ``first`` range that does not overlap);
-episode ``deck_size + 1`` on replays the deck's tasks in a new order. A training run of fewer episodes than
-``deck_size`` never meets a task twice. Tasks are generated ahead and not per episode because drawing one costs
-several times what playing it does (``docs/environment-spec.md``, "Generated tasks", has the figures); the engine
-then steps at the speed of ``EnsembleUnseen-v2`` on a cache of the deck's size.
+none of them a real task or a task of another stream (another ``task_seed``, or a ``first`` range that does not
+overlap); episode ``deck_size + 1`` on replays the deck's tasks in a new order. A training run of fewer episodes than
+``deck_size`` never meets a task twice. Tasks are drawn ahead, not one per episode: drawing a task costs several times
+what playing it does (``docs/environment-spec.md``, "Generated tasks", has the figures).
 
-**Held-out tasks**: the same ``seed`` from ``first=HELD_OUT_FIRST`` (10**9) on: disjoint from every training deck
+**Held-out tasks**: the same ``task_seed`` from ``first=HELD_OUT_FIRST`` (10**9) on: disjoint from every training deck
 that starts at 0 by construction (task indices), drawn from the same distribution, with the same pool (extra models
-are drawn from ``seed`` too: ``model_seed=seed``).
+are drawn from ``task_seed`` too: ``model_seed=task_seed``).
 
-**Seeding.** Every random choice flows from the two seeds: the factory's ``seed`` (which tasks the deck holds, and
-the extra models of ``n_models`` above the fitted pool) and ``reset(seed=...)`` (the order the deck is dealt in, and
-every draw of the engine).
+**Seeding.** Every random choice flows from two seeds: the factory's ``task_seed`` (which tasks the deck holds, and the
+extra models of ``n_models`` above the fitted pool) and ``reset(seed=...)`` (the order the deck is dealt in, and every
+draw of the engine). (The adapters' own ``seed`` is the reset's: hence the name ``task_seed``.)
 
 The generator (``generator``): a :class:`~ensemble_env.cache.generator.TaskGenerator`, a generator file (read by
 :func:`~ensemble_env.cache.generator_file.load_generator`, the hostile-input rules applying), or a
@@ -53,7 +52,7 @@ from ensemble_env.game.checks import integer_option
 from ensemble_env.game.config import FEEDBACK, UNSEEN_VERSIONS, EnvConfig, unseen_game
 from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_env.seeds import check_seed
-from ensemble_env.views.parallel import EnsembleParallelEnv, env, parallel_env, vector_env
+from ensemble_env.views.parallel import EnsembleParallelEnv, aec_view, vector_env
 
 __all__ = [
     "DEFAULT_DECK_SIZE",
@@ -128,22 +127,23 @@ def gen_deck(
     generator: _GeneratorArg = None,
     *,
     n_models: int | None = None,
-    seed: int = 0,
+    task_seed: int = 0,
     first: int = 0,
     deck_size: int = DEFAULT_DECK_SIZE,
     questions: tuple[int, int] = DEFAULT_QUESTIONS,
 ) -> LogitCache:
-    """The deck of ``ensemble_env/EnsembleGen-v0``: tasks ``first .. first + deck_size - 1`` of the stream of ``seed``
-    (:meth:`TaskGenerator.sample` with ``model_seed=seed``), ``n_models`` models (default the fitted pool's), each of
-    ``questions`` = (low, high) questions, the scores as wide as the generator's widest task (so that every deck of a
-    generator has the same spaces). A deck of the same arguments still alive in this process is returned as it is.
+    """The deck of ``ensemble_env/EnsembleGen-v0``: tasks ``first .. first + deck_size - 1`` of the stream of
+    ``task_seed`` (:meth:`TaskGenerator.sample` with ``model_seed=task_seed``), ``n_models`` models (default the fitted
+    pool's), each of ``questions`` = (low, high) questions, the scores as wide as the generator's widest task (so that
+    every deck of a generator has the same spaces). A deck of the same arguments still alive in this process is returned
+    as it is.
 
     >>> deck = gen_deck(deck_size=3, first=5)
     >>> deck.task_names, deck.n_models, deck.max_choices
     (('gen-000005', 'gen-000006', 'gen-000007'), 5, 19)
     """
     key = _generator_key(generator)
-    stream: int = check_seed(seed, f"{_NAME} (the stream's seed)", optional=False)  # type: ignore[assignment]
+    stream: int = check_seed(task_seed, f"{_NAME} task_seed", optional=False)  # type: ignore[assignment]
     deck_size = integer_option(deck_size, "deck_size", 1, MAX_SAMPLED_TASKS)
     if isinstance(questions, list):
         questions = tuple(questions)  # a config file's list; the sample checks the values
@@ -179,7 +179,7 @@ def gen_game(n_models: int, options: dict[str, Any] | None = None) -> dict[str, 
         if option in given:
             raise ValueError(
                 f"{_NAME} plays every question of its deck's generated tasks: {option}={given[option]!r} cannot be "
-                "given (which tasks: seed= and first=, e.g. first=HELD_OUT_FIRST for held-out tasks; how many: "
+                "given (which tasks: task_seed= and first=, e.g. first=HELD_OUT_FIRST for held-out tasks; how many: "
                 "deck_size=)"
             )
     if "cache" in given:
@@ -198,7 +198,7 @@ def gen_game(n_models: int, options: dict[str, Any] | None = None) -> dict[str, 
 def _deck_and_game(
     generator: _GeneratorArg,
     n_models: int | None,
-    seed: int,
+    task_seed: int,
     first: int,
     deck_size: int,
     questions: tuple[int, int],
@@ -206,7 +206,9 @@ def _deck_and_game(
 ) -> tuple[LogitCache, dict[str, Any]]:
     """The deck and the options of the game, the options checked before the deck is drawn."""
     EnvConfig.from_options(gen_game(1, options))
-    deck = gen_deck(generator, n_models=n_models, seed=seed, first=first, deck_size=deck_size, questions=questions)
+    deck = gen_deck(
+        generator, n_models=n_models, task_seed=task_seed, first=first, deck_size=deck_size, questions=questions
+    )
     return deck, gen_game(deck.n_models, options)
 
 
@@ -214,18 +216,19 @@ def gen_parallel_env(
     generator: _GeneratorArg = None,
     *,
     n_models: int | None = None,
-    seed: int = 0,
+    task_seed: int = 0,
     first: int = 0,
     deck_size: int = DEFAULT_DECK_SIZE,
     questions: tuple[int, int] = DEFAULT_QUESTIONS,
     render_mode: str | None = None,
     **options: Any,
 ) -> EnsembleParallelEnv:
-    """``ensemble_env/EnsembleGen-v0``: :func:`ensemble_env.parallel_env` over :func:`gen_deck`'s deck with the options
-    of :func:`gen_game` (the module's docstring: the deck, what *fresh* means, held-out tasks, seeding).
+    """``ensemble_env/EnsembleGen-v0``: the parallel view (:class:`~ensemble_env.views.parallel.EnsembleParallelEnv`)
+    of :func:`gen_deck`'s deck with the options of :func:`gen_game`, a reset without a seed dealing the deck's next
+    task (the module's docstring: the deck, what *fresh* means, held-out tasks, seeding).
 
     ``generator``: a TaskGenerator, a generator file, a LogitCache to fit, or None (fitted to bbh5). ``n_models``: the
-    pool (default the fitted one; more draws extra models). ``seed``: the task stream's seed (which tasks the deck
+    pool (default the fitted one; more draws extra models). ``task_seed``: the task stream's seed (which tasks the deck
     holds); ``reset(seed=...)`` orders their dealing. ``first``: the index of the deck's first task in the stream
     (:data:`HELD_OUT_FIRST` for held-out tasks). ``deck_size``: how many tasks (:data:`DEFAULT_DECK_SIZE`).
     ``questions``: (low, high) questions a task. ``options``: the game's other options (``feedback="all"``,
@@ -236,25 +239,27 @@ def gen_parallel_env(
     >>> env.cache.n_tasks, env.engine.config.feedback, "team_record_count" in env.engine.layout.decider
     (4, 'team', True)
     """
-    deck, game = _deck_and_game(generator, n_models, seed, first, deck_size, questions, options)
-    return parallel_env(deck, render_mode=render_mode, **game)
+    deck, game = _deck_and_game(generator, n_models, task_seed, first, deck_size, questions, options)
+    return EnsembleParallelEnv(deck, EnvConfig.from_options(game), render_mode, deal_on=True)
 
 
 def gen_env(
     generator: _GeneratorArg = None,
     *,
     n_models: int | None = None,
-    seed: int = 0,
+    task_seed: int = 0,
     first: int = 0,
     deck_size: int = DEFAULT_DECK_SIZE,
     questions: tuple[int, int] = DEFAULT_QUESTIONS,
     render_mode: str | None = None,
     **options: Any,
 ) -> AECEnv[str, np.ndarray, Any]:
-    """The AEC view of ``ensemble_env/EnsembleGen-v0`` (:func:`ensemble_env.env` over the deck and options of
-    :func:`gen_parallel_env`)."""
-    deck, game = _deck_and_game(generator, n_models, seed, first, deck_size, questions, options)
-    return env(deck, render_mode=render_mode, **game)
+    """The AEC view of ``ensemble_env/EnsembleGen-v0`` (:func:`~ensemble_env.views.parallel.aec_view` of
+    :func:`gen_parallel_env`'s game)."""
+    return aec_view(
+        gen_parallel_env(generator, n_models=n_models, task_seed=task_seed, first=first, deck_size=deck_size,
+                         questions=questions, render_mode=render_mode, **options)
+    )  # fmt: skip
 
 
 def gen_vector_env(
@@ -262,7 +267,7 @@ def gen_vector_env(
     generator: _GeneratorArg = None,
     *,
     n_models: int | None = None,
-    seed: int = 0,
+    task_seed: int = 0,
     first: int = 0,
     deck_size: int = DEFAULT_DECK_SIZE,
     questions: tuple[int, int] = DEFAULT_QUESTIONS,
@@ -273,5 +278,5 @@ def gen_vector_env(
     shuffled deck, auto-resets dealing on: the first ``deck_size`` episodes of all copies are ``deck_size`` distinct
     tasks. ``get_state``/``set_state`` are the engine's: a snapshot restores into an environment of the same
     arguments (the same deck)."""
-    deck, game = _deck_and_game(generator, n_models, seed, first, deck_size, questions, options)
+    deck, game = _deck_and_game(generator, n_models, task_seed, first, deck_size, questions, options)
     return vector_env(num_envs, deck, **game)

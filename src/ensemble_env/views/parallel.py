@@ -72,7 +72,7 @@ from ensemble_env.game.config import EnvConfig
 from ensemble_env.game.engine import EnsembleVectorEnv, check_seed
 from ensemble_env.views.render import EpisodeTrace, describe_reset, describe_step, draw_frame
 
-__all__ = ["EnsembleParallelEnv", "env", "parallel_env", "vector_env"]
+__all__ = ["EnsembleParallelEnv", "aec_view", "env", "parallel_env", "vector_env"]
 
 #: "ansi": the last step as text (returned); "human": the same text printed; "rgb_array": a picture of the
 #: episode so far as an (H, W, 3) uint8 array (:func:`ensemble_env.views.render.draw_frame`)
@@ -92,12 +92,17 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         "render_fps": 4,
     }
 
-    def __init__(self, cache: LogitCache, config: EnvConfig, render_mode: str | None = None) -> None:
+    def __init__(
+        self, cache: LogitCache, config: EnvConfig, render_mode: str | None = None, *, deal_on: bool = False
+    ) -> None:
         if render_mode is not None and render_mode not in RENDER_MODES:
             raise ValueError(f"render_mode={render_mode!r} is not one of None, {', '.join(map(repr, RENDER_MODES))}")
         self.render_mode = render_mode
         self.engine = EnsembleVectorEnv(cache, config, num_envs=1, autoreset=False)
         self.cache, self.config = cache, config
+        #: with ``episodes="task"``, a reset without a seed deals the deck's next task instead of a new deck's first
+        #: (``ensemble_env/EnsembleGen-v0``'s views: :mod:`ensemble_env.views.generated`)
+        self.deal_on = deal_on
         self.possible_agents = list(self.engine.agents)
         self.agents: list[str] = []
         # each space built once, by the engine (its single-copy spaces), and returned as the same object
@@ -118,14 +123,14 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
         """Start an episode (re-seeded with ``seed``: None or a non-negative integer, a ValueError naming the
-        value otherwise, before anything changes; ``True`` is not seed 1). With ``episodes="task"`` a seeded reset
-        deals the first task of a freshly shuffled deck and a reset without a seed the deck's next task, as
+        value otherwise, before anything changes; ``True`` is not seed 1). With ``episodes="task"`` a reset deals the
+        first task of a freshly shuffled deck, or, built with ``deal_on`` and without a seed, the deck's next task as
         ``vector_env``'s auto-reset does (from a seeded reset, every run of as many episodes as the deck holds plays
         each of its tasks once). ``options`` is accepted for the PettingZoo API (whose own conformance test passes
         arbitrary ones) and ignored: the game's options are set when the environment is built
         (``ensemble_env.parallel_env(alpha=..., ...)``)."""
         seed = check_seed(seed)
-        obs, _ = self.engine.reset(seed=seed, deal_on=seed is None)
+        obs, _ = self.engine.reset(seed=seed, deal_on=self.deal_on and seed is None)
         self.agents = list(self.possible_agents)
         self._used_team = None
         self._trace = EpisodeTrace() if self.render_mode == "rgb_array" else None
@@ -261,7 +266,12 @@ def env(
 
     Each action is checked when it is given, so a refused action changes nothing and the game stays playable.
     """
-    return OrderEnforcingWrapper(_AECView(parallel_env(cache, render_mode=render_mode, **options)))
+    return aec_view(parallel_env(cache, render_mode=render_mode, **options))
+
+
+def aec_view(parallel: EnsembleParallelEnv) -> AECEnv[str, np.ndarray, Any]:
+    """The AEC view of a parallel view (what :func:`env` returns), each action checked when it is given."""
+    return OrderEnforcingWrapper(_AECView(parallel))
 
 
 class _AECView(parallel_to_aec_wrapper):  # type: ignore[misc]
