@@ -222,21 +222,21 @@ def draws(name: str) -> bool:
     """Whether algorithm ``name``'s answers may depend on its seed: a learner or a registered algorithm always (the
     benchmark cannot tell), a baseline when :attr:`~ensemble_env.baselines.registry.Baseline.seeded` (it draws at
     random)."""
-    if name in LEARNERS or name in ALGORITHMS:
-        return True
-    try:
-        return baselines.lookup(name).seeded
-    except ValueError:
-        return True
+    return _baseline_flag(name, "seeded", otherwise=True)
 
 
 def uses_test_labels(name: str) -> bool:
     """Whether algorithm ``name`` chooses with the labels of the test questions it is scored on (a baseline marked
     ``uses_test_labels`` in :data:`ensemble_env.baselines.registry.BASELINES`); learners and registered algorithms
     never do."""
+    return _baseline_flag(name, "uses_test_labels", otherwise=False)
+
+
+def _baseline_flag(name: str, flag: str, *, otherwise: bool) -> bool:
+    """The ``flag`` of the baseline ``name``; ``otherwise`` for a learner, a registered algorithm or an unknown name."""
     if name in LEARNERS or name in ALGORITHMS:
-        return False
+        return otherwise
     try:
-        return baselines.lookup(name).uses_test_labels
+        return bool(getattr(baselines.lookup(name), flag))
     except ValueError:
-        return False
+        return otherwise

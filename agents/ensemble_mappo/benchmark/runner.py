@@ -275,7 +275,9 @@ def benchmark(
                         runs.setdefault((key, name), []).append({**record, "algorithm": name, "seed": seed})
         trained = {key: digests[name] for name, cache_plan in plans.items() for key in cache_plan.scored}
         resampling = {key: "tasks" for plan in plans.values() for key in plan.generated_keys}
+        started = time.process_time()
         results = _results(scored, list(names), runs, alpha, budget, seeds, reused, trained, feedback, resampling)
+        _note(f"scoring (aggregates, routing, paired differences): {time.process_time() - started:.0f} CPU s")
         if protocol != "standard":
             results["protocol"] = _protocol_record(protocol, feedback, fold_seed, plans, lines, generated)
         write_output(folder / "results.json", _json(results), inputs)

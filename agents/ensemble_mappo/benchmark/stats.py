@@ -135,12 +135,14 @@ def _task_bootstrap(
     sums = np.stack([np.bincount(inverse, weights=row, minlength=n_tasks) for row in values])  # (S, T)
     drawn = np.stack([np.bincount(row, minlength=n_seeds) for row in draws]) / n_seeds  # (R, S): each seed's weight
     per_task = drawn @ sums  # (R, T): each task's total, averaged over the resample's seeds
-    picks = rng.integers(0, n_tasks, (draws.shape[0], n_tasks))
-    picked = np.take_along_axis(per_task, picks, axis=1)
+    n_resamples = draws.shape[0]
+    picks = rng.integers(0, n_tasks, (n_resamples, n_tasks))
+    flat = (np.arange(n_resamples)[:, None] * n_tasks + picks).ravel()
+    times = np.bincount(flat, minlength=n_resamples * n_tasks).reshape(n_resamples, n_tasks)  # each task's draws
     if macro:
-        samples, point = (picked / sizes[picks]).mean(axis=1), float((sums.mean(axis=0) / sizes).mean())
+        samples, point = (times * per_task) @ (1.0 / sizes) / n_tasks, float((sums.mean(axis=0) / sizes).mean())
     else:
-        samples, point = picked.sum(axis=1) / sizes[picks].sum(axis=1), float(values.mean())
+        samples, point = (times * per_task).sum(axis=1) / (times @ sizes), float(values.mean())
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(samples, [tail, 1.0 - tail])
     return point, float(low), float(high)
@@ -194,10 +196,10 @@ def team_changes(teams: np.ndarray, tasks: np.ndarray) -> dict[str, float]:
     differ; ``flip_flops``: share of those changes that return to the team before (A-B-A).
     """
     teams, tasks = np.asarray(teams, dtype=bool), np.asarray(tasks)
-    codes = teams.astype(np.int64) @ (1 << np.arange(teams.shape[1], dtype=np.int64))
+    codes = _team_codes(teams)
     on_mode, distinct, changes, pairs, flips = 0, [], 0, 0, 0
-    for task in np.unique(tasks):
-        sequence = codes[tasks == task]
+    for rows in _task_rows(tasks):
+        sequence = codes[rows]
         _, counts = np.unique(sequence, return_counts=True)
         on_mode += int(counts.max())
         distinct.append(counts.size)
@@ -216,12 +218,27 @@ def team_changes(teams: np.ndarray, tasks: np.ndarray) -> dict[str, float]:
 def mode_teams(teams: np.ndarray, tasks: np.ndarray) -> np.ndarray:
     """(Q, N): each question gets its task's most used team (ties to the team first used)."""
     replaced = np.empty_like(teams)
-    for task in np.unique(tasks):
-        rows = np.flatnonzero(tasks == task)
-        unique, first, counts = np.unique(teams[rows], axis=0, return_index=True, return_counts=True)
-        best = max(range(len(unique)), key=lambda k: (counts[k], -first[k]))
-        replaced[rows] = unique[best]
+    codes = _team_codes(teams)
+    for rows in _task_rows(np.asarray(tasks)):
+        _, first, counts = np.unique(codes[rows], return_index=True, return_counts=True)
+        best = max(range(len(first)), key=lambda k: (counts[k], -first[k]))
+        replaced[rows] = teams[rows[first[best]]]
     return replaced
+
+
+def _team_codes(teams: np.ndarray) -> np.ndarray:
+    """(Q,) int64: each row's team as a number (bit n for model n)."""
+    teams = np.asarray(teams, dtype=bool)
+    return teams.astype(np.int64) @ (1 << np.arange(teams.shape[1], dtype=np.int64))
+
+
+def _task_rows(tasks: np.ndarray) -> list[np.ndarray]:
+    """The positions of each task's questions in ``tasks``, ascending, one array per task in task order (as
+    ``np.flatnonzero(tasks == task)`` for each task of ``np.unique(tasks)``, without a pass over every question per
+    task: thousands of generated tasks)."""
+    order = np.argsort(tasks, kind="stable")
+    _, starts = np.unique(tasks[order], return_index=True)
+    return np.split(order, starts[1:])
 
 
 def routing(
@@ -241,9 +258,7 @@ def routing(
         for run in runs:
             members = transform(answers_from_json(run).teams)
             result = team_vote(label, cache, test, members)
-            variants.append(
-                {**run, "predictions": result.predictions.tolist(), "teams": members.astype(np.int8).tolist()}
-            )
+            variants.append({**run, "predictions": result.predictions, "teams": members.astype(np.int8)})
         matrices = _matrices(cache, variants, alpha)
         summary[label] = {
             key: _interval(matrices[key], tasks, key == "accuracy", resample)

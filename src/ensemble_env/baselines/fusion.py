@@ -38,10 +38,14 @@ def mean_vote(probs: np.ndarray, members: np.ndarray, valid: np.ndarray) -> np.n
     """Argmax over valid choices of the summed probabilities of each row's members.
 
     ``probs`` is (Q, N, C), ``members`` (Q, N) bool. The sum (not the mean) is used: dividing by
-    the team size does not move the argmax. Every call sums in model order, so a full team gives
-    exactly the same numbers whichever function asks.
+    the team size does not move the argmax. Every call sums in model order, in float64, so a full team
+    gives exactly the same numbers whichever function asks. One model at a time: a (Q, C) sum, never a
+    float64 copy of ``probs`` (hundreds of MB on a benchmark's generated tasks).
     """
-    total = (probs.astype(np.float64) * members[:, :, None]).sum(axis=1)
+    members = np.asarray(members, dtype=bool)
+    total = np.zeros((probs.shape[0], probs.shape[2]))
+    for model in range(probs.shape[1]):
+        total += probs[:, model] * members[:, model, None]  # a non-member adds an exact 0
     return np.where(valid, total, -np.inf).argmax(axis=1)
 
 

@@ -202,7 +202,10 @@ class BaselineResult:
             return {key: values[key] for key in ("accuracy", "reward", "team_size", "cost")}
 
         tasks = task_ids(cache)[self.questions]
-        per_task = {task_names(cache)[t]: means(tasks == t) for t in range(cache.n_tasks) if np.any(tasks == t)}
+        order = np.argsort(tasks, kind="stable")  # each task's questions, ascending: the rows a mask of it selects
+        present, starts = np.unique(tasks[order], return_index=True)
+        groups = np.split(order, starts[1:])
+        per_task = {task_names(cache)[t]: means(rows) for t, rows in zip(present, groups, strict=True)}
         overall = means(slice(None))
         overall["accuracy"] = float(np.mean([entry["accuracy"] for entry in per_task.values()]))
         return {**overall, "tasks": per_task}
