@@ -1,5 +1,14 @@
-"""Sphinx configuration of the documentation site: the Markdown pages of docs/ as they are (MyST) and the API
-reference generated from the docstrings (autodoc, docs/api/), in the furo theme, as PettingZoo and Gymnasium do.
+"""Sphinx configuration of the documentation site, in the furo theme, as PettingZoo and Gymnasium do:
+
+- the front page (index.md) is the repository's README, rendered (its links and images made the site's), then the
+  pages of docs/ in a getting-started order (index.md's tables of contents);
+- the course's lessons are pages: each committed notebook (``tutorials/NN_name.ipynb``, made from its script) run
+  at the course's quick budget (``ENSEMBLE_ENV_TUTORIAL_QUICK=1``) by MyST-NB while the site is built, its code,
+  output and figures shown, the script and the notebook offered as downloads at the top;
+- the API reference generated from the docstrings (autodoc, docs/api/); the environment factories' options
+  (``parallel_env(**options)``, ...) listed in their entries from ``EnvConfig`` itself (``_ext/envoptions.py``);
+- maths as MathJax (``$q_{t+1}$`` and ```` ```math ```` blocks, as GitHub renders them), wide tables and code
+  scrolling sideways (``_static/site.css``).
 
 Build it with ``scripts/build_docs.sh OUT`` (docs/README.md): any warning fails the build.
 """
@@ -9,9 +18,13 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
+import logging as std_logging
 import os
 import re
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +40,9 @@ DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 # the reference documents this checkout's sources, whatever the environment has installed
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "agents")]
+sys.path.insert(0, str(DOCS / "_ext"))
+
+import envoptions  # noqa: E402  (docs/_ext: the factories' options from EnvConfig)
 
 project = "ensemble_env"
 author = "the ensemble_env authors"
@@ -37,18 +53,37 @@ release = version = next(
     if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "__version__"
 )
 
-extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon"]
+# myst_nb: MyST-Parser (the Markdown pages) and the notebooks (the lessons), executed
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon"]
 root_doc = "index"
-source_suffix = {".md": "markdown"}
-# README.md is the site's front page through index.md, which includes it (GitHub shows README.md in the folder)
-exclude_patterns = ["README.md", "_build"]
+source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
+# _ext: Python for this configuration; the lessons' scripts are sources of the notebooks, not pages
+exclude_patterns = ["_build", "_ext", "_static"]
 
 html_theme = "furo"
 html_title = f"ensemble_env {release}"
+html_static_path = ["_static"]
+html_css_files = ["site.css"]
 
-# MyST: GitHub's heading anchors (the pages link `page.md#a-heading`), and ``$...$`` maths as GitHub renders it
+# MyST: GitHub's heading anchors (the pages link `page.md#a-heading`), and maths as GitHub renders it: ``$...$``
+# inline, ``$$...$$`` and ```` ```math ```` blocks
 myst_heading_anchors = 6
 myst_enable_extensions = ["dollarmath"]
+myst_fence_as_directive = ["math"]
+
+#: the lessons: ``tutorials/NN_name`` (each a notebook made from its script)
+LESSON = re.compile(r"^tutorials/(\d\d_\w+)$")
+# MyST-NB runs every lesson's notebook while the site is built, in its folder (it imports course.py from there),
+# on a kernel of this interpreter, at the course's quick budget (the environment: _LessonRun); a cell that raises
+# fails the build. The committed notebooks hold no output; the pages show what this run printed and drew.
+nb_execution_mode = "force"
+nb_execution_timeout = 600
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_execution_in_temp = True  # the kernel's working folder: a temporary one (course.py is found by PYTHONPATH)
+nb_merge_streams = True
+# the build's output: Sphinx's warnings, not nbclient's line per notebook run
+std_logging.getLogger("traitlets").setLevel(std_logging.WARNING)
 
 # autodoc: the docstrings are NumPy style (napoleon); members in the order of the source
 autodoc_member_order = "bysource"
@@ -148,6 +183,8 @@ class _Owners:
         """autodoc-skip-member: a module's member is documented under the shortest name that publishes it."""
         if what != "module":
             return None
+        if name in (getattr(options, "exclude_members", None) or ()):
+            return True  # documented elsewhere on the page (docs/api/ensemble_env.md: the factories first)
         publishers = self.publishers(name, obj)
         if not publishers:
             return None
@@ -190,10 +227,143 @@ class RepositoryLinks(SphinxTransform):
                 node.replace_self(nodes.inline("", "", *node.children))
 
 
+class SiteLinks(SphinxTransform):
+    """Links that GitHub and the site resolve differently.
+
+    - The repository's README is the site's front page: a link to it (``[README](../README.md)``) opens the index.
+    - A lesson is a page: a link to its script (``tutorials/01_the_game.py``, which MyST makes a download) opens the
+      lesson's page, whose top offers the script and the notebook (:class:`LessonDownloads`).
+    """
+
+    default_priority = 490  # before RepositoryLinks, which would make the README a download
+
+    def apply(self, **kwargs: Any) -> None:
+        here = Path(self.env.doc2path(self.env.docname)).parent
+        for node in list(self.document.findall(addnodes.pending_xref)):
+            target = str(node.get("reftarget", ""))
+            if node.get("reftype") == "myst" and node.get("refdomain") == "doc" and Path(target).is_absolute():
+                if Path(target + ".md").resolve() == (ROOT / "README.md").resolve():
+                    node.replace_self(_doc_link(node, "index", node["refdoc"]))
+        for node in list(self.document.findall(addnodes.download_reference)):
+            path = (here / str(node["reftarget"])).resolve()
+            page = path.relative_to(DOCS).with_suffix("").as_posix() if DOCS in path.parents else ""
+            if path.suffix == ".py" and LESSON.match(page) and node["refdoc"] != page:
+                node.replace_self(_doc_link(node, page, node["refdoc"]))
+
+
+def _doc_link(node: nodes.Element, page: str, refdoc: str) -> addnodes.pending_xref:
+    """A link to the page ``page`` (a docname) with ``node``'s text."""
+    link = addnodes.pending_xref(
+        refdomain="std", reftype="doc", reftarget=f"/{page}", refdoc=refdoc, refexplicit=True, refwarn=True
+    )
+    link += nodes.inline("", "", *node.children)
+    return link
+
+
+class LessonDownloads(SphinxTransform):
+    """At the top of a lesson's page (under its title): the lesson's script and notebook, as downloads, and how the
+    page was made."""
+
+    default_priority = 500
+
+    def apply(self, **kwargs: Any) -> None:
+        lesson = LESSON.match(self.env.docname)
+        if lesson is None:
+            return
+        stem = lesson.group(1)
+        section = next(iter(self.document.findall(nodes.section)), None)
+        if section is None or not isinstance(section[0], nodes.title):
+            return
+        paragraph = nodes.paragraph()
+        paragraph += nodes.strong("", "Download the lesson: ")
+        for index, (suffix, words) in enumerate(((".py", "the script"), (".ipynb", "the notebook"))):
+            link = addnodes.download_reference(
+                refdomain=None, reftarget=stem + suffix, refdoc=self.env.docname, reftype="myst", refexplicit=True
+            )
+            link += nodes.literal("", stem + suffix)
+            paragraph += nodes.Text((", " if index else "") + words + " ")
+            paragraph += link
+        paragraph += nodes.Text(
+            ". This page shows the notebook as it ran when the site was built, at the course's quick budget "
+            "(ENSEMBLE_ENV_TUTORIAL_QUICK=1: fewer seeds and shorter training than the default, so its numbers "
+            "differ from a default run's)."
+        )
+        section.insert(1, paragraph)
+
+
+class _LessonRun:
+    """The environment the lessons' notebooks run in while the site is built (builder-inited to build-finished):
+
+    - the quick budget (``ENSEMBLE_ENV_TUTORIAL_QUICK=1``) and the output folder ``runs/tutorials`` under the
+      kernel's temporary working folder (``nb_execution_in_temp``), so that the pages print short paths and
+      nothing is written into the repository (nor its bytecode: ``PYTHONDONTWRITEBYTECODE``);
+    - ``course.py`` found on ``PYTHONPATH`` (docs/tutorials/);
+    - the kernel ``python3`` of this interpreter (a kernelspec in a temporary ``JUPYTER_PATH``, which Jupyter searches
+      first), whatever kernels the machine has installed;
+    - matplotlib's backend left to the kernel (inline figures: an ``MPLBACKEND`` set outside would hide them).
+    """
+
+    def __init__(self) -> None:
+        self.folder: Path | None = None
+        self.saved: dict[str, str | None] = {}
+
+    def start(self, app: Sphinx) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="ensemble_env_site_"))
+        kernel = self.folder / "kernels" / "python3"
+        kernel.mkdir(parents=True)
+        spec = {
+            # the kernel's own log (a warning that it talks over local TCP, per notebook) is not the build's output;
+            # a cell's error still fails the build (it comes as a message, not a log line)
+            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}", "--log-level=ERROR"],
+            "display_name": "Python 3",
+            "language": "python",
+        }
+        (kernel / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
+        python_path = os.pathsep.join(filter(None, [str(DOCS / "tutorials"), os.environ.get("PYTHONPATH")]))
+        settings = {
+            "ENSEMBLE_ENV_TUTORIAL_QUICK": "1",
+            "ENSEMBLE_ENV_TUTORIAL_OUT": str(Path("runs") / "tutorials"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONPATH": python_path,
+            "JUPYTER_PATH": str(self.folder),
+            "MPLBACKEND": None,
+        }
+        for key, value in settings.items():
+            self.saved[key] = os.environ.get(key)
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    def finish(self, app: Sphinx, exception: Exception | None) -> None:
+        for key, value in self.saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def factory_options(app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    """autodoc-process-docstring: an environment factory's entry lists every option, from ``EnvConfig`` (before its
+    examples)."""
+    if what != "function" or not envoptions.is_factory(name, obj):
+        return
+    at = next((index for index, line in enumerate(lines) if line.lstrip().startswith(">>>")), len(lines))
+    lines[at:at] = envoptions.factory_lines(name, envoptions.keywords_name(obj) or "options")
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     owners = _Owners()
+    lessons = _LessonRun()
     app.connect("autodoc-process-docstring", owners.module_started)
+    app.connect("autodoc-process-docstring", factory_options)
     app.connect("autodoc-skip-member", owners.skip)
+    app.connect("builder-inited", lessons.start)
     app.connect("build-finished", owners.check)
+    app.connect("build-finished", lessons.finish)
+    app.add_transform(SiteLinks)
+    app.add_transform(LessonDownloads)
     app.add_transform(RepositoryLinks)
     return {"parallel_read_safe": False}

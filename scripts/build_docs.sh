@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Build the documentation site into OUT: the Markdown pages of docs/ as they are and the API reference generated
-# from the docstrings (docs/api/, configured in docs/conf.py), with Sphinx, MyST-Parser and furo: the `docs` extra,
-# `pip install -e ".[docs]"` (no torch needed: docs/conf.py mocks it).
+# Build the documentation site into OUT (configured in docs/conf.py): the README as its front page, the pages of
+# docs/ in a getting-started order, the course's lessons run at their quick budget and rendered (MyST-NB), and the
+# API reference generated from the docstrings (docs/api/), with Sphinx, MyST-NB and furo. It needs the `docs`
+# extra in the project's virtualenv, beside the `mappo` extra and its torch (lessons 3 and 4 train a learner):
+# `pip install -e ".[mappo,docs]"` after the README's torch step. The API reference itself imports no torch
+# (docs/conf.py mocks it).
 #
-# Fails on any warning (Sphinx lists them all, then exits 1), and when a name of `ensemble_env.__all__` or
-# `ensemble_mappo.__all__` has no entry in OUT's object inventory. Then open OUT/index.html.
+# Fails on any warning (Sphinx lists them all, then exits 1), on a lesson cell that raises, and when a name of
+# `ensemble_env.__all__` or `ensemble_mappo.__all__` has no entry in OUT's object inventory. Then open
+# OUT/index.html.
 #
-# usage: scripts/build_docs.sh OUT        (PYTHON=path/to/python picks the interpreter; default python3)
+# usage: scripts/build_docs.sh OUT
+# The interpreter, the first that applies: $PYTHON; the active virtualenv's python ($VIRTUAL_ENV); the
+# repository's .venv/bin/python (the README's commands make it); python3. So it works in a new shell as well.
 set -euo pipefail
 
 if [ "$#" -ne 1 ] || [ -z "$1" ]; then
@@ -15,7 +21,15 @@ if [ "$#" -ne 1 ] || [ -z "$1" ]; then
 fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 out="$1"
-python="${PYTHON:-python3}"
+if [ -n "${PYTHON:-}" ]; then
+    python="$PYTHON"
+elif [ -n "${VIRTUAL_ENV:-}" ] && [ -x "$VIRTUAL_ENV/bin/python" ]; then
+    python="$VIRTUAL_ENV/bin/python"
+elif [ -x "$root/.venv/bin/python" ]; then
+    python="$root/.venv/bin/python"
+else
+    python=python3
+fi
 
 # OUT must be a folder this script can write (made if missing): one line otherwise, never Sphinx's crash report
 if [ -e "$out" ] && [ ! -d "$out" ]; then
@@ -32,8 +46,18 @@ if ! probe="$(mktemp "$out/.build_docs.XXXXXX" 2>&1)"; then
 fi
 rm -f -- "$probe"
 
-if ! "$python" -c "import sphinx, myst_parser, furo" 2>/dev/null; then
-    echo "build_docs.sh: $python lacks Sphinx, MyST-Parser or furo: pip install -e \".[docs]\"" >&2
+# what the build imports: the docs extra (Sphinx, MyST-NB, furo, ipykernel, matplotlib), torch and tqdm (the lessons
+# that train), named in one line when missing, before anything runs
+if ! missing="$("$python" - <<'PY' 2>&1
+import importlib.util
+needed = {"sphinx": "docs", "myst_nb": "docs", "furo": "docs", "ipykernel": "docs", "matplotlib": "docs",
+          "torch": "mappo (torch first: the README's torch step)", "tqdm": "mappo"}
+missing = sorted({f"{name} ({extra} extra)" for name, extra in needed.items() if importlib.util.find_spec(name) is None})
+if missing:
+    raise SystemExit(", ".join(missing))
+PY
+)"; then
+    echo "build_docs.sh: $python lacks ${missing:-its modules}: pip install -e \".[mappo,docs]\" (after torch)" >&2
     exit 1
 fi
 # -E -a: every page read and written again, so that a second build into OUT shows every warning again

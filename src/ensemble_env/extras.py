@@ -89,7 +89,9 @@ EXTRAS: dict[str, Extra] = {
             ),
             "the tests, the linters and the course's notebooks",
         ),
-        Extra("docs", ("sphinx", "myst_parser", "furo"), "the documentation site: `scripts/build_docs.sh OUT`"),
+        Extra(
+            "docs", ("sphinx", "myst_parser", "myst_nb", "furo"), "the documentation site: `scripts/build_docs.sh OUT`"
+        ),
         Extra("sb3", ("stable_baselines3", "sb3_contrib", "supersuit", "torch"), "the Stable-Baselines3 adapter"),
         Extra("rllib", ("ray", "torch"), "the RLlib adapter"),
         Extra("torchrl", ("torchrl", "tensordict", "torch"), "the TorchRL adapter"),
