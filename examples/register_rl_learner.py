@@ -1,7 +1,7 @@
 """Bring your own RL learner to ``ensemble-env benchmark``: a decider trained by policy gradient (docs/your-learner.md).
 
     ensemble-env benchmark --register examples/register_rl_learner.py \
-        --algorithms reinforce_decider,static_team,best_single --seeds 3 --cache bbh5 --out bench_rl
+        --algorithms reinforce_decider,static_team,best_single --seeds 3 --cache bbh5 --out runs/bench_rl
 
 ``reinforce_decider`` learns which team answers each question:
 
