@@ -19,7 +19,7 @@
 # label. This lesson shows what each agent observes, lets you play either role, runs scripted policies
 # over the whole test stream, and measures how far they stay from the oracle, and why.
 #
-# Run it as a script (`python docs/tutorials/01_the_game.py`, about 5 s of CPU) or as a notebook
+# Run it as a script (`python docs/tutorials/01_the_game.py`, about 2 s of CPU) or as a notebook
 # (`01_the_game.ipynb`, beside the script and made from it). Figures go to the output folder described in
 # [the course README](README.md). Needs `pip install -e ".[plot]"`.
 
@@ -90,9 +90,9 @@ assert np.array_equal(state, np.concatenate([obs["decider"], obs["fusion"]]))
 # %% [markdown]
 # ## One step, in order
 #
-# At step t the fusion agent answers question q_t with the team E_t the decider committed one step
-# earlier (E_0, the initial team, is every model), and at the same time the decider commits E_{t+1} for
-# the next question. Both receive r_t = +1 if the answer is right, else -1 - alpha |E_t| / N. The
+# At step t the fusion agent answers question $q_t$ with the team $E_t$ the decider committed one step
+# earlier ($E_0$, the initial team, is every model), and at the same time the decider commits $E_{t+1}$ for
+# the next question. Both receive $r_t = +1$ if the answer is right, else $r_t = -1 - \alpha \lvert E_t \rvert / N$. The
 # decider's action therefore pays off one step later (lesson 3).
 
 # %%

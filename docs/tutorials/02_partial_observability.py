@@ -17,11 +17,11 @@
 # includes the next question and its label; the decider, by default, observes only the recent history of
 # its team (window statistics). This lesson measures what the decider can **infer** from that history,
 # what a decider acting on history alone achieves, and what changes when it is given a **lookahead**: the
-# task or the text features of q_{t+1}, the question the team it commits now will answer
+# task or the text features of $q_{t+1}$, the question the team it commits now will answer
 # (`decider_extras=("task",)` / `("features",)`).
 #
 # No learning here: every decider below is a few lines of numpy reading its observation, fitted on the
-# train split, tuned on validation and scored on test. About 15 s of CPU as a script; needs `.[plot]`.
+# train split, tuned on validation and scored on test. About 8 s of CPU as a script; needs `.[plot]`.
 
 # %%
 import course
@@ -62,7 +62,7 @@ def play_stream(make_decider, split: str, order: str, seed: int, **options):
 #
 # The streams are played in the cache's order, where each task is a block of consecutive questions (50 per
 # task on test), or shuffled (`order="shuffled"`). Turn on `decider_extras=("model_accuracy", "task")`: the
-# first adds each model's accuracy over the window (still history), the second the task of q_{t+1}, used
+# first adds each model's accuracy over the window (still history), the second the task of $q_{t+1}$, used
 # here **only as the answer key** of a probe. The probe is a nearest-centroid classifier from the history
 # part of the observation (the two team statistics and the five model accuracies) to that task, fitted on
 # the train stream and scored on the test stream. Chance is 1/16.
@@ -105,11 +105,11 @@ for order, values in probe.items():
 # - **fixed**: the best single model on the train split, whatever it observes;
 # - **history**: "follow the leader": the model with the best accuracy over the window (`model_accuracy`),
 #   with the window T chosen on the **validation** stream;
-# - **task lookahead**: the team with the best train reward for the task of q_{t+1} (the `static_team`
+# - **task lookahead**: the team with the best train reward for the task of $q_{t+1}$ (the `static_team`
 #   baseline's table, read through the one-hot in the observation);
 # - **feature lookahead**: the per-question router of `ensemble_env.baselines.routing`: for each of the 31 teams a
 #   logistic regression (fitted on train, penalty chosen on validation) predicts from the 64 text features
-#   of q_{t+1} whether the team's vote will be right; the decider takes the team with the best expected
+#   of $q_{t+1}$ whether the team's vote will be right; the decider takes the team with the best expected
 #   reward.
 
 # %%
@@ -200,7 +200,7 @@ print(f"oracle (any model right): {oracle:.3f}")
 # - **History** beats the fixed model only on the task-blocked stream; on shuffled streams it does no
 #   better (slightly worse on average), the window's leader being a noisy estimate of the best model
 #   overall.
-# - **The task of q_{t+1}** is the most valuable thing to add: the same accuracy and reward in both orders
+# - **The task of $q_{t+1}$** is the most valuable thing to add: the same accuracy and reward in both orders
 #   (it no longer depends on the stream's structure), with teams of 1.3 models on average.
 # - **The 64 text features** name the question more precisely than its task, yet do worse than the task
 #   alone: with 160 train questions per task, 31 regressions on 64 features generalise less well than a

@@ -14,11 +14,11 @@
 # # Lesson 3: delayed credit
 #
 # The two agents act at the same time, but their actions pay off at different times. The fusion agent's
-# answer at step t earns r_t. The decider's action at step t commits the team for the **next** question:
-# it earns r_{t+1}, and r_t belongs to the team it chose one step earlier. A learner that credits each
+# answer at step t earns $r_t$. The decider's action at step t commits the team for the **next** question:
+# it earns $r_{t+1}$, and $r_t$ belongs to the team it chose one step earlier. A learner that credits each
 # agent with the reward of its own step teaches the decider nothing. This lesson measures the delay, shows
 # what discounting (gamma) does about it in a small policy-gradient learner written here, and measures the
-# per-agent credit of the reference learner (`ensemble_mappo`), whose decider learns from r_{t+1}. It ends
+# per-agent credit of the reference learner (`ensemble_mappo`), whose decider learns from $r_{t+1}$. It ends
 # with an animation of the trained pair.
 #
 # The pool is `planted_cache("complementary")`: two mediocre models (60% each) whose errors complement each
@@ -26,7 +26,7 @@
 # and a decider that finds it lets the fusion agent answer about 90% right. The size penalty is paid on
 # every answer (`size_penalty_mode="always"`), so the pair is the unique best team.
 #
-# About 80 s of CPU as a script (nine short MAPPO runs); needs `pip install -e ".[mappo,plot]"`.
+# About 14 s of CPU as a script (nine short MAPPO runs); needs `pip install -e ".[mappo,plot]"`.
 
 # %%
 import shutil
@@ -54,7 +54,7 @@ print("models:", cache.models, "| accuracy:", np.round(cache.model_accuracy(), 2
 # ## Measuring the delay
 #
 # Let a decider pick each model with probability 1/2 at every step (the fusion agent takes the mean vote)
-# and ask: does putting model i in the team at step t change r_t, or r_{t+1}? For each model, the mean
+# and ask: does putting model i in the team at step t change $r_t$, or $r_{t+1}$? For each model, the mean
 # reward when it was picked minus the mean when it was not, per copy of a 64-copy vector environment,
 # with a 95% interval over the copies.
 
@@ -90,23 +90,24 @@ for lag in (0, 1, 2):
     print(f"effect of picking each model at t on r_t+{lag}:", "  ".join(f"{m:+.3f}+-{h:.3f}" for m, h in effect[lag]))
 
 # %% [markdown]
-# Picking a model at t has no effect on r_t (every interval covers 0) and a large one on r_{t+1}: each
+# Picking a model at t has no effect on $r_t$ (every interval covers 0) and a large one on $r_{t+1}$: each
 # redundant copy costs about 0.15 of reward, close to its share of the penalty (alpha / 6 = 0.17, paid on
 # every answer here), since in a random team it adds almost no right answers; a member of the pair costs
-# its share too and earns it back (an effect near 0). Nothing reaches r_{t+2}. The decider's credit is
+# its share too and earns it back (an effect near 0). Nothing reaches $r_{t+2}$. The decider's credit is
 # exactly one step late.
 #
 # ## A small learner, three kinds of credit
 #
 # To see what that does to learning, train the simplest decider there is: one probability per model,
-# p_i = sigmoid(theta_i), updated by the policy gradient theta += lr * mean(A_t (a_t - p)), where A_t is the
-# standardised credit the action at t receives. The fusion agent stays the mean vote. Credit options:
+# $p_i = \sigma(\theta_i)$, updated by the policy gradient
+# $\theta \mathrel{+}= lr \cdot \text{mean}(A_t (a_t - p))$, where $A_t$ is the standardised credit the action at t
+# receives. The fusion agent stays the mean vote. Credit options:
 #
-# - **r_t**: the reward of the same step, what a learner crediting both agents with the shared reward and
+# - **$r_t$**: the reward of the same step, what a learner crediting both agents with the shared reward and
 #   gamma = 0 does;
-# - **the discounted return from r_t**, r_t + gamma r_{t+1} + gamma^2 r_{t+2} + ..., with gamma 0.9 or
-#   0.99: plain MAPPO's shared return; r_{t+1} is in it, diluted by every other step's reward;
-# - **r_{t+1}**: the per-agent credit, the reward of the question the committed team answers.
+# - **the discounted return from $r_t$**, $r_t + \gamma r_{t+1} + \gamma^2 r_{t+2} + \dots$, with $\gamma$ 0.9 or
+#   0.99: plain MAPPO's shared return; $r_{t+1}$ is in it, diluted by every other step's reward;
+# - **$r_{t+1}$**: the per-agent credit, the reward of the question the committed team answers.
 
 # %%
 CREDITS = {
@@ -157,15 +158,15 @@ for name, runs in toy.items():
     print(f"{name:<30} after {ITERATIONS} updates: P(pick) pair {pair:.2f}, copies {copies:.2f}")
 
 # %% [markdown]
-# With r_t the decider's probabilities drift at random: its credit is independent of its action. Any
-# gamma > 0 lets some of r_{t+1} in, and the decider learns, slowly: the return from r_t also holds r_t
-# (the previous team's reward) and every later step's, which are noise for this action. Crediting r_{t+1}
+# With $r_t$ the decider's probabilities drift at random: its credit is independent of its action. Any
+# gamma > 0 lets some of $r_{t+1}$ in, and the decider learns, slowly: the return from $r_t$ also holds $r_t$
+# (the previous team's reward) and every later step's, which are noise for this action. Crediting $r_{t+1}$
 # directly learns fastest. Discounting is not the cure for a known, fixed delay; shifting the reward is.
 #
 # ## The reference learner's per-agent credit, measured
 #
 # `ensemble_mappo` gives each agent its own reward stream (docs/mappo.md, "Credit"): the decider learns from
-# r_{t+1}, r_{t+2}, ... with its discount `gamma` (0 by default: only r_{t+1}), the fusion agent from r_t
+# $r_{t+1}$, $r_{t+2}$, ... with its discount `gamma` (0 by default: only $r_{t+1}$), the fusion agent from $r_t$
 # with `fusion_gamma` (0 by default: each answer is a one-step bandit). Three short runs per seed: the
 # defaults, the decider with the MAPPO paper's gamma 0.99, and the fusion agent with gamma 0.99 (plain MAPPO's
 # shared return for it). Each trains on the train split and is evaluated frozen on the test split. The
@@ -203,11 +204,11 @@ for name, overrides in RUNS.items():
     )
 
 # %% [markdown]
-# With its reward shifted to r_{t+1}, the decider finds the planted pair in every run (a mean team of 2.0
+# With its reward shifted to $r_{t+1}$, the decider finds the planted pair in every run (a mean team of 2.0
 # in each seed above) and the frozen policy answers almost every test question right (0.958 with the
 # defaults in our runs). The discounts still matter a little: with the MAPPO paper's 0.99 for the decider
 # (0.932) or the shared return for the fusion agent (0.911) the pair answers less accurately after this
-# short budget, because r_{t+2}, r_{t+3}, ... belong to later teams and answers and are noise for this
+# short budget, because $r_{t+2}$, $r_{t+3}$, ... belong to later teams and answers and are noise for this
 # action, as in the small learner. The learning curves below show the sampled policy while training. (The
 # reference learner runs 5 epochs of 16 minibatches on each rollout: it learns in 36k steps what the small
 # learner needs hundreds of thousands for.)
@@ -270,10 +271,10 @@ course.save_figure(figure, "03_delayed_credit.png")
 # ## Exercises
 #
 # 1. Repeat the measurement of the delay with the `AEC` view (`ensemble_env.env()`, agents acting in turn).
-#    Does the decider's credit move to r_t there?
-# 2. In the small learner, give the "return from r_t" credit a baseline that removes r_t: use
-#    r_t + gamma r_{t+1} + ... minus r_t. What is left, and how does it learn compared with r_{t+1}?
-# 3. The fusion agent's default credit is the one-step bandit r_t - E[r_t | s_t]. When would a discount
+#    Does the decider's credit move to $r_t$ there?
+# 2. In the small learner, give the "return from $r_t$" credit a baseline that removes $r_t$: use
+#    $r_t + \gamma r_{t+1} + \dots$ minus $r_t$. What is left, and how does it learn compared with $r_{t+1}$?
+# 3. The fusion agent's default credit is the one-step bandit $r_t - E[r_t \mid s_t]$. When would a discount
 #    above 0 be right for it?
 #
 # <details><summary>Answers</summary>
@@ -281,10 +282,10 @@ course.save_figure(figure, "03_delayed_credit.png")
 # 1. No. The AEC view is the same game stepped agent by agent (`parallel_to_aec`): the decider still commits
 #    the team of the next question, and the reward of a cycle is still that of the answer given with the
 #    team committed before. The delay is in the game, not in the API.
-# 2. gamma (r_{t+1} + gamma r_{t+2} + ...): the r_t noise is gone, so it learns a little faster than the
+# 2. $\gamma (r_{t+1} + \gamma r_{t+2} + \dots)$: the $r_t$ noise is gone, so it learns a little faster than the
 #    plain return (gamma 0.9, two seeds: the pair is picked with probability 0.72 after 40 updates, against
-#    0.68 for the plain return and 0.94 for r_{t+1}). r_{t+2} and later still belong to later teams and are
-#    noise for this action, so plain r_{t+1} stays the fastest. The reference learner's decider uses this
+#    0.68 for the plain return and 0.94 for $r_{t+1}$). $r_{t+2}$ and later still belong to later teams and are
+#    noise for this action, so plain $r_{t+1}$ stays the fastest. The reference learner's decider uses this
 #    shifted stream, with GAE's lambda to trim the later terms.
 # 3. When an answer changes what comes later. Here it does not: the next question does not depend on the
 #    answer, and the fusion agent's observation holds only its last rewards, which it cannot trade against

@@ -22,7 +22,7 @@
 # the less noise is left in the advantage the actor learns from), and the learners' own critics are
 # compared while they train.
 #
-# Data: the 16 BIG-Bench-Hard tasks of `bbh5`. About 65 s of CPU as a script (four short runs, six small critics);
+# Data: the 16 BIG-Bench-Hard tasks of `bbh5`. About 19 s of CPU as a script (four short runs, six small critics);
 # needs `pip install -e ".[mappo,plot]"`.
 
 # %%
@@ -53,7 +53,7 @@ cache = datasets.load("bbh5")
 # ## MAPPO and IPPO
 #
 # Short runs of the reference learner with its defaults (the decider reads the task and the 64 text
-# features of q_{t+1}, the fusion agent the task of q_t), once with the centralized critic on the state
+# features of $q_{t+1}$, the fusion agent the task of $q_t$), once with the centralized critic on the state
 # (`critic="central"`, MAPPO) and once with a critic per agent on that agent's own observation
 # (`critic="local"`, IPPO). Everything else, seeds included, is the same.
 
@@ -93,10 +93,10 @@ for agent, parts, offset in (("decider", layout.decider, 0), ("fusion", layout.f
 
 # %% [markdown]
 # - Only the **decider** sees the window statistics of its team and the task and text features of
-#   q_{t+1}, the question its next team will answer.
-# - Only the **fusion** agent sees the team's probabilities for q_t, the question being answered now, and
+#   $q_{t+1}$, the question its next team will answer.
+# - Only the **fusion** agent sees the team's probabilities for $q_t$, the question being answered now, and
 #   its recent rewards.
-# - The **critic** sees all of it, but nothing else: no label, and nothing of q_{t+1}'s model outputs.
+# - The **critic** sees all of it, but nothing else: no label, and nothing of $q_{t+1}$'s model outputs.
 
 # %% [markdown]
 # ## Which input predicts which agent's reward?
@@ -106,8 +106,8 @@ for agent, parts, offset in (("decider", layout.decider, 0), ("fusion", layout.f
 # the task blocks of the stream). Each critic is a small MLP (2 x 64, as the learner's) fitted by least
 # squares to one agent's reward:
 #
-# - the **fusion** agent's answer at t earns r_t;
-# - the **decider**'s action at t earns r_{t+1} (lesson 3).
+# - the **fusion** agent's answer at t earns $r_t$;
+# - the **decider**'s action at t earns $r_{t+1}$ (lesson 3).
 #
 # For each reward, three inputs: the decider's observation (an IPPO critic for the decider), the fusion
 # agent's observation (an IPPO critic for the fusion agent), and the state (MAPPO). Score: the explained
@@ -183,9 +183,9 @@ for reward_name, (x_train, y_train) in train_sets.items():
         )
 
 # %% [markdown]
-# Each agent's reward is predicted by **its own** observation, and by nothing else: the fusion agent's r_t
-# by the team's probabilities for q_t (a confident, unanimous team is usually right), the decider's
-# r_{t+1} by the task and features of q_{t+1}. The other agent's observation predicts nothing. The state
+# Each agent's reward is predicted by **its own** observation, and by nothing else: the fusion agent's $r_t$
+# by the team's probabilities for $q_t$ (a confident, unanimous team is usually right), the decider's
+# $r_{t+1}$ by the task and features of $q_{t+1}$. The other agent's observation predicts nothing. The state
 # holds both, so a centralized critic can serve both agents, but it predicts no better than each agent's
 # own-observation critic, and worse the longer it is fitted: with more inputs and the same data it overfits
 # sooner (the right panel: explained variance on test after each epoch of fitting). In this game the state holds no
@@ -302,16 +302,17 @@ course.save_figure(figure, "04_centralized_critic.png")
 #
 # <details><summary>Answers</summary>
 #
-# 1. Neither. Without the task and features of q_{t+1} nothing in the state describes the question the
-#    decider's next team will answer, and no critic predicts r_{t+1}: in our run (same budget and seeds)
+# 1. Neither. Without the task and features of $q_{t+1}$ nothing in the state describes the question the
+#    decider's next team will answer, and no critic predicts $r_{t+1}$: in our run (same budget and seeds)
 #    the explained variance on test was -0.003 (decider obs), -0.049 (fusion obs) and -0.038 (state),
-#    against 0.17 for the decider's own observation with the lookahead; the fusion agent's r_t was
+#    against 0.17 for the decider's own observation with the lookahead; the fusion agent's $r_t$ was
 #    predicted as before (0.21 from its own observation). The state here is the concatenation of the
 #    observations, not the hidden state of the world: CTDE helps an agent only with what *another* agent
 #    observes.
-# 2. A_fusion = r_t - V(o_fusion) and r_t - V(s); their variances are (1 - explained variance) x Var(r_t),
-#    so the bars above give the answer: (1 - 0.2) Var(r_t) or so with the fusion agent's own critic, more
-#    with the state's, whose fit degrades with the epochs. The noise in the actor's gradient follows.
+# 2. $A_\text{fusion} = r_t - V(o_\text{fusion})$ and $r_t - V(s)$; their variances are
+#    (1 - explained variance) x $\text{Var}(r_t)$, so the bars above give the answer: (1 - 0.2) $\text{Var}(r_t)$
+#    or so with the fusion agent's own critic, more with the state's, whose fit degrades with the epochs. The noise
+#    in the actor's gradient follows.
 # 3. A value that reads the label is not an estimate of what the policy can expect: its advantage would be
 #    (almost) the reward itself minus a perfect prediction, nearly zero everywhere, and the actors would
 #    learn nothing; and any bootstrapped value at a truncation would leak the answer of the next question

@@ -20,7 +20,7 @@
 # that the answer depends on the partner: a team is worth only what the fusion agent makes of it.
 #
 # Two pools: `toy8` (8 scikit-learn models, where ensembling clearly pays) and `bbh5` (5 open LLMs, where
-# it barely does). About 20 s of CPU as a script; needs `.[plot]`.
+# it barely does). About 12 s of CPU as a script; needs `.[plot]`.
 
 # %%
 import course

@@ -23,7 +23,7 @@
 # best team, follow-the-leader (each question, the team with the best record on this task so far), and the best
 # team in hindsight (which reads the task's labels: a reference).
 #
-# Run it as a script (`python docs/tutorials/06_adaptation.py`, about 4 s of CPU) or as a notebook
+# Run it as a script (`python docs/tutorials/06_adaptation.py`, about 3 s of CPU) or as a notebook
 # (`06_adaptation.ipynb`). Needs `pip install -e ".[plot]"`.
 
 # %%
@@ -134,6 +134,6 @@ course.save_figure(figure, "06_adaptation.png")
 #    outcome costs about 0.002 (-0.0287 against -0.0265): the leader rarely changes between two questions. The
 #    decider would have it if each question took a whole round (the fusion agent answers, the outcome is revealed,
 #    then the decider picks the next team); the game's step does both at once (docs/environment-spec.md, "Step
-#    order"), so the decider's action at step t is made before q_t is scored.
+#    order"), so the decider's action at step t is made before $q_t$ is scored.
 #
 # </details>

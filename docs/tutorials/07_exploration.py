@@ -16,7 +16,7 @@
 # In lesson 6 the task's record was free: after each answer the cache's log revealed every model's output on the
 # question, so follow-the-leader could rank every team on every question it had seen. Deployed, only the models
 # you queried have an output. Under **partial feedback** (`feedback="team"`, the scenario
-# `ensemble_env/EnsembleUnseen-v2`) answering q_t reveals its label and the outputs of E_t, the team that answered
+# `ensemble_env/EnsembleUnseen-v2`) answering $q_t$ reveals its label and the outputs of $E_t$, the team that answered
 # it, and nothing else: every rate the agents see counts only what was revealed, beside a count of how much was.
 #
 # Now every team the decider commits is also a choice of what to learn. One model answers cheaply and teaches
@@ -27,7 +27,7 @@
 # swept over the number of questions given to the whole pool), runs the hand rules of partial feedback, and
 # measures how far they stay from what the information would be worth if it were free.
 #
-# Run it as a script (`python docs/tutorials/07_exploration.py`, about 12 s of CPU) or as a notebook
+# Run it as a script (`python docs/tutorials/07_exploration.py`, about 63 s of CPU) or as a notebook
 # (`07_exploration.ipynb`). Needs `pip install -e ".[plot]"`.
 
 # %%
