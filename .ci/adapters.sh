@@ -24,10 +24,10 @@ MIN_GAIN="0.05"  # test accuracy a smoke run must gain, at its fixed seed
 declare -A MIN_GAIN_OF=(["torchrl rlae"]="-0.005" ["benchmarl mappo rlae"]="-0.005")
 # BenchMARL's environment also runs the TorchRL adapter's tests: torchrl 0.11 there, the lower bound of the extra.
 declare -A TESTS=(
-    [sb3]="tests/adapters/test_sb3.py tests/adapters/test_sb3_weights.py src/ensemble_env/adapters/sb3.py"
-    [rllib]="tests/adapters/test_rllib.py src/ensemble_env/adapters/rllib.py"
-    [torchrl]="tests/adapters/test_torchrl.py tests/adapters/test_torchrl_weights.py src/ensemble_env/adapters/torchrl.py"
-    [benchmarl]="tests/adapters/test_benchmarl.py tests/adapters/test_benchmarl_weights.py src/ensemble_env/adapters/benchmarl.py tests/adapters/test_torchrl.py tests/adapters/test_torchrl_weights.py"
+    [sb3]="tests/adapters/test_sb3.py tests/adapters/test_sb3_weights.py tests/adapters/test_scenarios.py src/ensemble_env/adapters/sb3.py"
+    [rllib]="tests/adapters/test_rllib.py tests/adapters/test_scenarios.py src/ensemble_env/adapters/rllib.py"
+    [torchrl]="tests/adapters/test_torchrl.py tests/adapters/test_torchrl_weights.py tests/adapters/test_scenarios.py src/ensemble_env/adapters/torchrl.py"
+    [benchmarl]="tests/adapters/test_benchmarl.py tests/adapters/test_benchmarl_weights.py tests/adapters/test_scenarios.py src/ensemble_env/adapters/benchmarl.py tests/adapters/test_torchrl.py tests/adapters/test_torchrl_weights.py"
 )
 declare -A EXAMPLE=(
     [sb3]="examples/sb3_ppo.py examples/sb3_rlae.py"

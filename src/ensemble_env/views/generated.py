@@ -243,23 +243,11 @@ def gen_parallel_env(
     return EnsembleParallelEnv(deck, EnvConfig.from_options(game), render_mode, deal_on=True)
 
 
-def gen_env(
-    generator: _GeneratorArg = None,
-    *,
-    n_models: int | None = None,
-    task_seed: int = 0,
-    first: int = 0,
-    deck_size: int = DEFAULT_DECK_SIZE,
-    questions: tuple[int, int] = DEFAULT_QUESTIONS,
-    render_mode: str | None = None,
-    **options: Any,
-) -> AECEnv[str, np.ndarray, Any]:
+def gen_env(generator: _GeneratorArg = None, **keywords: Any) -> AECEnv[str, np.ndarray, Any]:
     """The AEC view of ``ensemble_env/EnsembleGen-v0`` (:func:`~ensemble_env.views.parallel.aec_view` of
-    :func:`gen_parallel_env`'s game)."""
-    return aec_view(
-        gen_parallel_env(generator, n_models=n_models, task_seed=task_seed, first=first, deck_size=deck_size,
-                         questions=questions, render_mode=render_mode, **options)
-    )  # fmt: skip
+    :func:`gen_parallel_env`'s game; ``keywords`` are that function's: ``n_models``, ``task_seed``, ``first``,
+    ``deck_size``, ``questions``, ``render_mode`` and the game's options)."""
+    return aec_view(gen_parallel_env(generator, **keywords))
 
 
 def gen_vector_env(
