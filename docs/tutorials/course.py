@@ -91,8 +91,9 @@ def pyplot() -> Any:
     return plt
 
 
-def save_figure(figure: Any, name: str) -> Path:
-    """Save ``figure`` as ``name`` in the output folder, print the path; close it unless in a notebook."""
+def save_figure(figure: Any, name: str) -> None:
+    """Save ``figure`` as ``name`` in the output folder, print the path; close it unless in a notebook. Nothing is
+    returned, so that a notebook cell ending with it shows the figure, not a path."""
     from ensemble_env import files
 
     path = output_dir() / name
@@ -100,11 +101,11 @@ def save_figure(figure: Any, name: str) -> Path:
     print(f"figure written to {path}")
     if not in_notebook():
         pyplot().close(figure)
-    return path
 
 
-def save_gif(frames: list[Any], name: str, fps: float = 4.0) -> Path:
-    """Write ``frames`` ((H, W, 3) uint8 arrays) as an animated GIF with Pillow (installed with matplotlib)."""
+def save_gif(frames: list[Any], name: str, fps: float = 4.0) -> None:
+    """Write ``frames`` ((H, W, 3) uint8 arrays) as an animated GIF with Pillow (installed with matplotlib) and print
+    its path (nothing returned, as :func:`save_figure`)."""
     try:
         from PIL import Image
     except ModuleNotFoundError:
@@ -121,7 +122,6 @@ def save_gif(frames: list[Any], name: str, fps: float = 4.0) -> Path:
 
     _writing(write)
     print(f"animation written to {path} ({len(images)} frames)")
-    return path
 
 
 # two-sided 95% quantiles of Student's t for 1..10 degrees of freedom (beyond: the normal 1.96)
