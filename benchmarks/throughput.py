@@ -19,6 +19,11 @@ actions, it prints steps/s of
 (f) partial feedback (``--feedback``, on by default; ``--no-feedback`` skips it): ``parallel_env`` and
     ``vector_env(1024)`` with ``feedback="team"`` (only the answering team's outputs revealed: the statistics
     re-read the window's rows), random teams and answers as in (b) and (c);
+(g) the task scenarios (``--scenarios``, on by default; ``--no-scenarios`` skips them), ``vector_env(1024)`` with
+    random teams and answers, beside the yardstick on a 14,000 x N cache: ``ensemble_env/EnsembleUnseen-v2`` (on
+    ``bbh5`` at N = 5; at N = 10 on a synthetic cache of 70 tasks of 200 questions) and
+    ``ensemble_env/EnsembleGen-v0`` (``gen_vector_env``: its default deck of 2,048 tasks drawn by the generator
+    fitted to ``bbh5``, with ``n_models=N``; the time to draw the deck and build the engine is printed too);
 
 each the median of ``--repeats`` timed blocks of this process's CPU time (``--wall`` for wall time), the
 five measurements taking turns block by block so that they share the machine's conditions, and the ratios
@@ -167,12 +172,18 @@ def parallel_runner(cache: ensemble_env.LogitCache, window: int, steps: int, **o
 
 def vector_runner(cache: ensemble_env.LogitCache, window: int, batch_steps: int, **options: object) -> Runner:
     venv = ensemble_env.vector_env(BATCH, cache, split="all", window=window, order="shuffled", **options)
+    return engine_runner(venv, batch_steps)
+
+
+def engine_runner(venv: ensemble_env.EnsembleVectorEnv, batch_steps: int) -> Runner:
+    """Random teams and answers (0..3) on ``venv``, reset with seed 0."""
     venv.reset(seed=0)
     rng = np.random.default_rng(0)
     actions = [
-        {"decider": rng.integers(0, 2, (BATCH, cache.n_models)).astype(np.int8), "fusion": rng.integers(0, 4, BATCH)}
+        {"decider": rng.integers(0, 2, (venv.num_envs, venv.n_models)).astype(np.int8),
+         "fusion": rng.integers(0, 4, venv.num_envs)}
         for _ in range(16)
-    ]
+    ]  # fmt: skip
 
     def run(n: int) -> None:
         for i in range(n):
@@ -248,6 +259,36 @@ def yardstick_runner(cache: ensemble_env.LogitCache, steps: int) -> Runner:
     return run, steps, 1
 
 
+def scenarios(n_models: int, repeats: int, yard_steps: int, batch_steps: int) -> dict[str, float]:
+    """Rows (g) at N = ``n_models``: the yardstick, ``EnsembleUnseen-v2`` and ``EnsembleGen-v0`` in
+    ``vector_env(1024)``, taking turns; prints them and returns the rates and the deck's setup seconds."""
+    cache = make_cache(n_models=n_models, n_questions=N_QUESTIONS, n_choices=N_CHOICES, seed=0)
+    if n_models == 5:
+        unseen, where = ensemble_env.load_cache("bbh5"), "bbh5"
+    else:
+        unseen = make_cache(n_models=n_models, n_questions=N_QUESTIONS, n_tasks=70, seed=0)
+        where = "70 synthetic tasks of 200 questions"
+    start = CLOCK()
+    generated = ensemble_env.gen_vector_env(BATCH, n_models=n_models)
+    setup = CLOCK() - start
+    runners = {
+        "yardstick": yardstick_runner(cache, yard_steps),
+        "unseen_v2": engine_runner(ensemble_env.unseen_vector_env(BATCH, unseen, version=2, split="all"), batch_steps),
+        "gen_v0": engine_runner(generated, batch_steps),
+    }
+    row = {**interleaved(runners, repeats), "gen_setup_seconds": setup}
+    yard = row["yardstick"]
+    print(
+        f"N={n_models:<2d} scenarios, vector_env(B={BATCH}), T={WINDOW}: yardstick {yard:>9,.0f} steps/s | "
+        f"EnsembleUnseen-v2 ({where}) {row['unseen_v2']:>9,.0f} ({row['unseen_v2'] / yard:.0f}x) | EnsembleGen-v0 "
+        f"(deck of {generated.cache.n_tasks:,} tasks, {generated.cache.n_questions:,} questions, drawn and built in "
+        f"{setup:.1f} s of the clock) {row['gen_v0']:>9,.0f} ({row['gen_v0'] / yard:.0f}x; "
+        f"{row['gen_v0'] / row['unseen_v2']:.2f}x EnsembleUnseen-v2's)",
+        flush=True,
+    )
+    return row
+
+
 SETUP_SCRIPT = """
 import json, sys, time
 def peak_mib():  # VmHWM: this process's peak resident memory (ru_maxrss would include the forking parent's)
@@ -312,6 +353,12 @@ def main() -> None:
     parser.add_argument(
         "--feedback", action=argparse.BooleanOptionalAction, default=True, help="also time feedback='team' (rows f)"
     )
+    parser.add_argument(
+        "--scenarios",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time EnsembleUnseen-v2 and EnsembleGen-v0 (rows g)",
+    )
     args = parser.parse_args()
     scale = 0.1 if args.quick else 1.0
     Yardstick.vectorised = args.vectorised_yardstick
@@ -361,6 +408,9 @@ def main() -> None:
                 f"{row[f'vector_{name}']:>11,.0f} ({row[f'vector_{name}'] / row['vector_env']:.2f}x today's)",
                 flush=True,
             )
+
+    for n_models in (5, 10) if args.scenarios else ():
+        results[f"scenarios N={n_models}"] = scenarios(n_models, args.repeats, yard_steps, batch_steps)
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "pool.h5"
