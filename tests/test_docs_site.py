@@ -164,6 +164,7 @@ def test_parallel_envs_entry_lists_every_option_with_its_meaning(
     start = page.index('id="ensemble_env.parallel_env"')
     entry = _text(page[start : page.index("</dd>", page.index("Parameters", start))]).replace("\\(", "")
     entry = entry.replace("\\)", "")  # the step notation, as MathJax's inline maths
+    entry = entry.translate(str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"}))  # smart quotes
     options = _envoptions().env_options()
     for option in options:
         meaning = " ".join(re.sub(r"``?|\*", "", option.meaning).split())[:30]
