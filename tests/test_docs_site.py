@@ -483,3 +483,38 @@ def test_the_install_page_quotes_the_test_count_of_command_2() -> None:
     )  # fmt: skip
     count = int(re.search(r"(\d+) tests? collected", collected.stdout).group(1))
     assert abs(count - quoted) <= 0.1 * count, f"docs/install.md quotes {quoted:,} tests; {count:,} are collected"
+
+
+# -- the README's lead figure ---------------------------------------------------------------------------------------
+
+
+def _lead_figure():
+    spec = importlib.util.spec_from_file_location("lead_figure", ROOT / "scripts" / "lead_figure.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_lead_figure_draws_a_results_json_learners_rules_and_references(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    def entry(mean: float, reference: str | None = None) -> dict[str, object]:
+        interval = {"mean": mean, "low": mean - 0.03, "high": mean + 0.03}
+        return {"reference": reference, "aggregate": {"reward": interval, "team_size": {"mean": 1.2}}}
+
+    results = {"caches": {"bbh5": {"mappo": entry(-0.10), "ucb_team(partial)": entry(-0.105),
+                                   "ftl_team": entry(-0.03, "full feedback")}}}  # fmt: skip
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results), encoding="utf-8")
+    figure = _lead_figure()
+    cache, rows = figure.rows(results, None, "reward")
+    assert cache == "bbh5" and [row["kind"] for row in rows] == ["learner", "rule", "reference"]
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "lead.png"
+    assert figure.main([str(path), "-o", str(out), "--title", "partial feedback"]) == 0
+    assert out.read_bytes().startswith(b"\x89PNG") and capsys.readouterr().out == f"figure written to {out}\n"
+    path.write_text("[1, 2]", encoding="utf-8")
+    assert figure.main([str(path), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == f"lead_figure.py: error: {path}: expected a JSON object\n"
