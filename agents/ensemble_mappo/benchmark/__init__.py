@@ -27,6 +27,8 @@ module         what it holds
 ``answers``    :class:`Answers`, the ``Algorithm`` signature, the check of answers and their JSON form
 ``learners``   every algorithm of the learner frame (ensemble_mappo.algorithms) as one, and ``--budget``
 ``registry``   every algorithm by name: :func:`register_algorithm`, the baselines, ``resolve``, ``canonical``
+``protocols``  ``--protocol``: the folds of tasks never seen, their caches, and the generated tasks of each fold
+``curves``     the learning curves on each fold's validation tasks, the hand rules as lines
 ``stats``      :func:`bootstrap_interval`, :func:`aggregate`, :func:`paired_differences`, :func:`routing`
 ``store``      the results folder and the runs in it: run keys and folders, the one checked reader of a run
 ``report``     :func:`format_markdown` (``results.md``) and the frontier plots

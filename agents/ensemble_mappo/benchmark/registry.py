@@ -39,6 +39,7 @@ __all__ = [
     "reference_reason",
     "register_algorithm",
     "resolve",
+    "streams",
     "unit_outcomes",
     "uses_test_labels",
 ]
@@ -131,7 +132,7 @@ def baseline(name: str, choose_on: str = "training") -> Algorithm:
     :attr:`~ensemble_env.baselines.registry.Setting.choose_on` (``"validation"``: the partial-feedback rules and
     ``bayes_team`` choose their constants on the validation tasks, the train tasks their prior)."""
 
-    streamed = baselines.lookup(name).unseen_tasks
+    streamed = streams(name)
 
     def run(cache: LogitCache, seed: int, alpha: float, out_dir: Path) -> Answers:
         reward = RewardSettings(alpha=alpha)
@@ -167,7 +168,8 @@ def unit_outcomes(cache: LogitCache, reward: RewardSettings) -> Any:
 
 
 def forget_outcomes() -> None:
-    """Empty :func:`unit_outcomes`' store (the benchmark does, before its runs and after them)."""
+    """Empty :func:`unit_outcomes`' store (the benchmark does before its runs, filling it for its folds, and after
+    them)."""
     _OUTCOMES.clear()
 
 
@@ -223,6 +225,12 @@ def draws(name: str) -> bool:
     benchmark cannot tell), a baseline when :attr:`~ensemble_env.baselines.registry.Baseline.seeded` (it draws at
     random)."""
     return _baseline_flag(name, "seeded", otherwise=True)
+
+
+def streams(name: str) -> bool:
+    """Whether algorithm ``name`` is a baseline of the unseen-task protocol (it streams each held-out task, and reads
+    a fold's team outcomes: :func:`unit_outcomes`)."""
+    return _baseline_flag(name, "unseen_tasks", otherwise=False)
 
 
 def uses_test_labels(name: str) -> bool:
