@@ -8,8 +8,8 @@ feedback, or the test labels) in grey under a line, so that a reader sees at onc
 rules that play the same game. Each row is labelled with its mean and interval and, on the right, its models per
 question.
 
-    python scripts/lead_figure.py /tmp/b47/partial/results.json -o docs/img/lead_partial_feedback.png \\
-        --title "Tasks never seen, partial feedback (EnsembleUnseen-v2)"
+    python scripts/lead_figure.py OUT/results.json -o docs/img/lead_partial_feedback.png \\
+        --title "Tasks never seen, partial feedback (EnsembleUnseen-v2)" --omit mean_probability_vote
 
 Needs matplotlib (the ``plot`` extra). Prints the path it wrote; a results.json it cannot read ends in one line,
 ``lead_figure.py: error: ...`` (exit status 2).
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -136,10 +137,11 @@ def draw(
         frameon=False,
         borderaxespad=0.2,
     )
-    if note:
-        figure.text(0.01, 0.005, note, fontsize=8, color="#555555", ha="left", va="bottom")
-    figure.tight_layout(rect=(0, 0.03 if note else 0, 1, 1))
-    files.save_figure(figure, path, dpi=130)
+    lines = textwrap.wrap(note, 140) if note else []
+    if lines:
+        figure.text(0.01, 0.005, "\n".join(lines), fontsize=8, color="#555555", ha="left", va="bottom")
+    figure.tight_layout(rect=(0, 0.03 * len(lines), 1, 1))
+    files.save_figure(figure, path, dpi=130, bbox_inches="tight")
     plt.close(figure)
     return path
 
@@ -152,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metric", default="reward", choices=("reward", "accuracy"), help="default: reward")
     parser.add_argument("--title", default="", help="the figure's title (default: the cache and the metric)")
     parser.add_argument("--note", default="", help="a line under the figure (the protocol, the seeds)")
+    parser.add_argument("--omit", default="", help="comma-separated names left out of the axis (named under it)")
     parser.add_argument("--learners", default=",".join(LEARNERS),
                         help=f"comma-separated names drawn as learners (default: {','.join(LEARNERS)})")  # fmt: skip
     args = parser.parse_args(argv)
@@ -165,8 +168,15 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as error:
         print(f"lead_figure.py: error: {args.results}: {error}", file=sys.stderr)
         return 2
+    omit = {name for name in args.omit.split(",") if name}
+    unknown = sorted(omit - {row["name"] for row in drawn})
+    if unknown:
+        print(f"lead_figure.py: error: --omit {', '.join(unknown)}: not in {cache} of {args.results}", file=sys.stderr)
+        return 2
+    left_out = [f"{row['name']} ({row['mean']:+.3f})" for row in drawn if row["name"] in omit]
+    note = "; ".join(filter(None, [args.note, f"off the scale: {', '.join(left_out)}" if left_out else ""]))
     title = args.title or f"{cache}: {args.metric} per question, the learners beside the rules"
-    draw(drawn, args.out, title, args.metric, args.note)
+    draw([row for row in drawn if row["name"] not in omit], args.out, title, args.metric, note)
     print(f"figure written to {args.out}")
     return 0
 
