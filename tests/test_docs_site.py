@@ -382,8 +382,10 @@ def test_every_readme_line_calling_ensemble_env_runs_in_a_new_shell_after_comman
 
 
 def _prose(path: Path) -> list[str]:
-    """The prose lines of a page (a lesson: its Markdown cells), outside fenced blocks and code spans."""
-    text = path.read_text(encoding="utf-8")
+    """The prose lines of a page (a lesson: its Markdown cells), outside fenced blocks and code spans, and outside the
+    blocks generated from the code's docstrings (``<!-- name -->`` ... ``<!-- /name -->``: tests/test_docs_tables.py
+    keeps them equal to the code, which writes plain text)."""
+    text = re.sub(r"^<!-- ([\w:-]+) -->\n.*?^<!-- /\1 -->$", "", path.read_text(encoding="utf-8"), flags=re.S | re.M)
     lines, fenced, markdown = [], False, path.suffix == ".md"
     for line in text.splitlines():
         if path.suffix == ".py":
