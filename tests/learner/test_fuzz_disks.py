@@ -43,7 +43,7 @@ CASE_SECONDS = 600.0
 MODULE = "test_fuzz_disks"
 TINY = ["--cache", "toy8", "--total-steps", "768", "--num-envs", "8", "--num-steps", "8", "--no-progress"]
 # the size prior: the run writes the same files with either start, and the default offline start scores toy8's 255
-# teams in every train process before the first write (0.9 s of CPU each); test_mappo_start.py tests that start
+# teams in every train process before the first write (about 0.5 s of CPU); test_mappo_start.py tests that start
 TINY += ["--decider-start", "prior"]
 UPDATES = 12
 #: the bands of the limit: (low, high, checkpoint every, kept checkpoints or None for any)

@@ -44,8 +44,8 @@ TINY = {
     "checkpoint_every": 1,
     "hidden_size": 8,
     # the size prior: what is tested here is the run directory's files, which are the same with either start; the
-    # offline start (the default) scores toy8's 255 teams on every train, resume and evaluate (0.9 s of CPU each,
-    # 20 times the rest of these commands) and has tests of its own (test_mappo_start.py, test_benchmark.py)
+    # offline start (the default) scores toy8's 255 teams on every train, resume and evaluate (about 0.5 s of CPU each,
+    # 10 times the rest of these commands) and has tests of its own (test_mappo_start.py, test_benchmark.py)
     "decider_start": "prior",
 }
 

@@ -31,7 +31,7 @@ from ensemble_mappo.plots import PLOT_NAMES  # noqa: E402
 TINY = ["--cache", "toy8", "--total-steps", "1536", "--num-envs", "16", "--num-steps", "32", "--no-progress"]
 TINY += ["--checkpoint-every", "1", "--checkpoints", "3"]
 # the size prior: the run writes the same files with either start, and the default offline start scores toy8's 255
-# teams on every train, resume and evaluate (0.9 s of CPU each); test_mappo_start.py tests that start
+# teams on every train, resume and evaluate (about 0.5 s of CPU each); test_mappo_start.py tests that start
 TINY += ["--decider-start", "prior"]
 UPDATES = 3
 
