@@ -24,6 +24,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from ensemble_env.errors import command
+
 #: the learners of the reference package (ensemble_mappo's registry), drawn as the learners by default
 LEARNERS = ("mappo", "ippo", "rlae_ppo", "rlae_mappo")
 #: colours: learners, rules, references
@@ -146,6 +148,7 @@ def draw(
     return path
 
 
+@command("lead_figure.py")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lead_figure.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("results", type=Path, help="a results.json of ensemble-env benchmark")
