@@ -109,16 +109,13 @@ def bootstrap_interval(
     if resample == "tasks":
         return _task_bootstrap(values, tasks, macro, draws, rng, level)
     per_task, sums, point_tasks = [], np.zeros(n_resamples), []
-    resamples = np.arange(n_resamples)[:, None]
     for task in np.unique(tasks):
         rows = np.flatnonzero(tasks == task)
-        pick = rng.integers(0, rows.size, (n_resamples, rows.size))
-        # resample r: mean over its seeds of the mean over its questions, from how often it drew each question
-        times = np.bincount((resamples * rows.size + pick).ravel(), minlength=n_resamples * rows.size)
-        totals = times.reshape(n_resamples, rows.size) @ values[:, rows].T  # (R, S): each seed's total on them
-        drawn = np.take_along_axis(totals, draws, axis=1).mean(axis=1)  # (R,): over the resample's seeds
-        per_task.append(drawn / rows.size)
-        sums += drawn
+        pick = rows[rng.integers(0, rows.size, (n_resamples, rows.size))]
+        # resample r: mean over its seeds of the mean over its questions
+        chosen = values[draws[:, :, None], pick[:, None, :]]  # (R, S, rows)
+        per_task.append(chosen.mean(axis=(1, 2)))
+        sums += chosen.sum(axis=2).mean(axis=1)
         point_tasks.append(values[:, rows].mean())
     if macro:
         samples, point = np.mean(per_task, axis=0), float(np.mean(point_tasks))
