@@ -42,7 +42,8 @@ def test_the_choice_on_validation_reads_no_test_label(name: str) -> None:
     assert set(result.info["training_tasks"]) == set(cache.task_names[:6])  # the prior: the train tasks alone
     labels = np.array(cache.labels)
     labels[test] = (labels[test] + 1) % np.asarray(cache.n_choices)[test]  # every test label wrong now
-    flipped = rule(dataclasses.replace(cache, labels=labels), train, test, validation=validation, choose_on="validation")
+    changed = dataclasses.replace(cache, labels=labels)
+    flipped = rule(changed, train, test, validation=validation, choose_on="validation")
     assert chosen(flipped.info) == chosen(result.info)
     assert "validation_reward" in result.info
 
@@ -69,7 +70,7 @@ def test_each_setting_is_scored_as_a_held_out_play_of_the_validation_tasks_with_
 
 
 def test_the_mode_goes_through_the_registry_and_compare() -> None:
-    cache, train, validation, test = split_by_task()
+    cache, _, validation, test = split_by_task()
     split = np.zeros(cache.n_questions, dtype=np.int64)
     split[validation], split[test] = 2, 1
     posed = dataclasses.replace(cache, split=split)
@@ -84,7 +85,7 @@ def test_the_mode_goes_through_the_registry_and_compare() -> None:
 
 def test_the_mode_is_refused_without_validation_tasks_or_by_another_name() -> None:
     cache, train, validation, test = split_by_task()
-    with pytest.raises(ValueError, match="choose_on='validation'.*give validation questions"):
+    with pytest.raises(ValueError, match=r"choose_on='validation'.*give validation questions"):
         partial.etc_team(cache, train, test, choose_on="validation")
     with pytest.raises(ValueError, match="choose_on must be one of training, validation, got 'test'"):
         bayes.bayes_team(cache, train, test, validation=validation, choose_on="test")
