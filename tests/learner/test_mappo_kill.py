@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-TRAIN = ["--cache", "toy8", "--total-steps", "16384", "--num-envs", "16", "--num-steps", "32"]
+TRAIN = ["--cache", "toy8", "--total-steps", "65536", "--num-envs", "16", "--num-steps", "32"]
 TRAIN += ["--checkpoint-every", "1", "--no-progress", "--seed", "4"]
 
 
@@ -54,5 +54,5 @@ def test_training_killed_mid_run_resumes_to_the_end(tmp_path: Path) -> None:
     )
     with (run / "progress.csv").open(newline="") as file:
         iterations = [int(row["iteration"]) for row in csv.DictReader(file)]
-    assert iterations == list(range(1, 33))  # 16384 steps / (16 x 32): every update once, none lost
+    assert iterations == list(range(1, 129))  # 65536 steps / (16 x 32): every update once, none lost
     assert not [path.name for path in run.iterdir() if path.name.endswith(".tmp") or path.name == "run.lock"]

@@ -106,7 +106,7 @@ def test_the_team_decider_learns_the_planted_team_of_one(tmp_path: Path) -> None
     """On ``planted_cache("dominant")`` (one strong model, five weak correlated ones; a cost per question) the
     team decider keeps the strong model alone, as the Bernoulli decider does (tests/learner/test_mappo_planted.py)."""
     cache = planted_cache("dominant")
-    config = TrainConfig(decider_policy="teams", passes=60, env={"size_penalty_mode": "always"})
+    config = TrainConfig(decider_policy="teams", passes=160, env={"size_penalty_mode": "always"})
     train(config, cache, tmp_path, progress=False)
     summary = evaluate_run(tmp_path, cache, split="test").summary(cache)
     best = baselines.best_single(cache, cache.select("train"), cache.select("test")).accuracy
