@@ -360,3 +360,102 @@ def test_the_rlae_learner_repeats_no_shape_of_the_other_learners() -> None:
     pairs = [line for line in found.splitlines() if re.match(r"D\d+ ", line) and any(f in line for f in rlae)]
     assert pairs == []
     assert "incomplete:" not in found, found
+
+
+# -- the game's optional parts are components; one feedback vocabulary ------------------------------------------------
+
+SRC = ROOT / "src" / "ensemble_env"
+
+
+def test_no_twin_path_of_todays_game() -> None:
+    """No ``_plain`` flag keeps a second path for the default game: every game runs the same code, its optional parts
+    being components (ensemble_env.game.components)."""
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in SRC.rglob("*.py")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\b_plain\b", line)
+    ]
+    assert found == []
+
+
+#: what a dispatch on a game option reads: the options themselves, and the flags the engine once derived from them
+_MODE_NAMES = {
+    "feedback",
+    "episodes",
+    "fusion_agents",
+    "team_feedback",
+    "revealed_only",
+    "record_tables",
+    "uses_records",
+}
+
+
+def _mode_reads(source: str) -> list[int]:
+    """Lines of ``source`` that read an option of the game's optional parts (an attribute or a name of
+    :data:`_MODE_NAMES`)."""
+    return sorted(
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if (isinstance(node, ast.Attribute) and node.attr in _MODE_NAMES)
+        or (isinstance(node, ast.Name) and node.id in _MODE_NAMES)
+    )
+
+
+def test_the_snapshot_check_holds_no_dispatch_of_its_own() -> None:
+    """``SnapshotCheck`` reads no option of the optional parts: it runs the engine's components' checks and their
+    observation kernels, in a loop."""
+    source = (SRC / "game" / "snapshot_check.py").read_text(encoding="utf-8")
+    assert _mode_reads(source) == []
+    run = next(node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef) and node.name == "run")
+    loops = [node for node in ast.walk(run) if isinstance(node, ast.For)]
+    assert any(ast.unparse(loop.iter) == "self.components" for loop in loops)
+
+
+def test_the_dispatch_checker_finds_a_branch_on_feedback() -> None:
+    assert _mode_reads("if self.engine.config.feedback == 'team':\n    pass\n") == [1]
+    assert _mode_reads("for part in self.components:\n    part.check()\n") == []
+
+
+def _vocabularies(source: str) -> list[tuple[int, str]]:
+    """(line, name) of each assignment in ``source`` of a tuple or list of string constants holding ``"all"`` and
+    ``"team"`` (a feedback vocabulary), or of a string constant to a constant's name with FEEDBACK in it."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        names = [ast.unparse(target) for target in targets]
+        value = node.value
+        if isinstance(value, ast.Tuple | ast.List):
+            words = {item.value for item in value.elts if isinstance(item, ast.Constant)}
+            if {"all", "team"} <= words:
+                found.extend((node.lineno, name) for name in names)
+        elif isinstance(value, ast.Constant) and isinstance(value.value, str):
+            found.extend((node.lineno, name) for name in names if "FEEDBACK" in name and name.isupper())
+    return found
+
+
+def test_one_feedback_vocabulary() -> None:
+    """The feedback vocabulary is defined once, in ensemble_env.game.config; every other module imports it."""
+    definitions = [
+        f"{path.relative_to(ROOT)}:{line} {name}"
+        for path in MODULES.values()
+        for line, name in _vocabularies(path.read_text(encoding="utf-8"))
+    ]
+    assert definitions == [f"{(SRC / 'game' / 'config.py').relative_to(ROOT)}:{_line_of_levels()} FEEDBACK_LEVELS"]
+    from ensemble_env.baselines import partial, registry
+    from ensemble_env.game.config import FEEDBACK, FEEDBACK_LEVELS
+
+    assert FEEDBACK == FEEDBACK_LEVELS[:2] and registry.FEEDBACK is FEEDBACK_LEVELS and partial.FEEDBACK == "team"
+
+
+def _line_of_levels() -> int:
+    source = (SRC / "game" / "config.py").read_text(encoding="utf-8")
+    return next(number for number, line in enumerate(source.splitlines(), 1) if line.startswith("FEEDBACK_LEVELS ="))
+
+
+def test_the_vocabulary_checker_finds_a_second_definition() -> None:
+    assert _vocabularies('FEEDBACKS = ("all", "team")\n') == [(1, "FEEDBACKS")]
+    assert _vocabularies('FEEDBACK = "team"\nchoices = ["none", "team", "all"]\n') == [(1, "FEEDBACK"), (2, "choices")]
+    assert _vocabularies("FEEDBACK = FEEDBACK_LEVELS[:2]\n") == []

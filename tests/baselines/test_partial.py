@@ -442,7 +442,7 @@ def test_the_registry_marks_what_each_rule_reads() -> None:
         "ftl_team",
         "hindsight_team",
     ]
-    with pytest.raises(ValueError, match="feedback 'some' is not one of none, bandit, team, all"):
+    with pytest.raises(ValueError, match="feedback 'some' is not one of all, team, bandit, none"):
         registry.reference("ftl_team", "some")
     with pytest.raises(ValueError, match="baseline 'x': feedback 'full' is not one of"):
         registry.Baseline("x", lambda s: None, feedback="full")  # type: ignore[arg-type,return-value]

@@ -23,6 +23,8 @@ from test_window import ALL, definitions
 
 import ensemble_env
 from ensemble_env import LogitCache
+from ensemble_env.game import feedback
+from ensemble_env.game.components import PartialFeedback
 from ensemble_env.game.config import EnvConfig, unseen_game
 from ensemble_env.game.feedback import revealed_masks
 from ensemble_env.game.records import Counter
@@ -416,9 +418,10 @@ def test_option_vocabulary_and_todays_game_never_runs_the_feedback_kernels(
     def never(*args: object) -> None:
         raise AssertionError("a feedback kernel ran with feedback='all'")
 
+    for name in ("step_team", "observe_team", "revealed_statistics", "feedback_step", "observe_feedback"):
+        monkeypatch.setattr(feedback, name, never)  # before the engines are built: their components take them
     for venv in (ensemble_env.vector_env(2, synthetic), ensemble_env.unseen_vector_env(2, synthetic)):
-        for name in ("_team_step_kernel", "_team_observe_kernel", "_revealed_statistics_kernel"):
-            monkeypatch.setattr(venv, name, never)
+        assert not any(isinstance(part, PartialFeedback) for part in venv.components)
         venv.reset(seed=0)
         for _ in range(5):
             venv.step({"decider": np.ones((2, 5), np.int8), "fusion": np.zeros(2, np.int64)})

@@ -20,6 +20,7 @@ from pettingzoo.test import api_test, parallel_api_test, seed_test
 import ensemble_env
 from ensemble_env import UNSEEN_ENV_ID, LogitCache
 from ensemble_env.game import task_record
+from ensemble_env.game.components import TaskRecords
 from ensemble_env.game.config import RECORD_EXTRAS, UNSEEN_GAME, EnvConfig, unseen_game
 from ensemble_env.game.records import Counter
 from ensemble_env.game.snapshot import SNAPSHOT_KEYS
@@ -435,10 +436,11 @@ def test_without_the_records_nothing_runs_and_snapshots_are_as_they_were(
     def never(*args: object) -> None:
         raise AssertionError("a record kernel ran without a record extra")
 
+    monkeypatch.setattr(task_record, "record_step", never)  # before the engines are built: their components take it
+    monkeypatch.setattr(task_record, "observe_record", never)
     for options in ({}, {"episodes": "task"}):
         venv = ensemble_env.vector_env(2, synthetic, **options)
-        monkeypatch.setattr(venv, "_record_step_kernel", never)
-        monkeypatch.setattr(venv, "_record_observe_kernel", never)
+        assert not any(isinstance(part, TaskRecords) for part in venv.components)
         venv.reset(seed=0)
         for _ in range(5):
             venv.step({"decider": np.ones((2, 4), np.int8), "fusion": np.zeros(2, np.int64)})

@@ -79,7 +79,7 @@ __all__ = [
 PROTOCOLS = ("standard", "unseen-tasks", "generated")
 #: what the game reveals after each answer (``--feedback``): every model's output ("all"), or only the answering
 #: team's ("team": partial feedback, ``ensemble_env/EnsembleUnseen-v2``; unseen-tasks and generated only)
-FEEDBACKS = ("all", "team")
+from ensemble_env.game.config import FEEDBACK as FEEDBACKS  # noqa: E402, I001 (the one vocabulary)
 #: the learner's settings under partial feedback: a start that encodes no hand rule (the size prior at 0.5: uniform
 #: over the teams, no KL to it) and the decider whose logit for each team is an index of what the record shows of it
 #: with learned constants (``"index"``: ensemble_mappo.networks.TeamIndexActor), chosen over the team scorer

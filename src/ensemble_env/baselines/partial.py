@@ -94,6 +94,7 @@ from ensemble_env.baselines.online import (
 )
 from ensemble_env.baselines.simple import BaselineResult, question_indices, task_ids, task_names
 from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.config import FEEDBACK_LEVELS
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings
 
 __all__ = [
@@ -116,8 +117,9 @@ __all__ = [
     "training_priors",
 ]
 
-#: the feedback these rules read (``info["feedback"]``, the registry's ``feedback``): the played team's members
-FEEDBACK = "team"
+#: the feedback these rules read (``info["feedback"]``, the registry's ``feedback``): the played team's members,
+#: ``"team"`` of the one vocabulary (:data:`ensemble_env.game.config.FEEDBACK_LEVELS`)
+FEEDBACK = FEEDBACK_LEVELS[1]
 #: the pseudo-counts n0 of the training prior every rule tries on the training tasks
 PSEUDO_COUNT_GRID = (0.0625, 0.25, 1.0, 4.0, 16.0, 64.0)
 #: the numbers m of first questions :func:`etc_team` gives to all N models, tried on the training tasks

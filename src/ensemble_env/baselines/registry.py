@@ -47,6 +47,7 @@ import numpy as np
 from ensemble_env.baselines import arguments, routing, simple, weights
 from ensemble_env.baselines.simple import BaselineResult
 from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.config import FEEDBACK_LEVELS
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings
 
 __all__ = [
@@ -60,11 +61,12 @@ __all__ = [
     "register",
 ]
 
-#: what a baseline of the unseen-task protocol reads of a held-out task's answered questions, least first: nothing
-#: (a fixed team), the played team's reward (bandit), the label and the played team's members' outputs, so every
-#: sub-team's reward (team: :mod:`ensemble_env.baselines.partial`), every model's output (all: the environment's
-#: statistics window). A rule plays under a protocol's feedback when it reads no more (:func:`reference`).
-FEEDBACK = ("none", "bandit", "team", "all")
+#: what a baseline of the unseen-task protocol reads of a held-out task's answered questions, the one feedback
+#: vocabulary (:data:`ensemble_env.game.config.FEEDBACK_LEVELS`), most first: every model's output (all: the
+#: environment's statistics window), the label and the played team's members' outputs, so every sub-team's reward
+#: (team: :mod:`ensemble_env.baselines.partial`), the played team's reward (bandit), nothing (none: a fixed team). A
+#: rule plays under a protocol's feedback when it reads no more (:func:`reference`).
+FEEDBACK = FEEDBACK_LEVELS
 #: what a table of the unseen-task protocol under team feedback shows: the competitors (the fixed team, the mean
 #: vote, the bandit, the partial-feedback rules and the Bayesian one), then the references: follow-the-leader
 #: (full feedback) and the hindsight team (test labels)
@@ -221,7 +223,7 @@ def reference(name: str, feedback: str = "all") -> str | None:
     entry = lookup(name)
     if entry.uses_test_labels:
         return "test labels"
-    if FEEDBACK.index(entry.feedback) > FEEDBACK.index(feedback):
+    if FEEDBACK.index(entry.feedback) < FEEDBACK.index(feedback):  # it reads more than the protocol reveals
         return f"{'full' if entry.feedback == 'all' else entry.feedback} feedback"
     return None
 

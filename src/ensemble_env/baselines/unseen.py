@@ -17,6 +17,7 @@ from ensemble_env.baselines.simple import BaselineResult, question_indices, task
 from ensemble_env.cache import datasets
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.errors import command
+from ensemble_env.game.config import FEEDBACK
 from ensemble_env.game.reward import DEFAULT_REWARD, SIZE_PENALTY_MODES, RewardSettings
 from ensemble_env.text import align_table
 
@@ -128,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--alpha", type=float, default=1.0)
     parser.add_argument("--size-penalty-mode", default="on_error", choices=SIZE_PENALTY_MODES)
     parser.add_argument("--use-costs", action="store_true")
-    parser.add_argument("--feedback", choices=("all", "team"), default="all", help="what a held-out task reveals")
+    parser.add_argument("--feedback", choices=FEEDBACK, default="all", help="what a held-out task reveals")
     parser.add_argument("--seed", type=int, default=0, help="the seed of thompson_team's draws (0)")
     options = parser.parse_args(argv)
     cache = datasets.resolve(options.cache)

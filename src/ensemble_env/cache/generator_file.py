@@ -75,7 +75,7 @@ _TASK = ("name", "n_questions", *(name for name in TaskFit.__dataclass_fields__ 
          "path")))  # fmt: skip
 
 
-def _plain(value: Any) -> Any:
+def _as_json(value: Any) -> Any:
     """``value`` with arrays as nested lists and numpy scalars as Python numbers (for JSON)."""
     if isinstance(value, np.ndarray):
         return value.tolist()
@@ -107,7 +107,7 @@ def save_generator(path: str | os.PathLike[str], generator: TaskGenerator) -> Pa
         "model_spread": dict(generator.model_spread),
         "tasks": [
             {"name": task.name, "n_questions": task.n_questions}
-            | {key: _plain(value) for key, value in task.parameters().items()}
+            | {key: _as_json(value) for key, value in task.parameters().items()}
             for task in generator.tasks
         ],
     }

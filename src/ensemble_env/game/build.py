@@ -1,8 +1,9 @@
 """The builders of the kernels' records (:mod:`ensemble_env.game.records`), from the options and the cache.
 
 The engine (:class:`~ensemble_env.game.engine.EnsembleVectorEnv`) calls them once when it is built
-(:func:`build_settings`, :func:`kernel_layout`, :func:`build_tables`, :func:`build_state`, :func:`build_feedback`,
-and with a record extra :func:`build_record_tables`, :func:`build_task_record`) and at every step
+(:func:`build_settings`, :func:`kernel_layout`, :func:`build_tables`, :func:`build_state`; its components
+(:mod:`ensemble_env.game.components`) :func:`build_feedback`, :func:`build_record_tables`, :func:`build_task_record`)
+and at every step
 (:func:`new_outputs`, fresh arrays for the step's results); :func:`initial_cost` is the info ``cost`` a reset
 writes (the snapshot's checks expect it too). Every array has the one dtype and layout the kernels were compiled
 for: a new type would compile them anew.
@@ -41,6 +42,7 @@ __all__ = [
     "initial_cost",
     "kernel_layout",
     "new_outputs",
+    "no_feedback",
 ]
 
 
@@ -64,6 +66,7 @@ def build_settings(
         per_copy_order=cfg.order == "shuffled",
         use_table=bool(uses_plurality_table),
         track_agreement="fleiss_kappa" in statistic_names,
+        revealed_only=cfg.feedback == "team",
         layout=Layout(*([-1] * len(Layout._fields))),
     )
 
@@ -197,21 +200,25 @@ def feedback_words(n_models: int) -> int:
     return (n_models + 63) // 64
 
 
-def build_feedback(config: EnvConfig, num_envs: int, n_models: int, records: bool, team_record: bool) -> Feedback:
-    """Zeroed per-copy arrays of partial feedback (:class:`~ensemble_env.game.records.Feedback`) with
-    ``feedback="team"`` (``records``: a record extra is on; ``team_record``: that one), else the placeholders."""
+def build_feedback(window: int, num_envs: int, n_models: int, records: bool, team_record: bool) -> Feedback:
+    """Zeroed per-copy arrays of partial feedback (:class:`~ensemble_env.game.records.Feedback`, ``feedback="team"``)
+    over a window of ``window`` questions (``records``: a record extra is on; ``team_record``: that one)."""
     b, n = num_envs, n_models
-    if config.feedback != "team":
-        empty = np.zeros((b, 0), dtype=np.int64)
-        return Feedback(np.zeros((b, 1, 1), np.uint64), np.zeros((b, 0), np.int32), np.zeros((b, 0), np.int32),
-                        empty, empty.copy())  # fmt: skip
     return Feedback(
-        revealed=np.zeros((b, config.window, feedback_words(n)), dtype=np.uint64),
+        revealed=np.zeros((b, window, feedback_words(n)), dtype=np.uint64),
         seen=np.zeros((b, n), dtype=np.int32),
         seen_right=np.zeros((b, n), dtype=np.int32),
         model_seen=np.zeros((b, n if records else 0), dtype=np.int64),
         team_seen=np.zeros((b, 2**n - 1 if team_record else 0), dtype=np.int64),
     )
+
+
+def no_feedback(num_envs: int) -> Feedback:
+    """The placeholders the record kernels receive without partial feedback (``Settings.revealed_only`` False): no
+    kernel reads them."""
+    b, empty = num_envs, np.zeros((num_envs, 0), dtype=np.int64)
+    return Feedback(np.zeros((b, 1, 1), np.uint64), np.zeros((b, 0), np.int32), np.zeros((b, 0), np.int32),
+                    empty, empty.copy())  # fmt: skip
 
 
 def build_task_record(num_envs: int, n_models: int, team_record: bool) -> TaskRecord:

@@ -23,6 +23,7 @@ __all__ = [
     "DECIDER_EXTRAS",
     "EPISODES",
     "FEEDBACK",
+    "FEEDBACK_LEVELS",
     "FUSION_ACTIONS",
     "FUSION_AGENTS",
     "FUSION_EXTRAS",
@@ -53,9 +54,14 @@ RECORD_EXTRAS = ("task_record", "team_record", "member_record")
 MAX_TEAM_RECORD_MODELS = 10
 #: ``episodes``: one stream of questions (crossing tasks), or one task per episode
 EPISODES = ("stream", "task")
-#: ``feedback``: after a question is answered, every model's output on it is revealed (``"all"``, today's game), or
-#: those of the team that answered it only (``"team"``, partial feedback: ``game.feedback``)
-FEEDBACK = ("all", "team")
+#: the one feedback vocabulary: what is revealed of an answered question, most first: every model's output (``"all"``,
+#: today's game), the label and the outputs of the team that answered it only (``"team"``, partial feedback:
+#: ``game.feedback``; so every sub-team's reward), the played team's reward (``"bandit"``), nothing (``"none"``: a
+#: fixed team). The game's option, the benchmark's ``--feedback`` and what a baseline reads
+#: (``baselines.registry.reference``: a rule plays under a protocol's feedback when it reads no more) all use it
+FEEDBACK_LEVELS = ("all", "team", "bandit", "none")
+#: ``feedback``, the game's (and the benchmark protocols'): the levels a game can reveal, ``"all"`` or ``"team"``
+FEEDBACK = FEEDBACK_LEVELS[:2]
 #: ``fusion_action``: the answer index (RL-Focal) or a weight per model (RLAE)
 FUSION_ACTIONS = ("answer", "weights")
 #: ``fusion_agents``: one fusion agent, or one weighting agent per model (RLAE_MAPPO; needs weights)

@@ -27,18 +27,23 @@ then ``concat(decider (if any), fusion, context)``, context = the task one-hot a
 (the per-model agents' shared first n_tasks + F entries). The decider's observation is computed in every case
 (one set of kernels); without a decider no agent observes it and the state leaves it out.
 
-Task episodes (``episodes="task"``, ``docs/environment-spec.md``, "Tasks never seen"): the stream is grouped by task
-(``questions``, ``stream_tasks``, ``task_bounds``) and every episode plays one task from its first question (or a
-window of ``episode_length`` of it) from an empty window; ``reset()`` shuffles a deck of the stream's tasks with the
-engine's generator and deals the copies theirs in copy order, auto-resets deal on (a used deck is shuffled anew).
-With a record extra (``task_record``, ``team_record``, ``member_record``) the kernels of
-:mod:`ensemble_env.game.task_record` add each answered question to the task's record after the step kernel and
-write those blocks; without one they never run.
+The optional parts of the game are components (:mod:`ensemble_env.game.components`), built once into
+:attr:`EnsembleVectorEnv.components` from the options; every site they touch (the byte count, the step, an
+observation, a reset, the snapshot's arrays and checks, the agents' observations) loops over that list, so a game
+without them runs exactly the kernels above:
 
-Partial feedback (``feedback="team"``, ``docs/environment-spec.md``, "Partial feedback"): answering q_t reveals only the
-outputs of E_t; the kernels of :mod:`ensemble_env.game.feedback` note E_t before the step kernel and rewrite the
-window blocks after each observation, over what was revealed (their record, ``Feedback``, is kept beside the copies'
-state); under ``"all"`` they never run.
+- task episodes (``episodes="task"``, ``docs/environment-spec.md``, "Tasks never seen"): the stream is grouped by task
+  (``questions``, ``stream_tasks``, ``task_bounds``) and every episode plays one task from its first question (or a
+  window of ``episode_length`` of it) from an empty window; ``reset()`` shuffles a deck of the stream's tasks with
+  the engine's generator and deals the copies theirs in copy order, auto-resets deal on (a used deck is shuffled
+  anew: ``TaskDeck``);
+- partial feedback (``feedback="team"``, ``docs/environment-spec.md``, "Partial feedback"): answering q_t reveals only
+  the outputs of E_t; the kernels of :mod:`ensemble_env.game.feedback` note E_t before the step kernel and rewrite the
+  window blocks after each observation, over what was revealed (``PartialFeedback``);
+- a record extra (``task_record``, ``team_record``, ``member_record``): the kernels of
+  :mod:`ensemble_env.game.task_record` add each answered question to the task's record after the step kernel and
+  write those blocks (``TaskRecords``);
+- per-model agents (``fusion_agents="per_model"``: ``WeightingAgents``).
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.game import dynamics, feedback, task_record
+from ensemble_env.game import dynamics
 from ensemble_env.game.actions import (
     MAX_SUBSET_MODELS,
     decider_space,
@@ -61,19 +66,16 @@ from ensemble_env.game.actions import (
     fusion_space,
     weights_space,
 )
-from ensemble_env.game.build import (
-    build_feedback,
-    build_record_tables,
-    build_settings,
-    build_state,
-    build_tables,
-    build_task_record,
-    feedback_words,
-    initial_cost,
-    kernel_layout,
-    new_outputs,
+from ensemble_env.game.build import build_settings, build_state, build_tables, initial_cost, kernel_layout, new_outputs
+from ensemble_env.game.components import (
+    EpisodeStart,
+    build_components,
+    game_components,
+    wrapped_observe,
+    wrapped_statistics,
+    wrapped_step,
 )
-from ensemble_env.game.config import MAX_TEAM_RECORD_MODELS, RECORD_EXTRAS, EnvConfig
+from ensemble_env.game.config import EnvConfig
 from ensemble_env.game.layout import observation_layout
 from ensemble_env.game.records import INFO_KEYS, Counter, FastKernel, Info, Outputs
 from ensemble_env.game.reward import reward_bounds
@@ -189,20 +191,11 @@ class EnsembleVectorEnv:
                 raise ValueError(f"{option} includes 'features' but the cache {cache.path} has no 'features' dataset")
         #: the agents, in acting order (:func:`game_agents`)
         self.agents = game_agents(config, n_models)
+        self._agent_names = frozenset(self.agents)
         self.weight_agents = tuple(agent for agent in self.agents if agent.startswith("weight_"))
         self.uses_weights = config.fusion_action == "weights"
-        #: today's game (a decider, one fusion agent answering): the paths it takes stay as they were
-        self._plain = self.agents == AGENTS and not self.uses_weights
         if config.min_team_size > n_models:
             raise ValueError(f"min_team_size={config.min_team_size} exceeds the pool size N={n_models}")
-        self.uses_team_record = "team_record" in config.decider_extras
-        if self.uses_team_record and n_models > MAX_TEAM_RECORD_MODELS:
-            raise ValueError(
-                f"decider_extras 'team_record' has a value per team, 2**N - 1, for pools of N <= "
-                f"{MAX_TEAM_RECORD_MODELS} models; the cache {cache.path} has N={n_models}: leave it out"
-            )
-        #: a record extra is on (``task_record``, ``team_record``, ``member_record``): the record kernels run
-        self.uses_records = any(name in RECORD_EXTRAS for name in (*config.decider_extras, *config.fusion_extras))
 
         self.initial_team = np.ones(n_models, dtype=bool)
         if config.initial_team is not None:
@@ -223,44 +216,50 @@ class EnsembleVectorEnv:
         self.layout = observation_layout(config, cache, self.statistic_names, self.reward_range)
         self.settings = self.settings._replace(layout=kernel_layout(self.layout))
         self.tables = build_tables(cache, self.questions, self.statistic_names, self.uses_plurality_table)
+        #: the optional parts the options enable (:mod:`ensemble_env.game.components`), built once; every site
+        #: they touch loops over them
+        self.components = game_components(
+            config, cache, self.num_envs, self.questions, self.task_bounds, self.episode_length, self.layout,
+            self.agents,
+        )  # fmt: skip
         self._check_memory()
         self._state = build_state(config, self.settings, cache, self.questions, self.num_envs, self._shuffled_width())
-        #: the record extras' tables and per-copy counts (:mod:`ensemble_env.game.task_record`; None without them)
-        self.record_tables = (
-            build_record_tables(self.tables, cache, self.questions, self.uses_team_record)
-            if self.uses_records
-            else None
-        )
-        self._record = build_task_record(self.num_envs, n_models, self.uses_team_record) if self.uses_records else None
-        #: ``feedback="team"``: only the answering team's outputs are revealed (:mod:`ensemble_env.game.feedback`)
-        self.team_feedback = config.feedback == "team"
-        #: what was revealed (``feedback="team"``; placeholders no kernel reads with ``"all"``)
-        self._feedback = build_feedback(config, self.num_envs, n_models, self.uses_records, self.uses_team_record)
-        #: with ``episodes="task"``: the deck the episodes' tasks are dealt from (a permutation of the indices of
-        #: ``stream_tasks``) and, last, how many of them are dealt; ``reset()`` shuffles a fresh one
-        self.task_deck = np.zeros(self.stream_tasks.size + 1, dtype=np.int64)
+        build_components(self.components, self.tables, self._state, self.settings)
         self.np_random = np.random.default_rng()
         self._out = new_outputs(self.num_envs, self.layout)
         self._started = False
-        self._step_kernel = FastKernel(dynamics.step)
-        self._observe_kernel = FastKernel(dynamics.observe)
-        self._statistics_kernel = FastKernel(dynamics.team_statistics)
         self._weights_kernel = FastKernel(dynamics.weighted_answers)
-        self._models_kernel = FastKernel(dynamics.observe_models)
-        self._record_step_kernel = FastKernel(task_record.record_step)
-        self._record_observe_kernel = FastKernel(task_record.observe_record)
-        self._team_step_kernel = FastKernel(feedback.step_team)
-        self._team_observe_kernel = FastKernel(feedback.observe_team)
-        self._revealed_statistics_kernel = FastKernel(feedback.revealed_statistics)
+        self._kernels = (FastKernel(dynamics.step), FastKernel(dynamics.observe), FastKernel(dynamics.team_statistics))
+        self._compose()
         #: the team every step commits without a decider (the whole pool)
         self._pool = np.ones((self.num_envs, n_models), dtype=np.uint8)
-        self._models_out = np.zeros((self.num_envs, n_models, self.layout.model_size), dtype=np.float32)
         #: (B, N) float32 the weights of the last step (None before the first, with ``fusion_action="answer"``)
         self.last_weights: np.ndarray | None = None
         #: one copy's spaces by agent, built once (the parallel view's), and of :meth:`state`
         self.single_observation_spaces, self.single_action_spaces = self._build_spaces()
         self.single_state_space = spaces.Box(self.layout.state_low, self.layout.state_high, dtype=np.float32)
         self._batched: dict[tuple[str, str], spaces.Space[Any]] = {}  # the batched spaces, built on first use
+
+    def _compose(self) -> None:
+        """The step, an observation of some copies and the window statistics, each with the components' kernels
+        around the kernels of :mod:`ensemble_env.game.dynamics` (closures: a pickled engine composes them anew)."""
+        step_kernel, observe_kernel, statistics_kernel = self._kernels
+        tables, state, settings = self.tables, self._state, self.settings
+        self._step = wrapped_step(
+            self.components, lambda team, answers, out: step_kernel(team, answers, tables, state, settings, out)
+        )
+        self._observe_kernels = wrapped_observe(
+            self.components, lambda env_ids, out: observe_kernel(env_ids, tables, state, settings, out)
+        )
+        self._statistics = wrapped_statistics(self.components, lambda: statistics_kernel(tables, state, settings))
+
+    def __getstate__(self) -> dict[str, Any]:
+        composed = ("_step", "_observe_kernels", "_statistics")
+        return {name: value for name, value in self.__dict__.items() if name not in composed}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._compose()
 
     # -- spaces -----------------------------------------------------------------------------------------
     def _build_spaces(self) -> tuple[dict[str, spaces.Space[Any]], dict[str, spaces.Space[Any]]]:
@@ -318,7 +317,6 @@ class EnsembleVectorEnv:
         """Refuse, before allocating, copies whose state would not fit in :data:`MAX_STATE_BYTES`."""
         n, c, cfg = self.n_models, self.max_choices, self.config
         words = (count_planes(cfg.window) * table_words(n)) if self.uses_plurality_table else 1
-        record_counts = 8 * (n + (2**n - 1 if self.uses_team_record else 0)) if self.uses_records else 0
         per_copy = (
             4 * (self._shuffled_width() if cfg.order == "shuffled" else 0)
             + 4 * cfg.window
@@ -329,10 +327,7 @@ class EnsembleVectorEnv:
             + 8 * (len(Counter) + len(Info))
             + n
             + 8 * (self.layout.decider_size + self.layout.fusion_size)  # observations, and a step's copy
-            + 8 * n * self.layout.model_size
-            + record_counts
-            # what was revealed: the window's answering teams, the window's and the record's counts
-            + (8 * cfg.window * feedback_words(n) + 8 * n + record_counts if cfg.feedback == "team" else 0)
+            + sum(part.state_bytes() for part in self.components)
         )
         total = per_copy * self.num_envs
         if total > MAX_STATE_BYTES:
@@ -379,19 +374,29 @@ class EnsembleVectorEnv:
     def decode_actions(self, actions: Any, n_envs: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """(teams (B, N) uint8, answers (B,) int64, weights (B, N) float32 or None) of one action per agent
         (``n_envs``: see :meth:`decode_agent`), every action validated before anything changes."""
-        if not isinstance(actions, Mapping):
-            raise ValueError(f"actions must be a dict keyed by agent ({', '.join(self.agents)}), got {show(actions)}")
-        missing = [agent for agent in self.agents if agent not in actions]
-        if missing:
-            raise ValueError(f"actions lacks {', '.join(missing)}; expected a dict with keys {', '.join(self.agents)}")
-        unknown = [agent for agent in actions if agent not in self.agents]
-        if unknown:
+        agents = self.agents
+        if type(actions) is not dict and not isinstance(actions, Mapping):
+            raise ValueError(f"actions must be a dict keyed by agent ({', '.join(agents)}), got {show(actions)}")
+        if actions.keys() != self._agent_names:
+            missing = [agent for agent in agents if agent not in actions]
+            if missing:
+                raise ValueError(f"actions lacks {', '.join(missing)}; expected a dict with keys {', '.join(agents)}")
+            unknown = [agent for agent in actions if agent not in agents]
             raise ValueError(
-                f"actions names unknown agent(s) {', '.join(map(repr, unknown))}; the agents are {list(self.agents)}"
+                f"actions names unknown agent(s) {', '.join(map(repr, unknown))}; the agents are {list(agents)}"
             )
-        teams = self.decode_agent("decider", actions["decider"], n_envs) if self.config.decider else self._pool
+        return self.decode_checked(actions, n_envs)
+
+    def decode_checked(self, actions: Any, n_envs: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """:meth:`decode_actions` of a dict already known to hold one action per agent and nothing else (the
+        parallel view checks its keys itself); each action is validated."""
+        cfg = self.config
+        if cfg.decider:
+            teams = decode_decider(actions["decider"], cfg.decider_action, self.n_models, n_envs, cfg.min_team_size)
+        else:
+            teams = self._pool
         if not self.uses_weights:
-            return teams, self.decode_agent("fusion", actions["fusion"], n_envs), None
+            return teams, decode_fusion(actions["fusion"], n_envs, self.max_choices), None
         if self.weight_agents:
             weights = np.concatenate([self.decode_agent(a, actions[a], n_envs) for a in self.weight_agents], axis=1)
         else:
@@ -417,20 +422,17 @@ class EnsembleVectorEnv:
         self.np_random = np.random.default_rng(check_seed(seed, "seed"))
 
     def _start_episodes(self, env_ids: np.ndarray, fresh_deck: bool = False) -> None:
-        """Begin a new episode in the given copies: draw their streams (with ``episodes="task"``: deal their tasks,
-        from a freshly shuffled deck when ``fresh_deck``), empty their windows and records."""
+        """Begin a new episode in the given copies: draw their streams (with ``episodes="task"`` the deck deals their
+        tasks, from a freshly shuffled deck when ``fresh_deck``), empty their windows and the components' counts."""
         n_stream, length, s = self.questions.size, self.episode_length, self._state
         counters = s.counters
         width = s.order.shape[1]
-        ends = np.full(len(env_ids), width, dtype=np.int64)  # where each copy's stream ends in its order row
-        for k, env in enumerate(env_ids):
-            if self.by_task:
-                task = self._deal_task(fresh_deck and k == 0)
-                first, ends[k] = self.task_bounds[task], self.task_bounds[task + 1]
-                size = int(ends[k] - first)
-                offset = int(self.np_random.integers(0, size - length + 1)) if length < size else 0
-                counters[env, Counter.START] = first + offset
-            elif self.config.order == "shuffled":
+        # where each copy's stream ends in its order row
+        start = EpisodeStart(env_ids, self.np_random, fresh_deck, np.full(len(env_ids), width, dtype=np.int64))
+        for part in self.components:
+            part.reset(start)
+        for env in env_ids if not start.dealt else ():
+            if self.config.order == "shuffled":
                 s.order[env] = self.questions[self.np_random.permutation(n_stream)[:width]]
                 counters[env, Counter.START] = 0
             elif length < n_stream:
@@ -441,15 +443,9 @@ class EnsembleVectorEnv:
         counters[env_ids] = 0
         counters[env_ids, Counter.START] = keep_start
         # the stream (the task) ends after its last question in the order row (an episode reaching it terminates)
-        counters[env_ids, Counter.STREAM] = ends - keep_start
+        counters[env_ids, Counter.STREAM] = start.ends - keep_start
         for counts in (s.fail, s.fail2, s.fail3, s.plural, s.agree, s.votes, s.rewards):
             counts[env_ids] = 0
-        if self._record is not None:
-            for counts in self._record:
-                counts[env_ids] = 0
-        if self.team_feedback:
-            for counts in self._feedback:
-                counts[env_ids] = 0
         s.team[env_ids] = self.initial_team
         last = s.last
         last[:, env_ids] = 0.0
@@ -458,17 +454,6 @@ class EnsembleVectorEnv:
         last[Info.TEAM_SIZE, env_ids] = self.initial_team.sum()
         first = self._questions_of(env_ids)
         last[Info.COST, env_ids] = initial_cost(self.tables, self.settings, self.initial_team, first)
-
-    def _deal_task(self, shuffle: bool) -> int:
-        """The next task of the deck (an index into ``stream_tasks``); a new deck is shuffled when ``shuffle`` or
-        when every task of this one was dealt."""
-        deck, n_tasks = self.task_deck, self.stream_tasks.size
-        if shuffle or deck[n_tasks] >= n_tasks:
-            deck[:n_tasks] = self.np_random.permutation(n_tasks)
-            deck[n_tasks] = 0
-        task = int(deck[deck[n_tasks]])
-        deck[n_tasks] += 1
-        return task
 
     def next_questions(self) -> np.ndarray:
         """(B,) cache index of the question each copy answers at its next step."""
@@ -480,9 +465,7 @@ class EnsembleVectorEnv:
         The observation holds the same values as float32. With ``feedback="team"``, over the rows on which every
         member of the team was revealed (:mod:`ensemble_env.game.feedback`).
         """
-        if self.team_feedback:
-            return self._revealed_statistics_kernel(self.tables, self._state, self._feedback, self.settings)
-        return self._statistics_kernel(self.tables, self._state, self.settings)
+        return self._statistics()
 
     def _questions_of(self, env_ids: np.ndarray) -> np.ndarray:
         """Index of the question each given copy answers next (after an episode's end: the stream's next
@@ -494,14 +477,7 @@ class EnsembleVectorEnv:
         return s.order[rows, counters[:, Counter.START] + pos]
 
     def _observe(self, env_ids: np.ndarray) -> None:
-        if self.team_feedback:  # and the window blocks over what was revealed
-            self._team_observe_kernel(env_ids, self.tables, self._state, self._feedback, self.settings, self._out)
-        else:
-            self._observe_kernel(env_ids, self.tables, self._state, self.settings, self._out)
-        if self._record is not None:
-            self._record_observe_kernel(env_ids, self._record, self._state, self._feedback, self.settings, self._out)
-        if self.weight_agents:
-            self._observe_models()
+        self._observe_kernels(env_ids, self._out)
 
     def reset(
         self, seed: int | None = None, *, deal_on: bool = False
@@ -535,17 +511,7 @@ class EnsembleVectorEnv:
         """Advance every copy by one question; see the class docstring for shapes."""
         if not self._started:
             raise RuntimeError("step() called before reset()")
-        if self._plain:  # today's game
-            if "decider" not in actions or "fusion" not in actions:
-                missing = [agent for agent in AGENTS if agent not in actions]
-                raise ValueError(f"actions lacks {', '.join(missing)}; expected a dict with keys {', '.join(AGENTS)}")
-            teams, answers, weights = (
-                self.decode_decider(actions["decider"]),
-                self.decode_fusion(actions["fusion"]),
-                None,
-            )
-        else:
-            teams, answers, weights = self.decode_actions(actions, self.num_envs)
+        teams, answers, weights = self.decode_actions(actions, self.num_envs)
         obs, reward, done = self.advance(teams, answers, weights)
         terminated = self.outputs.terminated.copy()
         truncated = done & ~terminated
@@ -559,10 +525,6 @@ class EnsembleVectorEnv:
             self._start_episodes(finished)
             self._observe(finished)
             infos.update(self._infos())
-        if self._plain:
-            truncations = {"decider": truncated, "fusion": truncated.copy()}
-            terminations = {"decider": terminated, "fusion": terminated.copy()}
-            return self.observations, {"decider": rewards, "fusion": rewards.copy()}, terminations, truncations, infos
         agents = self.agents
         first = agents[0]
         truncations = {agent: truncated if agent == first else truncated.copy() for agent in agents}
@@ -594,23 +556,11 @@ class EnsembleVectorEnv:
                 f"{(self.num_envs,)}, got {next_team.shape} and {answers.shape}"
             )
         out = new_outputs(self.num_envs, self.layout)
-        if self.team_feedback:  # E_t noted as q_t's answering team; the window blocks over what was revealed
-            self._team_step_kernel(next_team, answers, self.tables, self._state, self._feedback, self.settings, out)
-        else:
-            self._step_kernel(next_team, answers, self.tables, self._state, self.settings, out)
-        if self._record is not None:  # q_t's outcome joins the task's record
-            self._record_step_kernel(self.record_tables, self._record, self._state, self._feedback, self.settings, out)
+        self._step(next_team, answers, out)
         self._out = out
-        if self.weight_agents:
-            self._observe_models()
         if self.uses_weights:
             self.last_weights = None if weights is None else np.array(weights, dtype=np.float32)
         return self.observations, out.reward, out.done
-
-    def _observe_models(self) -> None:
-        """Fresh per-model observations of every copy (``fusion_agents="per_model"``)."""
-        self._models_out = np.empty((self.num_envs, self.n_models, self.layout.model_size), dtype=np.float32)
-        self._models_kernel(self.tables, self._state, self.settings, self._models_out, "features" in self.layout.model)
 
     # -- snapshots (ensemble_env.game.snapshot) -----------------------------------------------------------
     def get_state(self) -> dict[str, np.ndarray]:
@@ -641,19 +591,12 @@ class EnsembleVectorEnv:
         )
         self._started = True
         self.last_weights = None
-        if self.weight_agents:
-            self._observe_models()
+        for part in self.components:
+            part.restored()
 
     def _optional_arrays(self) -> dict[str, np.ndarray]:
-        """The arrays of the copies' state that some configurations have (``snapshot.OPTIONAL_KEYS``), by name: the
-        deck of tasks (``episodes="task"``), the task's record (a record extra), what was revealed
-        (``feedback="team"``)."""
-        arrays = {"task_deck": self.task_deck} if self.by_task else {}
-        if self._record is not None:
-            arrays.update(self._record._asdict())
-        if self.team_feedback:
-            arrays.update(self._feedback._asdict())
-        return arrays
+        """The arrays of the components (``snapshot.OPTIONAL_KEYS``), by snapshot name."""
+        return {name: array for part in self.components for name, array in part.arrays().items()}
 
     # -- observations and infos -------------------------------------------------------------------------
     @property
@@ -665,13 +608,10 @@ class EnsembleVectorEnv:
     def observations(self) -> dict[str, np.ndarray]:
         """The current observations by agent, float32: ``{"decider": (B, D), "fusion": (B, F)}`` by default;
         without a decider no ``"decider"``; per-model agents ``"weight_i": (B, M)`` instead of ``"fusion"``."""
-        if self._plain:
-            return {"decider": self._out.decider, "fusion": self._out.fusion}
-        obs = {"decider": self._out.decider} if self.config.decider else {}
-        if self.weight_agents:
-            obs.update((agent, self._models_out[:, i]) for i, agent in enumerate(self.weight_agents))
-        else:
-            obs["fusion"] = self._out.fusion
+        out = self._out
+        obs = {"decider": out.decider, "fusion": out.fusion} if self.config.decider else {"fusion": out.fusion}
+        for part in self.components:
+            part.observations(obs)
         return obs
 
     @property
@@ -686,8 +626,8 @@ class EnsembleVectorEnv:
             raise RuntimeError("state() called before reset(): reset the environment first")
         parts = [self._out.decider] if self.config.decider else []
         parts.append(self._out.fusion)
-        if self.weight_agents:
-            parts.append(self._models_out[:, 0, : self.layout.context_size])
+        for part in self.components:
+            part.state_parts(parts)
         return np.concatenate(parts, axis=1)
 
     def action_masks(self) -> np.ndarray:
@@ -697,8 +637,6 @@ class EnsembleVectorEnv:
     def _infos(self) -> dict[str, dict[str, np.ndarray]]:
         last = self._state.last
         shared = {key: last[k].copy() for k, key in enumerate(INFO_KEYS)}
-        if self._plain:
-            return {"decider": shared, "fusion": {**shared, "action_mask": self.action_masks()}}
         infos = {"decider": shared} if self.config.decider else {}
         # a weighting agent's action is a Box: the valid choices are its "choice_mask", not an action mask
         mask_key = "choice_mask" if self.uses_weights else "action_mask"

@@ -171,6 +171,7 @@ class Settings(NamedTuple):
     per_copy_order: bool  # each copy has its own stream (shuffled order)
     use_table: bool  # plurality accuracy from the per-team counts (N <= 12)
     track_agreement: bool  # keep ``agree``/``votes`` (Fleiss' kappa observed)
+    revealed_only: bool  # feedback="team": only the answering team's outputs count (``Feedback`` is real)
     layout: Layout
 
 
@@ -196,8 +197,8 @@ class TaskRecord(NamedTuple):
 class Feedback(NamedTuple):
     """Per-copy record of what was revealed under ``feedback="team"`` (:mod:`ensemble_env.game.feedback`): the team
     that answered each question of the window, and counts over the revealed outputs. Snapshots of such a game hold
-    them; a reset zeroes them. With ``feedback="all"`` the engine passes (B, 1, 1) and (B, 0) placeholders, which no
-    kernel reads: ``seen`` without columns is how a kernel tells (``task_record.revealed_only``)."""
+    them; a reset zeroes them. With ``feedback="all"`` the record kernels receive (B, 1, 1) and (B, 0) placeholders
+    (``build.no_feedback``), which none reads: ``Settings.revealed_only`` tells them which it is."""
 
     revealed: np.ndarray  # (B, T, W) uint64 the team that answered each window slot (a ring aligned with
     #                       ``CopyState.window``): bit i % 64 of word i // 64 is model i, W = ceil(N / 64); 0 unset

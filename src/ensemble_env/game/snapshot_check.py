@@ -4,7 +4,10 @@ given the configuration, the cache and the arrays checked before it, so that
 
 The arrays reach it already checked by name, shape and dtype (:mod:`ensemble_env.game.snapshot`, which takes and
 restores snapshots); a value that fails a check raises a ValueError naming the field, the copy and the value. The
-engine is read through :class:`Game`.
+engine is read through :class:`Game`. The arrays of the game's components (:mod:`ensemble_env.game.components`: the
+deck, what was revealed, the task's record) are checked by the components themselves, each over the snapshot's
+arrays, and the observations are rebuilt by the step's own kernels with the components' around them: this module
+holds no case of its own for an option.
 """
 
 from __future__ import annotations
@@ -14,26 +17,16 @@ from typing import Any, Protocol
 import numpy as np
 
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.game import dynamics, task_record
-from ensemble_env.game.build import build_feedback, initial_cost
+from ensemble_env.game import dynamics
+from ensemble_env.game.build import initial_cost
+from ensemble_env.game.components import Component, wrapped_observe
 from ensemble_env.game.config import EnvConfig
-from ensemble_env.game.feedback import observe_team, revealed_masks
 from ensemble_env.game.jit import kernel
 from ensemble_env.game.layout import ObservationLayout
-from ensemble_env.game.records import (
-    CopyState,
-    Counter,
-    Feedback,
-    Info,
-    Outputs,
-    RecordTables,
-    Settings,
-    Tables,
-    TaskRecord,
-)
+from ensemble_env.game.records import CopyState, Counter, Info, Outputs, Settings, Tables
+from ensemble_env.game.refusals import answered_questions, first, number, refusal
 from ensemble_env.game.reward import RewardSettings
 from ensemble_env.game.window import add_agreement, add_failures, update_plurality
-from ensemble_env.text import show
 
 __all__ = ["MAX_STEPS", "Game", "SnapshotCheck"]
 
@@ -44,7 +37,7 @@ MAX_STEPS = 2**53
 
 class Game(Protocol):
     """What a snapshot reads of the engine (:class:`~ensemble_env.game.engine.EnsembleVectorEnv`): its copies,
-    options, cache and stream, and the records its kernels read."""
+    options, cache and stream, the records its kernels read and its components."""
 
     cache: LogitCache
     config: EnvConfig
@@ -57,29 +50,12 @@ class Game(Protocol):
     task_bounds: np.ndarray
     initial_team: np.ndarray
     tables: Tables
-    record_tables: RecordTables | None
     settings: Settings
+    components: tuple[Component, ...]
     layout: ObservationLayout
 
     @property
     def reward_range(self) -> tuple[float, float]: ...
-
-
-def _item(value: Any) -> Any:
-    """A numpy scalar as a Python number (for messages)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _first(mask: np.ndarray) -> tuple[int, ...] | None:
-    """The index of the first True entry of ``mask`` (C order), None when there is none."""
-    if not mask.any():
-        return None
-    return tuple(int(i) for i in np.unravel_index(int(np.argmax(mask.reshape(-1))), mask.shape))
-
-
-def _refusal(field: str, index: tuple[Any, ...], value: Any, problem: str) -> ValueError:
-    where = "[" + ", ".join(str(part) for part in index) + "]" if index else ""
-    return ValueError(f"set_state: {field}{where} = {show(_item(value))} {problem}")
 
 
 @kernel()
@@ -145,15 +121,8 @@ class SnapshotCheck:
         self.values = values
         self.state = CopyState(**{name: values[name] for name in CopyState._fields})
         self.sequential = engine.config.order != "shuffled"
-        has_record = engine.record_tables is not None
-        self.record = TaskRecord(**{name: values[name] for name in TaskRecord._fields}) if has_record else None
-        self.team_feedback = engine.config.feedback == "team"
-        self.feedback = (
-            Feedback(**{name: values[name] for name in Feedback._fields})
-            if self.team_feedback
-            else build_feedback(engine.config, engine.num_envs, engine.n_models, False, False)
-        )
-        self._window_masks = np.zeros((0, 0, 0), dtype=np.int64)  # (B, T, N) written by ``revealed``
+        #: the engine's components over the snapshot's arrays
+        self.components = tuple(part.over(self.state, values) for part in engine.components)
 
     def run(self) -> None:
         self.order()
@@ -161,12 +130,11 @@ class SnapshotCheck:
         self.team()
         self.window()
         self.counts()
-        self.revealed()
-        self.records()
+        for part in self.components:
+            part.check()
         self.rewards()
         self.infos()
         self.rng()
-        self.deck()
         self.observations()
 
     # -- where each copy is ---------------------------------------------------------------------------
@@ -179,9 +147,9 @@ class SnapshotCheck:
     def order(self) -> None:
         order, questions = self.state.order, self.engine.questions
         if self.sequential:
-            index = _first(order != questions[None, :])
+            index = first(order != questions[None, :])
             if index is not None:
-                raise _refusal(
+                raise refusal(
                     "order",
                     index,
                     order[index],
@@ -189,11 +157,11 @@ class SnapshotCheck:
                     f"{self._stream_text()}",
                 )
             return
-        index = _first(~np.isin(order, questions))
+        index = first(~np.isin(order, questions))
         if index is not None:
-            raise _refusal("order", index, order[index], f"is not one of {self._stream_text()}")
+            raise refusal("order", index, order[index], f"is not one of {self._stream_text()}")
         ordered = np.sort(order, axis=1)
-        index = _first(ordered[:, 1:] == ordered[:, :-1])
+        index = first(ordered[:, 1:] == ordered[:, :-1])
         if index is not None:
             raise ValueError(
                 f"set_state: order[{index[0]}] holds question {ordered[index]} twice: a shuffled stream draws "
@@ -204,20 +172,20 @@ class SnapshotCheck:
         engine, counters = self.engine, self.state.counters
         window, length, n_stream = engine.config.window, engine.episode_length, engine.questions.size
         start, pos = counters[:, Counter.START], counters[:, Counter.POS]
-        first: Any = 0
+        earliest: Any = 0
         end: Any = self.state.order.shape[1]  # where each copy's stream ends in its order row
         if engine.by_task:  # START lies in a task, at most min(L, its size) questions before its end
             bounds = engine.task_bounds
             task = np.clip(np.searchsorted(bounds, start, side="right") - 1, 0, bounds.size - 2)
-            first, end = bounds[task], bounds[task + 1]
-            latest = end - np.minimum(length, end - first)
+            earliest, end = bounds[task], bounds[task + 1]
+            latest = end - np.minimum(length, end - earliest)
             why = f"with episodes='task' an episode of at most {length} questions lies within a task"
         elif self.sequential and length < n_stream:
             latest, why = n_stream - length, f"an episode of {length} questions starts within a stream of {n_stream}"
         else:
             latest = 0
             why = "a shuffled episode starts its own stream" if not self.sequential else "an episode is the stream"
-        self._in_range(Counter.START, first, latest, why)
+        self._in_range(Counter.START, earliest, latest, why)
         self._in_range(Counter.POS, 0, MAX_STEPS, "the steps answered in the episode")
         derived = {
             Counter.ANSWERED: (pos, "ANSWERED counts the steps answered, as POS"),
@@ -229,10 +197,10 @@ class SnapshotCheck:
             ),
         }
         for column, (expected, why) in derived.items():
-            index = _first(counters[:, column] != expected)
+            index = first(counters[:, column] != expected)
             if index is not None:
                 env = index[0]
-                raise _refusal(
+                raise refusal(
                     "counters",
                     (env, column.name),
                     counters[env, column],
@@ -243,35 +211,32 @@ class SnapshotCheck:
     def _in_range(self, column: Counter, low: Any, high: Any, why: str) -> None:
         values = self.state.counters[:, column]
         lows, highs = np.broadcast_to(low, values.shape), np.broadcast_to(high, values.shape)
-        index = _first((values < lows) | (values > highs))
+        index = first((values < lows) | (values > highs))
         if index is not None:
             env = index[0]
-            raise _refusal(
+            raise refusal(
                 "counters",
                 (env, column.name),
                 values[env],
-                f"is outside [{_item(lows[env])}, {_item(highs[env])}] ({why})",
+                f"is outside [{number(lows[env])}, {number(highs[env])}] ({why})",
             )
 
-    def _answered(self, env: int, steps: np.ndarray) -> np.ndarray:
-        """The questions copy ``env`` answered at the given steps of its episode (a copy stepped past the end of its
-        episode answers its last question again)."""
-        counters, length = self.state.counters, self.engine.episode_length
-        start, last = int(counters[env, Counter.START]), min(length, int(counters[env, Counter.STREAM])) - 1
-        return self.state.order[0 if self.sequential else env, start + np.minimum(steps, last)]
+    def answered(self, env: int, steps: np.ndarray) -> np.ndarray:
+        """The questions copy ``env`` answered at the given steps of its episode (:func:`answered_questions`)."""
+        return answered_questions(self.state, self.engine.settings, env, steps)
 
     # -- teams and windows ----------------------------------------------------------------------------
     def team(self) -> None:
         team, smallest = self.state.team, self.engine.config.min_team_size
-        index = _first(team > 1)
+        index = first(team > 1)
         if index is not None:
-            raise _refusal("team", index, team[index], "is not 0 or 1 (a team is a 0/1 mask over the models)")
+            raise refusal("team", index, team[index], "is not 0 or 1 (a team is a 0/1 mask over the models)")
         sizes = team.sum(axis=1, dtype=np.int64)
         if not self.engine.config.decider:
-            index = _first(team != 1)
+            index = first(team != 1)
             if index is not None:
-                raise _refusal("team", index, team[index], "is not 1: with decider=False the team is every model")
-        index = _first(sizes < smallest)
+                raise refusal("team", index, team[index], "is not 1: with decider=False the team is every model")
+        index = first(sizes < smallest)
         if index is not None:
             raise ValueError(
                 f"set_state: team[{index[0]}] has {sizes[index]} models, fewer than min_team_size={smallest}"
@@ -281,19 +246,19 @@ class SnapshotCheck:
         engine, state = self.engine, self.state
         window, counters = state.window, state.counters
         n_questions, size = engine.cache.n_questions, engine.config.window
-        index = _first((window < 0) | (window >= n_questions))
+        index = first((window < 0) | (window >= n_questions))
         if index is not None:
-            raise _refusal("window", index, window[index], f"is not a question of the cache (0..{n_questions - 1})")
+            raise refusal("window", index, window[index], f"is not a question of the cache (0..{n_questions - 1})")
         for env in range(engine.num_envs):
             pos, start = int(counters[env, Counter.POS]), int(counters[env, Counter.START])
             last = min(engine.episode_length, int(counters[env, Counter.STREAM])) - 1
             steps = np.arange(pos - min(pos, size), pos, dtype=np.int64)
-            expected = self._answered(env, steps)
+            expected = self.answered(env, steps)
             got = window[env, steps % size]
-            wrong = _first(got != expected)
+            wrong = first(got != expected)
             if wrong is not None:
                 k = wrong[0]
-                raise _refusal(
+                raise refusal(
                     "window",
                     (env, int(steps[k] % size)),
                     got[k],
@@ -309,153 +274,17 @@ class SnapshotCheck:
         _window_counts(state._replace(**rebuilt), engine.tables, engine.settings)
         for name, expected in rebuilt.items():
             got = getattr(state, name)
-            index = _first(got != expected)
+            index = first(got != expected)
             if index is not None:
                 env = index[0]
                 count = int(state.counters[env, Counter.COUNT])
-                raise _refusal(
+                raise refusal(
                     name,
                     index,
                     got[index],
-                    f"is not {_item(expected[index])}, the count the questions of copy {env}'s window give (its "
+                    f"is not {number(expected[index])}, the count the questions of copy {env}'s window give (its "
                     f"window's first {count} slots, counters COUNT = {count})",
                 )
-
-    def revealed(self) -> None:
-        """``feedback="team"``: the answering team of each window slot, and the per-model counts over them."""
-        if not self.team_feedback:
-            return
-        engine, state, feedback = self.engine, self.state, self.feedback
-        n_models, counters = engine.n_models, state.counters
-        count = counters[:, Counter.COUNT]
-        written = np.arange(state.window.shape[1])[None, :] < count[:, None]  # (B, T) the slots the episode wrote
-        bits = revealed_masks(feedback.revealed, 64 * feedback.revealed.shape[2])
-        index = _first(bits[..., n_models:].any(axis=-1) | (~written & bits.any(axis=-1)))
-        if index is not None:
-            env = index[0]
-            problem = (
-                f"sets a bit beyond the N={n_models} models" if written[index] else
-                f"is not 0: copy {env}'s window has {count[env]} slots written (counters COUNT), not this one"
-            )  # fmt: skip
-            raise _refusal("revealed", index, feedback.revealed[index][0], problem)
-        masks = bits[..., :n_models].astype(np.int64)
-        sizes = masks.sum(axis=-1)
-        cfg = engine.config
-        smallest = n_models if not cfg.decider else cfg.min_team_size
-        index = _first(written & (sizes < smallest))
-        if index is not None:
-            raise _refusal(
-                "revealed",
-                index,
-                feedback.revealed[index][0],
-                f"is a team of {sizes[index]} models, fewer than "
-                + ("every model (decider=False)" if not cfg.decider else f"min_team_size={smallest}"),
-            )
-        played = np.flatnonzero(counters[:, Counter.POS] > 0)
-        newest = (counters[played, Counter.HEAD] - 1) % state.window.shape[1]
-        index = _first(sizes[played, newest] != state.last[Info.TEAM_SIZE, played])
-        if index is not None:
-            env = int(played[index[0]])
-            raise _refusal(
-                "revealed",
-                (env, int(newest[index[0]])),
-                feedback.revealed[env, newest[index[0]]][0],
-                f"is a team of {sizes[env, newest[index[0]]]} models, not the info team_size "
-                f"{state.last[Info.TEAM_SIZE, env]:g} of the team that answered copy {env}'s last question",
-            )
-        shown = masks * written[..., None]
-        right = shown * self.engine.tables.correct[state.window].astype(np.int64)
-        for name, expected in (("seen", shown.sum(axis=1)), ("seen_right", right.sum(axis=1))):
-            got = getattr(feedback, name)
-            index = _first(got != expected)
-            if index is not None:
-                env = index[0]
-                raise _refusal(
-                    name,
-                    index,
-                    got[index],
-                    f"is not {_item(expected[index])}, the count the {count[env]} rows of copy {env}'s window and "
-                    "their answering teams (revealed) give",
-                )
-        self._window_masks = shown  # (B, T, N) the revealed outputs of the window's rows, for the records
-
-    def records(self) -> None:
-        """The task's record (a record extra): each count is that of the questions the episode answered."""
-        record, tables = self.record, self.engine.record_tables
-        if record is None or tables is None:
-            return
-        if self.team_feedback:
-            self._revealed_records(record, tables)
-            return
-        counters = self.state.counters
-        for env in range(self.engine.num_envs):
-            pos = int(counters[env, Counter.POS])
-            played = min(pos, min(self.engine.episode_length, int(counters[env, Counter.STREAM])))
-            answered = self._answered(env, np.arange(played, dtype=np.int64))
-            again = pos - played  # steps past the episode's end answer its last question again
-            for name, table in (("model_right", tables.correct), ("team_right", tables.team_correct)):
-                expected = table[answered].sum(axis=0, dtype=np.int64)
-                if again and played:
-                    expected = expected + again * table[answered[-1]].astype(np.int64)
-                got = getattr(record, name)[env]
-                index = _first(got != expected)
-                if index is not None:
-                    raise _refusal(
-                        name,
-                        (env, *index),
-                        got[index],
-                        f"is not {_item(expected[index])}, the count the {pos} questions copy {env} answered in its "
-                        f"episode give (counters START = {counters[env, Counter.START]}, POS = {pos})",
-                    )
-
-    def _revealed_records(self, record: TaskRecord, tables: RecordTables) -> None:
-        """``feedback="team"``: the record counts only what was revealed. The window's rows (their answering teams:
-        ``revealed``) give their part exactly; the POS - COUNT older steps, which left the window, add at most one
-        each, and a right answer only where it was seen."""
-        state, feedback = self.state, self.feedback
-        counters = state.counters
-        masks = self._window_masks  # (B, T, N)
-        older = counters[:, Counter.POS] - counters[:, Counter.COUNT]
-        right = tables.correct[state.window].astype(np.int64)
-        parts = [("model_seen", "model_right", masks.sum(axis=1), (masks * right).sum(axis=1))]
-        if tables.team_correct.shape[1] > 0:
-            parts.append(("team_seen", "team_right", *self._window_teams(masks, tables.team_correct)))
-        for seen_name, right_name, window_seen, window_right in parts:
-            seen, got_right = getattr(feedback, seen_name), getattr(record, right_name)
-            more_seen, more_right = seen - window_seen, got_right - window_right
-            for name, got, more, low, high, what in (
-                (seen_name, seen, more_seen, 0, older[:, None], "the older steps that left the window"),
-                (right_name, got_right, more_right, 0, more_seen, f"the older steps' {seen_name}"),
-            ):
-                index = _first((more < low) | (more > high))
-                if index is not None:
-                    env = index[0]
-                    raise _refusal(
-                        name,
-                        index,
-                        got[index],
-                        f"is not the count of copy {env}'s window rows ({_item((got - more)[index])}) plus 0 to "
-                        f"{_item(np.broadcast_to(high, more.shape)[index])} more from {what} (counters POS = "
-                        f"{counters[env, Counter.POS]}, COUNT = {counters[env, Counter.COUNT]})",
-                    )
-
-    def _window_teams(self, masks: np.ndarray, team_correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(B, K) the window rows revealed for each team k (its answering team contained team k: bit i of k + 1 is
-        model i) and of them the ones team k's mean vote got right, from the rows' revealed models ``masks``
-        (B, T, N). Copies are taken in groups of about 2**24 (row, team) pairs, so that the memory stays some tens of
-        MB at N = 10 and T = 500 (all at once: B x T x K integers, GBs)."""
-        window = self.state.window
-        codes = masks @ (np.int64(1) << np.arange(masks.shape[2], dtype=np.int64))  # (B, T) the rows' answering teams
-        teams = np.arange(1, team_correct.shape[1] + 1, dtype=np.int64)  # team k's code, k + 1
-        seen = np.zeros((window.shape[0], teams.size), dtype=np.int64)
-        right = np.zeros_like(seen)
-        group = max(1, 2**24 // max(1, window.shape[1] * teams.size))
-        for start in range(0, window.shape[0], group):
-            rows = slice(start, start + group)
-            contains = (teams[None, None, :] & ~codes[rows, :, None]) == 0  # (b, T, K); an unwritten slot: none
-            seen[rows] = contains.sum(axis=1)
-            right[rows] = (contains & (team_correct[window[rows]] > 0)).sum(axis=1)
-        return seen, right
 
     # -- rewards and infos ----------------------------------------------------------------------------
     def rewards(self) -> None:
@@ -464,17 +293,17 @@ class SnapshotCheck:
         if history == 0:
             return
         low, high = self.engine.reward_range
-        index = _first(~np.isfinite(rewards))
+        index = first(~np.isfinite(rewards))
         if index is not None:
-            raise _refusal("rewards", index, rewards[index], "is not finite")
-        index = _first((rewards < np.float32(low)) | (rewards > np.float32(high)))
+            raise refusal("rewards", index, rewards[index], "is not finite")
+        index = first((rewards < np.float32(low)) | (rewards > np.float32(high)))
         if index is not None:
-            raise _refusal("rewards", index, rewards[index], f"is outside the reward range [{low:g}, {high:g}]")
+            raise refusal("rewards", index, rewards[index], f"is outside the reward range [{low:g}, {high:g}]")
         unset = np.arange(history)[None, :] < (history - np.minimum(pos, history))[:, None]
-        index = _first(unset & (rewards != 0))
+        index = first(unset & (rewards != 0))
         if index is not None:
             env = index[0]
-            raise _refusal(
+            raise refusal(
                 "rewards",
                 index,
                 rewards[index],
@@ -485,14 +314,14 @@ class SnapshotCheck:
     def infos(self) -> None:
         engine, state = self.engine, self.state
         last, counters, order = state.last, state.counters, state.order
-        index = _first(~np.isfinite(last))
+        index = first(~np.isfinite(last))
         if index is not None:
-            raise _refusal("last", (Info(index[0]).name, index[1]), last[index], "is not finite (an info value)")
+            raise refusal("last", (Info(index[0]).name, index[1]), last[index], "is not finite (an info value)")
         pos = counters[:, Counter.POS]
         envs = np.arange(engine.num_envs)
         fresh, played = envs[pos == 0], envs[pos > 0]
         # at the start of an episode: the values of a reset
-        first = order[0 if self.sequential else fresh, counters[fresh, Counter.START]]
+        firsts = order[0 if self.sequential else fresh, counters[fresh, Counter.START]]
         at_reset = {
             Info.CORRECT: 0.0,
             Info.ANSWER: -1.0,
@@ -500,7 +329,7 @@ class SnapshotCheck:
             Info.QUESTION: -1.0,
             Info.TASK: -1.0,
             Info.TEAM_SIZE: float(engine.initial_team.sum()),
-            Info.COST: initial_cost(engine.tables, engine.settings, engine.initial_team, first),
+            Info.COST: initial_cost(engine.tables, engine.settings, engine.initial_team, firsts),
             Info.REWARD: 0.0,
             Info.ACCURACY: 0.0,
             Info.EPISODE_RETURN: 0.0,
@@ -570,15 +399,15 @@ class SnapshotCheck:
         scoring = RewardSettings(alpha=cfg.alpha, size_penalty_mode=cfg.size_penalty_mode, use_costs=cfg.use_costs)
         base = scoring.rewards(correct == 1, scoring.share(engine.cache, size, cost, total_cost))
         bonus = cfg.diversity_bonus
-        index = _first((reward - base < min(bonus, 0.0) - slack) | (reward - base > max(bonus, 0.0) + slack))
+        index = first((reward - base < min(bonus, 0.0) - slack) | (reward - base > max(bonus, 0.0) + slack))
         if index is not None:
             env = int(played[index[0]])
-            raise _refusal(
+            raise refusal(
                 "last",
                 ("REWARD", env),
                 reward[index],
                 f"is not the reward of copy {env}'s last answer (its CORRECT, TEAM_SIZE and COST give "
-                f"{_item(base[index])}, plus the diversity bonus {bonus:g} times a focal diversity in [0, 1])",
+                f"{number(base[index])}, plus the diversity bonus {bonus:g} times a focal diversity in [0, 1])",
             )
         if state.rewards.shape[1] > 0:
             self._require(
@@ -609,42 +438,28 @@ class SnapshotCheck:
     def _expect(self, row: Info, envs: np.ndarray, expected: Any, what: str) -> None:
         got = self.state.last[row, envs]
         expected = np.broadcast_to(np.asarray(expected, dtype=np.float64), got.shape)
-        index = _first(got != expected)
+        index = first(got != expected)
         if index is not None:
             env = int(envs[index[0]])
-            raise _refusal(
-                "last", (row.name, env), got[index], f"is not {_item(expected[index])}, {what} of copy {env}"
+            raise refusal(
+                "last", (row.name, env), got[index], f"is not {number(expected[index])}, {what} of copy {env}"
             )
 
     def _require(self, row: Info, envs: np.ndarray, good: np.ndarray, problem: str) -> None:
-        index = _first(~good)
+        index = first(~good)
         if index is not None:
             env = int(envs[index[0]])
-            raise _refusal("last", (row.name, env), self.state.last[row, env], problem)
+            raise refusal("last", (row.name, env), self.state.last[row, env], problem)
 
     # -- the generator and the observations -----------------------------------------------------------
     def rng(self) -> None:
         words = self.values["rng"]
         if not int(words[3]) & 1:
-            raise _refusal("rng", (3,), words[3], "is even: a PCG64 increment (words 2 and 3) is always odd")
+            raise refusal("rng", (3,), words[3], "is even: a PCG64 increment (words 2 and 3) is always odd")
         if words[4] > 1:
-            raise _refusal("rng", (4,), words[4], "is not 0 or 1 (PCG64's has_uint32 flag)")
+            raise refusal("rng", (4,), words[4], "is not 0 or 1 (PCG64's has_uint32 flag)")
         if words[5] >= 2**32:
-            raise _refusal("rng", (5,), words[5], "does not fit in 32 bits (PCG64's cached uinteger)")
-
-    def deck(self) -> None:
-        """The deck of tasks (``episodes="task"``): a permutation of the stream's tasks, then how many are dealt."""
-        if not self.engine.by_task:
-            return
-        deck, n_tasks = self.values["task_deck"], self.engine.stream_tasks.size
-        index = _first(np.sort(deck[:n_tasks]) != np.arange(n_tasks))
-        if index is not None:
-            raise ValueError(
-                f"set_state: task_deck[:{n_tasks}] = {show(deck[:n_tasks].tolist())} is not a permutation of "
-                f"0..{n_tasks - 1} (the deck of the stream's {n_tasks} tasks)"
-            )
-        if not 0 <= deck[n_tasks] <= n_tasks:
-            raise _refusal("task_deck", (n_tasks,), deck[n_tasks], f"is outside [0, {n_tasks}] (the tasks dealt)")
+            raise refusal("rng", (5,), words[5], "does not fit in 32 bits (PCG64's cached uinteger)")
 
     def observations(self) -> None:
         engine, state, layout = self.engine, self.state, self.engine.layout
@@ -657,12 +472,13 @@ class SnapshotCheck:
             done=np.zeros(b, dtype=np.bool_),
             terminated=np.zeros(b, dtype=np.bool_),
         )
-        if self.team_feedback:  # and the window blocks over what was revealed
-            observe_team(np.arange(b), engine.tables, scratch, self.feedback, engine.settings, out)
-        else:
-            dynamics.observe(np.arange(b), engine.tables, scratch, engine.settings, out)
-        if self.record is not None:
-            task_record.observe_record(np.arange(b), self.record, scratch, self.feedback, engine.settings, out)
+        # the engine's observation, over the restored arrays: the components' kernels around dynamics.observe
+        tables, settings = engine.tables, engine.settings
+        observe = wrapped_observe(
+            tuple(part.over(scratch, self.values) for part in engine.components),
+            lambda env_ids, out: dynamics.observe(env_ids, tables, scratch, settings, out),
+        )
+        observe(np.arange(b), out)
         blocks = (
             ("obs_decider", out.decider, layout.decider, layout.decider_low, layout.decider_high),
             ("obs_fusion", out.fusion, layout.fusion, layout.fusion_low, layout.fusion_high),
@@ -672,39 +488,39 @@ class SnapshotCheck:
             checked = np.ones(got.shape[1], dtype=bool)
             if "features" in parts:
                 checked[parts["features"]] = False  # float32 features of a finite cache may overflow to inf
-            index = _first(~np.isfinite(got) & checked)
+            index = first(~np.isfinite(got) & checked)
             if index is not None:
-                raise _refusal(
+                raise refusal(
                     name, index, got[index], f"is not finite (block {_block(parts, index[1])!r}, entry {index[1]})"
                 )
-            index = _first((got < low) | (got > high))
+            index = first((got < low) | (got > high))
             if index is not None:
-                raise _refusal(
+                raise refusal(
                     name,
                     index,
                     got[index],
                     f"is outside the observation space's bounds [{low[index[1]]}, {high[index[1]]}] "
                     f"(block {_block(parts, index[1])!r}, entry {index[1]})",
                 )
-            index = _first((got != expected) & ~(np.isnan(got) & np.isnan(expected)))
+            index = first((got != expected) & ~(np.isnan(got) & np.isnan(expected)))
             if index is not None:
                 block = _block(parts, index[1])
-                raise _refusal(
+                raise refusal(
                     name,
                     index,
                     got[index],
-                    f"is not {_item(expected[index])}, the observation the restored state gives (block {block!r}, "
+                    f"is not {number(expected[index])}, the observation the restored state gives (block {block!r}, "
                     f"entry {index[1]}, from {_SOURCES[name, block]})",
                 )
         got, expected = state.last[Info.FOCAL_DIVERSITY], scratch.last[Info.FOCAL_DIVERSITY]
-        index = _first(got != expected)
+        index = first(got != expected)
         if index is not None:
             env = index[0]
-            raise _refusal(
+            raise refusal(
                 "last",
                 ("FOCAL_DIVERSITY", env),
                 got[env],
-                f"is not {_item(expected[env])}, the focal diversity of copy {env}'s team over its window",
+                f"is not {number(expected[env])}, the focal diversity of copy {env}'s team over its window",
             )
 
 

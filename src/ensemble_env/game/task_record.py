@@ -35,8 +35,9 @@ adds q_t's outcomes to the counts (``TaskRecord``) and writes the blocks, so the
 q_t's outcome and no label of a question not yet answered. A reset zeroes the counts. The counts are integers
 (int64), so the rates are exact ratios.
 
-The engine calls these kernels only when a record extra is on: the step kernel (:func:`ensemble_env.game.dynamics.step`)
-never sees the records, so a game without them pays nothing.
+The engine calls these kernels only when a record extra is on (its component, ``TaskRecords`` of
+:mod:`ensemble_env.game.components`): the step kernel (:func:`ensemble_env.game.dynamics.step`) never sees the records,
+so a game without them pays nothing.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import numpy as np
 from ensemble_env.game.jit import kernel
 from ensemble_env.game.records import CopyState, Counter, Feedback, Info, Outputs, RecordTables, Settings, TaskRecord
 
-__all__ = ["RECORD_COUNT_HALF", "observe_record", "record_count", "record_step", "revealed_only", "team_vote_table"]
+__all__ = ["RECORD_COUNT_HALF", "observe_record", "record_count", "record_step", "team_vote_table"]
 
 #: the count feature is n / (n + RECORD_COUNT_HALF): 1/2 after this many answered questions
 RECORD_COUNT_HALF = 16.0
@@ -56,12 +57,6 @@ RECORD_COUNT_HALF = 16.0
 def record_count(n: int) -> float:
     """The count feature of n answered questions, n / (n + 16), in [0, 1)."""
     return n / (n + RECORD_COUNT_HALF)
-
-
-@kernel(inline="always")
-def revealed_only(feedback: Feedback) -> bool:
-    """Whether ``feedback`` is that of ``feedback="team"`` (the placeholders of ``"all"`` have no model column)."""
-    return feedback.seen.shape[1] > 0
 
 
 @kernel()
@@ -112,7 +107,7 @@ def observe_record(
     """Write the record blocks of copies ``env_ids``' observations from their counts (the table of the module;
     with ``feedback="team"`` each rate over its own count, ``feedback.model_seen`` or ``team_seen``, and the
     ``_count`` blocks)."""
-    layout, counters, team, partial = settings.layout, state.counters, state.team, revealed_only(feedback)
+    layout, counters, team, partial = settings.layout, state.counters, state.team, settings.revealed_only
     model_right, team_right, model_seen, team_seen = (
         record.model_right,
         record.team_right,
@@ -163,7 +158,7 @@ def record_step(
     n_envs, n_models, n_teams = model_right.shape[0], model_right.shape[1], team_right.shape[1]
     for env in range(n_envs):
         q = int(last[Info.QUESTION, env])
-        if revealed_only(feedback):
+        if settings.revealed_only:
             slot = (state.counters[env, Counter.HEAD] + revealed.shape[1] - 1) % revealed.shape[1]
             answered_by = revealed[env, slot]
             for i in range(n_models):

@@ -77,7 +77,7 @@ DEFAULT_QUESTIONS = (150, 250)
 #: ``first=HELD_OUT_FIRST``: the held-out stream, disjoint from every deck of fewer than 10**9 tasks starting at 0
 HELD_OUT_FIRST = 10**9
 #: the scenario's feedback by default (``EnsembleUnseen-v2``'s, partial); ``feedback="all"`` is ``-v1``'s
-GEN_FEEDBACK = "team"
+GEN_FEEDBACK = FEEDBACK[1]  # "team", of the one vocabulary (ensemble_env.game.config)
 
 _NAME = "EnsembleGen-v0"
 #: options the deck sets: every question of every deck task is played (``split="all"``, all tasks)

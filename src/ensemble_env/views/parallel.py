@@ -67,7 +67,6 @@ from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 
 from ensemble_env.cache import datasets
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.game.actions import decode_decider, decode_fusion
 from ensemble_env.game.config import EnvConfig
 from ensemble_env.game.engine import EnsembleVectorEnv, check_seed
 from ensemble_env.views.render import EpisodeTrace, describe_reset, describe_step, draw_frame
@@ -109,7 +108,10 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         self.observation_spaces: dict[str, spaces.Space[Any]] = dict(self.engine.single_observation_spaces)
         self.action_spaces: dict[str, spaces.Space[Any]] = dict(self.engine.single_action_spaces)
         self.state_space = self.engine.single_state_space
-        self._plain = self.possible_agents == ["decider", "fusion"] and config.fusion_action == "answer"
+        #: the info key of the valid choices: a weighting agent's action is a Box, so its "choice_mask"
+        self._mask_key = "choice_mask" if config.fusion_action == "weights" else "action_mask"
+        #: the agents whose infos carry it (all but the decider)
+        self._answering = tuple(agent for agent in self.possible_agents if agent != "decider")
         self._used_team: np.ndarray | None = None  # the team that answered the last step, for render()
         self._trace: EpisodeTrace | None = None  # the recent steps, for render_mode="rgb_array"
 
@@ -152,14 +154,7 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         engine = self.engine
         # the team that answers this step, kept only for render()
         used_team = engine.team[0] if self.render_mode is not None else None
-        if self._plain:  # today's game: its decoders, called directly (the step's speed is as it was)
-            config = self.config
-            next_team = decode_decider(
-                actions["decider"], config.decider_action, engine.n_models, None, config.min_team_size
-            )
-            answers, weights = decode_fusion(actions["fusion"], None, engine.max_choices), None
-        else:
-            next_team, answers, weights = engine.decode_actions(actions, None)
+        next_team, answers, weights = engine.decode_checked(actions, None)  # its keys checked above
         obs, reward, done = engine.advance(next_team, answers, weights)
         self._used_team = used_team
         if self._trace is not None and used_team is not None:
@@ -167,23 +162,14 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         value, over = float(reward[0]), bool(done[0])
         terminated = bool(engine.outputs.terminated[0])
         truncated = over and not terminated
-        if self._plain:
-            result = (
-                self._unbatch_obs(obs),
-                {"decider": value, "fusion": value},
-                {"decider": terminated, "fusion": terminated},
-                {"decider": truncated, "fusion": truncated},
-                self._infos(),
-            )
-        else:
-            agents = self.possible_agents
-            result = (
-                self._unbatch_obs(obs),
-                dict.fromkeys(agents, value),
-                dict.fromkeys(agents, terminated),
-                dict.fromkeys(agents, truncated),
-                self._infos(),
-            )
+        agents = self.possible_agents
+        result = (
+            self._unbatch_obs(obs),
+            dict.fromkeys(agents, value),
+            dict.fromkeys(agents, terminated),
+            dict.fromkeys(agents, truncated),
+            self._infos(),
+        )
         if over:
             self.agents = []
         if self.render_mode == "human":
@@ -220,20 +206,14 @@ class EnsembleParallelEnv(ParallelEnv[str, np.ndarray, Any]):
         pass
 
     def _unbatch_obs(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if self._plain:
-            return {"decider": obs["decider"][0], "fusion": obs["fusion"][0]}  # fresh arrays every step
-        return {agent: array[0] for agent, array in obs.items()}
+        return {agent: array[0] for agent, array in obs.items()}  # fresh arrays every step
 
     def _infos(self) -> dict[str, dict[str, Any]]:
         values = self.engine.info_values(0)
-        if self._plain:
-            fusion = dict(values)
-            fusion["action_mask"] = self.engine.action_masks()[0]
-            return {"decider": values, "fusion": fusion}
-        mask_key = "choice_mask" if self.config.fusion_action == "weights" else "action_mask"
-        infos: dict[str, dict[str, Any]] = {}
-        for agent in self.possible_agents:
-            infos[agent] = dict(values) if agent == "decider" else {**values, mask_key: self.engine.action_masks()[0]}
+        infos: dict[str, dict[str, Any]] = {"decider": values} if self.config.decider else {}
+        mask = {self._mask_key: self.engine.action_masks()[0]}
+        for agent in self._answering:
+            infos[agent] = {**values, **mask}
         return infos
 
 
