@@ -22,7 +22,9 @@ Rules, applied to each block's text (:func:`classify`), in this order:
 3. **long: skipped unless** ``ENSEMBLE_ENV_DOCS_LONG=1``. A block that trains for minutes: SB3's ``.learn(``,
    RLlib's ``algo.train(``, BenchMARL's ``experiment.run(`` or ``-m ensemble_env.adapters.benchmarl``,
    ``ensemble-env benchmark`` (learners x seeds), or an ``ensemble-env train`` without ``--passes`` of 20 or
-   fewer (the default budget, 100 passes, takes minutes).
+   fewer (the default budget, 100 passes, takes minutes); and the commands of :data:`LONG_COMMANDS`, which take a
+   minute or more without training and print figures other tests check (leave one task out on ``bbh5`` under team
+   feedback: ``tests/baselines/test_partial.py`` checks the partial rules' figures it prints).
    Their durations are stated in the documents; CI keeps this test under about 5 minutes.
 4. **needs a library:** a block that imports (or runs ``-m``) a package that is not installed is skipped
    naming it (the adapters' libraries live in their own virtualenvs, ``.ci/adapters.sh``); ``ensemble-env
@@ -78,6 +80,14 @@ TIMEOUT = 900  # seconds per block
 HEAVY_CALLS = ("compare(", "fit_router(", "with_text_features(", "from_lm_eval(", "plot_cache(", "frontier(")
 #: the Python packages a library adapter imports (rule 4: ``-m ensemble_env.adapters.X`` or ``examples/X_...``)
 ADAPTER_LIBRARIES = {"sb3": "stable_baselines3", "rllib": "ray", "torchrl": "torchrl", "benchmarl": "benchmarl"}
+#: commands that take a minute or more without training (rule 3): pattern -> where what they print is checked
+LONG_COMMANDS = {
+    r"-m ensemble_env\.baselines\.unseen bbh5\b[^\n]*--feedback team": (
+        "leave one task out on bbh5 under team feedback, bayes_team's 25 settings per fold: a minute; "
+        "tests/baselines/test_partial.py checks the partial rules' figures, tests/baselines/test_bayes.py "
+        "bayes_team's row on a small cache"
+    ),
+}
 #: blocks of documents owned elsewhere that do not run as written: (document, a line of the block) -> the fix
 KNOWN_BROKEN: dict[tuple[str, str], str] = {}
 
@@ -182,6 +192,9 @@ def classify(block: Block) -> Plan:
     shared = "../shared" in code or any(needs and re.search(pattern, code) for pattern, (_, _, needs) in INPUTS.items())
     if _trains_for_minutes(code):
         return Plan("long", "trains for minutes (ENSEMBLE_ENV_DOCS_LONG=1 runs it)", modules, shared)
+    for pattern, checked in LONG_COMMANDS.items():
+        if re.search(pattern, code):
+            return Plan("long", f"{checked} (ENSEMBLE_ENV_DOCS_LONG=1 runs it)", modules, shared)
     slow = block.language == "sh" or any(call in code for call in HEAVY_CALLS)
     return Plan("slow" if slow else "fast", "", modules, shared)
 
@@ -412,6 +425,9 @@ def test_rules_classify_by_content() -> None:
     assert converts == Plan("slow", "", (), True)  # the lm-eval run dropped, its output made from ../shared
     assert plan("ensemble-env benchmark --cache bbh5 --out OUT [--alpha 1]\n").tier == "skip"  # a synopsis
     assert plan("ensemble-env benchmark --seeds 5 --cache bbh5 --out OUT\n").tier == "long"
+    assert plan("python -m ensemble_env.baselines.unseen bbh5 --alpha 1 --feedback team\n").tier == "long"
+    assert plan("python -m ensemble_env.baselines.unseen bbh5 --alpha 1\n").tier == "slow"
+    assert plan("python -m ensemble_env.baselines.unseen toy8 --alpha 1 --feedback team\n").tier == "slow"
 
 
 def test_a_python_block_that_continues_the_one_above_runs_after_it(tmp_path: Path) -> None:
