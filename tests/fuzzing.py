@@ -24,8 +24,10 @@ fixed options, train configs against the game, the benchmark scripts' outputs) a
 TEXT`` runs the suites whose name holds TEXT.
 
 Three sizes: the default ``pytest`` runs each suite's quick part; ``pytest --run-slow`` (CI) runs a fifth of its
-full part (:func:`slow_size`); ``python tests/fuzzing.py --slow`` and the other suites' ``--slow`` scripts run the
-full part (they set ``ENSEMBLE_ENV_FUZZ=full``): the figures of docs/reliability.md.
+full part (:func:`slow_size`), or a smaller share where each case trains for seconds (``train`` on a filling disk: a
+tenth, 4 of 40 cases; the train configs: a twentieth, 10 of 200); ``python tests/fuzzing.py --slow`` and the other
+suites' ``--slow`` scripts run the full part (they set ``ENSEMBLE_ENV_FUZZ=full``): the figures of
+docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -45,13 +47,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-#: ``ENSEMBLE_ENV_FUZZ=full``: the slow suites at their full size (the scripts' ``--slow``), else a fifth of it
+#: ``ENSEMBLE_ENV_FUZZ=full``: the slow suites at their full size (the scripts' ``--slow``), else a share of it
 FULL_VARIABLE = "ENSEMBLE_ENV_FUZZ"
 
 
-def slow_size(full: int) -> int:
-    """Cases of a slow suite: ``full`` under ``ENSEMBLE_ENV_FUZZ=full``, else a fifth (``pytest --run-slow``)."""
-    return full if os.environ.get(FULL_VARIABLE) == "full" else max(1, full // 5)
+def slow_size(full: int, share: int = 5) -> int:
+    """Cases of a slow suite: ``full`` under ``ENSEMBLE_ENV_FUZZ=full``, else ``full // share`` (``pytest
+    --run-slow``; a fifth, or the smaller share a suite of costly cases passes), at least one."""
+    return full if os.environ.get(FULL_VARIABLE) == "full" else max(1, full // share)
 
 
 OUTCOMES = ("refused", "equal", "accepted", "wrong", "bad_error", "hang", "crash", "lost")
@@ -211,9 +214,10 @@ def suites_main(
     argv: list[str] | None = None,
 ) -> int:
     """The command line of a fuzz file: run its ``suites`` (each ``suite(folder, slow)``), the whole of them with
-    ``--slow`` (pytest --run-slow runs a fifth), print their table rows and the first bad results; exit 1 on one."""
+    ``--slow`` (pytest --run-slow runs a share: :func:`slow_size`), print their table rows and the first bad
+    results; exit 1 on one."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--slow", action="store_true", help="the full suites (pytest --run-slow runs a fifth)")
+    parser.add_argument("--slow", action="store_true", help="the full suites (pytest --run-slow runs a share)")
     parser.add_argument("--workdir", default=None, help="folder for the suites' files (default: a temporary one)")
     parser.add_argument("--only", default="", metavar="TEXT", help="only the suites whose name holds TEXT")
     args = parser.parse_args(argv)
@@ -234,7 +238,7 @@ def suites_main(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the fuzz suites of issue 13 and print the table.")
     parser.add_argument(
-        "--slow", action="store_true", help="the large suites at their full size (pytest --run-slow runs a fifth)"
+        "--slow", action="store_true", help="the large suites at their full size (pytest --run-slow runs a share)"
     )
     parser.add_argument("--workdir", default=None, help="folder for the mutated files (default: a temporary one)")
     parser.add_argument("--only", default="", metavar="TEXT", help="only the suites whose name holds TEXT")

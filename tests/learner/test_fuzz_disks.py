@@ -13,8 +13,9 @@ traceback. No temporary file may be left, and the resumed run must finish with e
 complete checkpoint: otherwise data was lost.
 
 Cases run in the watchdog workers of tests/fuzzing.py; the default ``pytest`` runs a quick part (1 case),
-``--run-slow`` a fifth of the full part, ``python tests/learner/test_fuzz_disks.py --slow`` the full part (40 cases,
-about 8 minutes of CPU) and prints its row.
+``--run-slow`` a tenth of the full part (4 cases, one in each band, with the csv logger: each case trains twice),
+``python tests/learner/test_fuzz_disks.py --slow`` the full part (40 cases, each band with each logger, about 8
+minutes of CPU) and prints its row.
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ def _warm(workdir: Path) -> None:
 def suite_disks(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
     workdir.mkdir(parents=True, exist_ok=True)
     _warm(workdir)
-    cases = disk_cases(slow_size(40) if slow else 1, seed=101 if slow else 10)
+    cases = disk_cases(slow_size(40, share=10) if slow else 1, seed=101 if slow else 10)
     results = run_cases(MODULE, "disk_case", cases, workdir, CASE_SECONDS)
     writers = Counter(result["detail"].split(":", 1)[0] for result in results if result["outcome"] == "refused")
     print(f"train on a filling disk: the writer that failed: {dict(sorted(writers.items()))}", file=sys.stderr)

@@ -11,8 +11,9 @@ several lines is ``bad_error``. The games this learner cannot play (``decider_ac
 ``fusion_action="weights"``, no decider) and the index decider with the offline start must be refused: taken, they are
 ``wrong``.
 
-Cases run in the watchdog workers of tests/fuzzing.py; the default ``pytest`` runs a quick part, ``--run-slow`` a
-fifth of the full part, ``python tests/learner/test_fuzz_train_configs.py --slow`` the full part and prints its row.
+Cases run in the watchdog workers of tests/fuzzing.py; the default ``pytest`` runs a quick part (8 cases),
+``--run-slow`` a twentieth of the full part (10 cases; about half of them train, for seconds each),
+``python tests/learner/test_fuzz_train_configs.py --slow`` the full part (200 cases) and prints its row.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ if __name__ == "__main__":  # run as a script: the helper is in tests/ (under py
 from fuzzing import BAD, bad, count, run_cases, slow_size, suites_main
 
 CASE_SECONDS = 300.0
+#: ``pytest --run-slow`` runs this share of the full part (:func:`fuzzing.slow_size`)
+SHARE = 20
 MODULE = "test_fuzz_train_configs"
 SHAPE = ["--cache", "toy8", "--num-envs", "16", "--num-steps", "32", "--no-progress", "--checkpoints", "1"]
 UNSEEN = [
@@ -121,7 +124,7 @@ def cases(n: int, seed: int) -> list[dict[str, Any]]:
 
 
 def suite(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
-    chosen = cases(slow_size(200) if slow else 8, seed=49 if slow else 9)
+    chosen = cases(slow_size(200, share=SHARE) if slow else 8, seed=49 if slow else 9)
     return run_cases(MODULE, "train_case", chosen, workdir, CASE_SECONDS), 0
 
 
@@ -140,7 +143,7 @@ def test_train_configs_are_refused_before_writing_or_run_as_printed(tmp_path: Pa
 def test_many_train_configs(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     results, _ = suite(tmp_path, slow=True)
-    assert len(results) == slow_size(200) and not set(count(results)) & set(BAD), bad(results)[:5]
+    assert len(results) == slow_size(200, share=SHARE) and not set(count(results)) & set(BAD), bad(results)[:5]
 
 
 def main(argv: list[str] | None = None) -> int:
