@@ -28,7 +28,7 @@ from stable_baselines3 import PPO
 
 from ensemble_env import GEN_ENV_ID, HELD_OUT_FIRST
 from ensemble_env.adapters.sb3 import SingleRoleEnv, sb3_env
-from ensemble_env.baselines.online import team_outcomes
+from ensemble_env.baselines.outcomes import team_outcomes
 from ensemble_env.game.actions import encode_team
 from ensemble_env.views.generated import gen_deck
 

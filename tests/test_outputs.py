@@ -359,7 +359,7 @@ def test_a_full_disk_while_writing_the_cache_keeps_the_previous_one(
     capsys: pytest.CaptureFixture[str],
     code: int,
 ) -> None:
-    import ensemble_env.cache.hdf5 as cache_hdf5
+    import ensemble_env.cache.hdf5_writer as cache_writer
 
     output = save_cache(tmp_path / "pool.h5", tiny_cache)
     before = output.read_bytes()
@@ -369,7 +369,7 @@ def test_a_full_disk_while_writing_the_cache_keeps_the_previous_one(
             temporary.write_bytes(data[: len(data) // 2])
             raise _raise(code)
 
-    monkeypatch.setattr(cache_hdf5, "write_bytes", full)
+    monkeypatch.setattr(cache_writer, "write_bytes", full)
     status, _, err = run(capsys, "cache", "from-lm-eval", samples, "-o", output)
     assert status == 2 and output.read_bytes() == before and listing(tmp_path) == ["pool.h5", "run"]
     assert_one_error_line(err, f"{output}: cannot write: {os.strerror(code)}")

@@ -142,15 +142,15 @@ def _config_from_args(args: argparse.Namespace) -> Any:
 
 
 def _train(args: argparse.Namespace) -> int:
-    """``train --out DIR`` or ``train --resume DIR``, holding DIR's lock (:class:`ensemble_env.files.RunLock`)
+    """``train --out DIR`` or ``train --resume DIR``, holding DIR's lock (:class:`ensemble_env.run_lock.RunLock`)
     from before the folder is looked at (or cleared by ``--overwrite``) to the end of the run."""
     if not _torch_available("train"):
         return 2
     loggers = args.logger or ["csv"]
     if "tensorboard" in loggers and not extras.require("train", "tensorboard", option="--logger tensorboard"):
         return extras.EXIT_STATUS
-    from ensemble_env.files import RunLock
-    from ensemble_mappo.progress import check_loggers
+    from ensemble_env.run_lock import RunLock
+    from ensemble_mappo.loggers import check_loggers
     from ensemble_mappo.runs import read_config, run_cache
     from ensemble_mappo.training import check_run
 
@@ -193,7 +193,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _say_taken_over(lock: Any) -> None:
     if lock.taken_over:
-        from ensemble_env.files import describe_holder
+        from ensemble_env.run_lock import describe_holder
 
         print(
             f"ensemble-env train: {lock.path} was left by {describe_holder(lock.taken_over)}, which no longer runs "
@@ -204,8 +204,8 @@ def _say_taken_over(lock: Any) -> None:
 
 def _clear_for_new_run(out: Path, overwrite: bool) -> None:
     """Refuse a folder that holds a run (or part of one), unless ``overwrite``: then remove the run's files."""
+    from ensemble_mappo.loggers import EVENT_FILES
     from ensemble_mappo.plots import PLOT_NAMES
-    from ensemble_mappo.progress import EVENT_FILES
     from ensemble_mappo.runs import CANDIDATES_DIR, CHECKPOINT_NAME, CONFIG_NAME, RUN_FILES, TENSORBOARD_DIR
 
     present = [name for name in RUN_FILES if os.path.lexists(out / name)]

@@ -219,7 +219,7 @@ class Learner:
 
     def storage(self, venv: EnsembleVectorEnv, num_steps: int) -> Any:
         """Preallocated storage of ``num_steps`` steps of ``venv``'s copies, with ``rewards`` (T, B) among its fields
-        (tensors and arrays: :func:`ensemble_mappo.progress.check_rollout_size` measures them)."""
+        (tensors and arrays: :func:`ensemble_mappo.budget.check_rollout_size` measures them)."""
         raise NotImplementedError
 
     def collect(

@@ -5,8 +5,8 @@ mean thick. Curves are trailing means over :data:`SMOOTHING` updates, said in ev
 value thin and the last one marked (the figure ``train`` prints last); a series of one value is a marker. Needs
 matplotlib (the ``mappo`` or ``plot`` extra). The accuracy-vs-team-size plot places each run's test evaluation
 (``evaluation_test.json``, written by ``ensemble-env evaluate``; computed here, frozen, when missing) among every
-baseline ``ensemble-env baselines`` runs (:func:`ensemble_env.baselines.comparison.frontier` at the run's alpha,
-drawn by :func:`~ensemble_env.baselines.comparison.plot_frontier`, names in the legend), and against cost too on a
+baseline ``ensemble-env baselines`` runs (:func:`ensemble_env.baselines.frontier.frontier` at the run's alpha,
+drawn by :func:`~ensemble_env.baselines.frontier_plot.plot_frontier`, names in the legend), and against cost too on a
 cache with costs. Every file of a run is read through
 :mod:`ensemble_mappo.runs`, checked whole; every figure is written through :func:`ensemble_env.files.save_figure`.
 """
@@ -26,7 +26,7 @@ from ensemble_env import extras
 from ensemble_env.cache.datasets import cost_unit
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.files import OutputError, make_folder, save_figure
-from ensemble_mappo.progress import read_progress
+from ensemble_mappo.progress_format import read_progress
 from ensemble_mappo.runs import RunConfig, read_config, run_cache
 
 __all__ = ["PLOT_NAMES", "plot_runs", "pyplot", "read_progress", "step_label"]
@@ -160,7 +160,7 @@ def _selection_curve(ax: Any, logs: list[dict[str, np.ndarray]], key: str, label
 
 def _policy_point(name: str, alpha: float, evaluation: dict[str, Any]) -> Any:
     """A frozen policy's test evaluation as a point of the frontier plot."""
-    from ensemble_env.baselines.comparison import FrontierPoint
+    from ensemble_env.baselines.frontier import FrontierPoint
 
     size, cost = float(evaluation["mean_team_size"]), evaluation.get("mean_cost")
     cost = None if cost is None else float(cost)
@@ -190,7 +190,7 @@ def plot_runs(
     ``status(message)`` wraps each step that takes seconds: playing a run's test split when it has no
     ``evaluation_test.json``, fitting the baselines, drawing the figures.
     """
-    from ensemble_env.baselines import comparison
+    from ensemble_env.baselines import frontier, frontier_plot
     from ensemble_mappo.evaluation import reward_settings
 
     plt = pyplot()
@@ -225,7 +225,7 @@ def plot_runs(
         warnings.catch_warnings(),
     ):
         warnings.simplefilter("ignore", RuntimeWarning)
-        points = comparison.frontier(cache, (reward.alpha,), reward=reward, k=min(3, cache.n_models), progress=False)
+        points = frontier.frontier(cache, (reward.alpha,), reward=reward, k=min(3, cache.n_models), progress=False)
     name = f"{label}, frozen policy" + ("" if len(evaluations) == 1 else f": {len(evaluations)} runs")
     for evaluation in evaluations:
         points.append(_policy_point(name, reward.alpha, evaluation))
@@ -239,7 +239,7 @@ def plot_runs(
         _draw_learning_curves(plt, logs, title, paths[0])
         _draw_team_size(plt, logs, title, len(models), paths[1])
         _draw_selection(plt, logs, evaluations, models, title, paths[2])
-        comparison.plot_frontier(
+        frontier_plot.plot_frontier(
             points,
             paths[3],
             title=f"test accuracy against team size{' and cost' if cache.costs is not None else ''}: {label} and "

@@ -272,7 +272,7 @@ class UpdateStats:
     """What one PPO update measured: means over its minibatches, by critic head, actor or network.
 
     The log's columns (``losses/value_loss``, ``losses/decider_policy_loss``, ...) are
-    :func:`ensemble_mappo.progress.losses_row` of it.
+    :func:`ensemble_mappo.mappo.losses_row` of it.
     """
 
     value_loss: dict[str, float]

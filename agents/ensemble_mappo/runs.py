@@ -8,19 +8,19 @@ file                       what it holds; who writes it; its reader
 ``config.json``            ``{"algorithm", "config": every field of its config, "run": {"cache", "models",
                            "tasks", "n_questions"}}``, written once when the run starts (:func:`write_config`);
                            :func:`read_config`
-``progress.csv``           one row per update (:func:`ensemble_mappo.progress.progress_columns`), appended by
-                           :class:`~ensemble_mappo.progress.ProgressLog`, its history rewritten atomically on
-                           resume; :func:`ensemble_mappo.progress.read_progress`
+``progress.csv``           one row per update (:func:`ensemble_mappo.progress_format.progress_columns`), appended by
+                           :class:`~ensemble_mappo.loggers.ProgressLog`, its history rewritten atomically on
+                           resume; :func:`ensemble_mappo.progress_format.read_progress`
 ``checkpoint.pt``          plain data (:mod:`ensemble_mappo.checkpoint`), replaced atomically every
                            ``checkpoint_every`` updates; :func:`ensemble_mappo.checkpoint.read_checkpoint`
 ``checkpoints/update_N.pt``  the run's kept checkpoints (``checkpoints`` > 0: the start and evenly spaced ones)
 ``selection.json``         the policy chosen on the validation split among them, and what the choice read
                            (:func:`ensemble_mappo.evaluation.choose`); ``evaluate`` plays it
-``run.lock``               while a ``train`` works in the folder (:class:`ensemble_env.files.RunLock`)
+``run.lock``               while a ``train`` works in the folder (:class:`ensemble_env.run_lock.RunLock`)
 ``evaluation_*.json``      ``ensemble-env evaluate``'s summaries; :func:`ensemble_mappo.evaluation.read_evaluation`
 ``mappo_*.png``            ``ensemble-env plot``'s figures (never read back)
 ``tensorboard/``           with ``train --logger tensorboard``: the log's rows as TensorBoard event files
-                           (:class:`~ensemble_mappo.progress.TensorBoardLog`), replaced by progress.csv's kept rows
+                           (:class:`~ensemble_mappo.loggers.TensorBoardLog`), replaced by progress.csv's kept rows
                            when a logged run resumes (never read back)
 =========================  ========================================================================================
 
@@ -36,7 +36,7 @@ reader shares are here: :func:`read_json`, :func:`exact_keys`, :func:`names_of`,
 **Writing.** Every file goes through :mod:`ensemble_env.files` (a temporary file beside the target, synced,
 renamed over it), so a killed writer never leaves a partial file.
 
-**One writer per run.** ``train`` holds the directory's :class:`~ensemble_env.files.RunLock` for the whole run.
+**One writer per run.** ``train`` holds the directory's :class:`~ensemble_env.run_lock.RunLock` for the whole run.
 ``evaluate`` and ``plot`` take no lock: they read files that are only ever replaced whole, and a checkpoint that
 does not belong to its ``config.json`` (a run started over while they read) is refused.
 """
@@ -112,6 +112,7 @@ LEGACY_FIELDS: dict[str, Any] = {
     "offline_estimator": "mean",
     "offline_level": 0.95,  # unused before the certified start
     "model_permutations": 0,
+    "decider_residual_gain": 1.0,  # the residual decider's network at its one gain
 }
 #: the keys of config.json's "run" entry
 RUN_KEYS = ("cache", "models", "tasks", "n_questions", "digest")

@@ -44,15 +44,17 @@ from torch import Tensor
 from ensemble_env import files
 from ensemble_env.cache.augment import permuted_copies
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_env.files import holding_run_lock
 from ensemble_env.game.engine import EnsembleVectorEnv
+from ensemble_env.run_lock import holding_run_lock
 from ensemble_mappo import algorithms
+from ensemble_mappo.budget import Budget, check_rollout_size
 from ensemble_mappo.checkpoint import pack_arrays, read_checkpoint, restore_run, save_checkpoint
 from ensemble_mappo.config import LearnerConfig
 from ensemble_mappo.evaluation import DEPLOYED, candidates, evaluate_candidates
 from ensemble_mappo.frame import Learner, make_env, make_optimizer, update
+from ensemble_mappo.loggers import check_loggers, tensorboard_folder
 from ensemble_mappo.optim import Optimizer
-from ensemble_mappo.progress import Budget, RunLog, check_loggers, check_rollout_size, tensorboard_folder
+from ensemble_mappo.progress import RunLog
 from ensemble_mappo.runs import CANDIDATES_DIR, CHECKPOINT_NAME, SELECTION_NAME, read_config, write_config
 from ensemble_mappo.selection import select, stops
 
@@ -108,7 +110,7 @@ def train(
     loggers
         Where each update is logged (:data:`~ensemble_mappo.config.LOGGERS`): ``progress.csv`` always;
         ``"tensorboard"`` adds TensorBoard event files in ``out_dir/tensorboard/``
-        (:class:`~ensemble_mappo.progress.TensorBoardLog`). Not part of the config: a resume may add or drop one. An
+        (:class:`~ensemble_mappo.loggers.TensorBoardLog`). Not part of the config: a resume may add or drop one. An
         unknown name, a missing package or a ``tensorboard`` that is not a folder stops the run before it starts.
 
     Returns the last logged row (``env/accuracy``, ``losses/value_loss``, ...).

@@ -28,7 +28,7 @@ import numpy as np
 
 import ensemble_env
 from ensemble_env import datasets
-from ensemble_env.baselines import comparison, routing
+from ensemble_env.baselines import frontier, routing
 from ensemble_env.game.reward import RewardSettings
 from ensemble_env.views.policies import MeanVote, PluralityVote
 
@@ -152,10 +152,10 @@ print(
 # %%
 NAMES = ["static_team", "router", "best_single", "mean_probability_vote", "stacking(per_task)"]
 NAMES = course.budget(default=NAMES, quick=[name for name in NAMES if name != "router"])
-frontiers = {name: comparison.frontier(cache, ALPHAS, names=NAMES, progress=False) for name, cache in caches.items()}
+frontiers = {name: frontier.frontier(cache, ALPHAS, names=NAMES, progress=False) for name, cache in caches.items()}
 for name, points in frontiers.items():
     print(f"\n{name}:")
-    print(comparison.format_frontier(points))
+    print(frontier.format_frontier(points))
 
 # %% [markdown]
 # When is a smaller team worth it?
@@ -247,7 +247,7 @@ course.save_figure(figure, "05_cost_and_cooperation.png")
 # <details><summary>Answers</summary>
 #
 # 1. Give `LogitCache(..., costs=...)` per-model costs (e.g. proportional to parameter counts) and pass
-#    `use_costs=True` to `RewardSettings`, `comparison.frontier(..., reward=RewardSettings(use_costs=True))`
+#    `use_costs=True` to `RewardSettings`, `frontier.frontier(..., reward=RewardSettings(use_costs=True))`
 #    or the environment; the share of a team is then its share of the pool's cost, and the expensive models
 #    leave the chosen teams first unless they carry the accuracy.
 # 2. alpha* = 2 (a4 - a1) / (4/8 - 1/8) = 2 (0.860 - 0.795) / 0.375 = 0.35 (printed above; the train

@@ -36,7 +36,8 @@ import numpy as np
 
 import ensemble_env
 from ensemble_env import datasets
-from ensemble_env.baselines import online, partial, unseen
+from ensemble_env.baselines import partial, unseen
+from ensemble_env.baselines.outcomes import prior_rank, team_outcomes
 from ensemble_env.baselines.simple import task_ids
 from ensemble_env.game.reward import RewardSettings
 from ensemble_env.game.task_record import RECORD_COUNT_HALF
@@ -150,7 +151,7 @@ N0 = 1.0  # greedy's prior weight: the training mean counts as n0 revealed quest
 KS = (0, 1, 2, 5, 10, 20, 50, 100, 250)  # questions given to the whole pool first
 EARLY = 30  # questions 0 .. EARLY - 1 are "early"
 
-outcomes = online.team_outcomes(cache, questions, REWARD)  # every team's reward on every question (K, Q)
+outcomes = team_outcomes(cache, questions, REWARD)  # every team's reward on every question (K, Q)
 tasks = task_ids(cache)[outcomes.questions]
 per_question = {name: np.array([r.rewards(cache, REWARD) for r in folds]) for name, folds in results.items()}
 for k in KS:
@@ -159,7 +160,7 @@ for k in KS:
         train, held = tasks != task, tasks == task
         stream = outcomes.rewards[:, held]  # (K, T): every team's reward on the held-out task's questions
         prior = outcomes.rewards[:, train].mean(axis=1)
-        rank = online.prior_rank(outcomes.rewards[:, train], outcomes.correct[:, train], outcomes.share[:, train])
+        rank = prior_rank(outcomes.rewards[:, train], outcomes.correct[:, train], outcomes.share[:, train])
         chosen = partial.partial_choices(stream, outcomes.teams, prior, rank, pseudo_count=N0, explore=k)
         played.append(stream[chosen, np.arange(chosen.size)])
     per_question[f"k={k}"] = np.array(played)

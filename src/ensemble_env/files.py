@@ -9,8 +9,8 @@ file where a complete one was expected, and an output never replaces one of the 
 - :func:`output_folder`: the one rule for a command's output folder: new, empty, or marked as made by the command.
 - :class:`OutputError`: what both raise when an output cannot be written; a ValueError and an OSError,
   naming the output and the cause.
-- :class:`RunLock`: the one writer of a folder (a run directory), an ``fcntl.flock`` that the kernel releases when
-  its holder dies; :func:`holding_run_lock` makes a function hold it.
+
+The one writer of a folder (a run directory) is :class:`ensemble_env.run_lock.RunLock`, in a module of its own.
 
 >>> import tempfile, pathlib
 >>> folder = pathlib.Path(tempfile.mkdtemp())
@@ -24,42 +24,25 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import hashlib
-import inspect
 import json
 import os
 import re
-import shlex
-import socket
 import stat
-import sys
 import tempfile
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
+from ensemble_env.filesystem import cause, file_id
+from ensemble_env.run_lock import RunLock  # noqa: F401  (kept importable from here: benchmarks/partial_selection.py)
 from ensemble_env.text import show
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: msvcrt below
-    fcntl = None  # type: ignore[assignment]
-
 __all__ = [
-    "LOCK_NAME",
     "OUTPUT_MARK",
     "OutputError",
-    "RunBusyError",
-    "RunLock",
     "atomic_path",
     "check_output",
-    "describe_holder",
-    "holding_run_lock",
     "make_folder",
     "output_folder",
     "save_figure",
@@ -68,8 +51,6 @@ __all__ = [
     "writing",
 ]
 
-#: the lock file of a folder held by :class:`RunLock`
-LOCK_NAME = "run.lock"
 #: the mark of a folder a command made for its outputs (:func:`output_folder`): ``{"command": NAME}``
 OUTPUT_MARK = "made-by.json"
 #: the most bytes a mark may hold
@@ -158,22 +139,6 @@ def _sync(path: Path, directory: bool = False) -> None:
         os.close(handle)
 
 
-def _cause(error: OSError) -> str:
-    """An OSError's reason in words, without the paths it may repeat (``No space left on device``)."""
-    if error.strerror:
-        return error.strerror
-    return str(error) or type(error).__name__
-
-
-def _file_id(path: str | os.PathLike[str]) -> tuple[int, int] | None:
-    """(device, inode) of the file ``path`` leads to (symbolic links followed); None when there is none."""
-    try:
-        status = os.stat(path)
-    except (OSError, ValueError):  # missing, a loop of links, a name too long, a NUL: no file known to be there
-        return None
-    return status.st_dev, status.st_ino
-
-
 def check_output(path: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]]) -> None:
     """Raise :class:`OutputError` when the output ``path`` is one of ``inputs``: the same file by device and
     inode (``os.stat``, following symbolic links), so that a hard link or a symbolic link to an input, or an
@@ -182,11 +147,11 @@ def check_output(path: str | os.PathLike[str], inputs: Iterable[str | os.PathLik
     """
     if isinstance(inputs, str | bytes | os.PathLike):
         raise TypeError(f"inputs must be a list of paths, got the single path {inputs!r}")
-    output = _file_id(path)
+    output = file_id(path)
     if output is None:
         return
     for source in inputs:
-        if _file_id(source) != output:
+        if file_id(source) != output:
             continue
         if os.path.abspath(path) == os.path.abspath(source):
             how = ""
@@ -263,7 +228,7 @@ def atomic_path(path: str | os.PathLike[str], *, inputs: Iterable[str | os.PathL
         )
     except OSError as error:
         raise OutputError(
-            f"{target}: cannot write: {_cause(error)} (creating a temporary file in {target.parent})", error.errno
+            f"{target}: cannot write: {cause(error)} (creating a temporary file in {target.parent})", error.errno
         ) from error
     os.close(handle)
     temporary = Path(name)
@@ -279,7 +244,7 @@ def atomic_path(path: str | os.PathLike[str], *, inputs: Iterable[str | os.PathL
             _sync(target.parent, directory=True)
         except OSError as error:  # the temporary is no business of the caller's: name the output
             named = isinstance(error, OutputError) or str(error).startswith(f"{temporary}:")  # a nested writer's
-            message = str(error) if named else f"{target}: cannot write: {_cause(error)}"
+            message = str(error) if named else f"{target}: cannot write: {cause(error)}"
             raise OutputError(message.replace(str(temporary), str(target)), error.errno) from error
     except BaseException:
         temporary.unlink(missing_ok=True)
@@ -307,7 +272,7 @@ def writing(path: str | os.PathLike[str]) -> Iterator[Path]:
     except OutputError:
         raise
     except OSError as error:
-        raise OutputError(f"{path}: cannot write: {_cause(error)}", error.errno) from error
+        raise OutputError(f"{path}: cannot write: {cause(error)}", error.errno) from error
 
 
 def make_folder(path: str | os.PathLike[str]) -> Path:
@@ -321,7 +286,7 @@ def make_folder(path: str | os.PathLike[str]) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise OutputError(f"{path}: cannot create the folder ({_cause(error)})", error.errno) from None
+        raise OutputError(f"{path}: cannot create the folder ({cause(error)})", error.errno) from None
     return path
 
 
@@ -384,7 +349,7 @@ def output_folder(path: str | os.PathLike[str], command: str, *, option: str = "
     try:
         names = sorted(os.listdir(folder))
     except OSError as error:
-        raise OutputError(f"{where}: cannot list the folder ({_cause(error)})", error.errno) from None
+        raise OutputError(f"{where}: cannot list the folder ({cause(error)})", error.errno) from None
     if OUTPUT_MARK in names:
         maker = _read_mark(folder / OUTPUT_MARK)
         if maker is None:
@@ -433,259 +398,3 @@ def _read_mark(path: Path) -> str | None:
         return None
     command = record.get("command") if isinstance(record, dict) else None
     return command if isinstance(command, str) and command else None
-
-
-# -- the one writer of a folder ---------------------------------------------------------------------------
-def _lock_error(path: str | os.PathLike[str], problem: str) -> ValueError:
-    return ValueError(f"{path}: {problem}")
-
-
-# -- the lock --------------------------------------------------------------------------------------------------
-class RunBusyError(ValueError):
-    """Another process works in the run directory; the message names it (pid, host, start time, command)."""
-
-
-@dataclass
-class _Holding:
-    """A lock this process holds: the open lock file, the thread that took it, and how often it was re-entered."""
-
-    fd: int
-    thread: int
-    depth: int
-
-
-_HOLDINGS: dict[str, _Holding] = {}
-_HOLDINGS_GUARD = threading.Lock()
-
-
-class RunLock:
-    """The exclusive lock of a run directory, held by one ``train`` for the whole run; a context manager.
-
-    ``RunLock(run_dir).acquire()`` (or ``with RunLock(run_dir):``) creates the folder (unless ``create`` is
-    False: then it must exist) and takes an exclusive ``fcntl.flock`` on ``run_dir/run.lock``, recording in
-    the file who holds it: pid, host, start time (UTC) and ``command`` (default: this process's command line).
-    A lock another process holds raises :class:`RunBusyError` naming that holder. The kernel releases a flock
-    when its holder dies, by any signal, so a lock file left by a killed run is taken over; the dead holder's
-    record is then :attr:`taken_over`. Releasing removes the file.
-
-    Re-entrant in the thread that holds it (``train`` called inside the ``train`` command, which took the lock
-    first); another thread, or another process, is refused. On NFS, ``flock`` works where the server supports
-    locks (Linux maps it to POSIX locks); a filesystem without locks is refused with a message.
-    """
-
-    def __init__(self, run_dir: str | os.PathLike[str], *, create: bool = True, command: str | None = None) -> None:
-        self.run_dir = Path(run_dir)
-        self.path = self.run_dir / LOCK_NAME
-        self.create = create
-        self.command = command if command is not None else _command_line()
-        self.taken_over: dict[str, Any] | None = None
-        """The record of a holder that died with the lock (a stale ``run.lock`` taken over), else None."""
-        self._key: str | None = None
-
-    def acquire(self) -> RunLock:
-        if self._key is not None:
-            raise RuntimeError(f"{self.path}: this RunLock is already held; make a new one")
-        self._prepare_folder()
-        key = os.path.realpath(self.path)
-        with _HOLDINGS_GUARD:
-            holding = _HOLDINGS.get(key)
-            if holding is not None and holding.thread == threading.get_ident():
-                holding.depth += 1
-                self._key = key
-                return self
-        fd = self._lock()
-        try:
-            previous = _read_record(fd)
-            self.taken_over = previous or None
-            _write_record(fd, self.command)
-        except OSError as error:
-            _unlock(fd, self.path)
-            raise _lock_error(self.path, f"cannot write the lock file ({error.strerror or error})") from None
-        with _HOLDINGS_GUARD:
-            _HOLDINGS[key] = _Holding(fd, threading.get_ident(), 1)
-        self._key = key
-        return self
-
-    def release(self) -> None:
-        key, self._key = self._key, None
-        if key is None:
-            return
-        with _HOLDINGS_GUARD:
-            holding = _HOLDINGS.get(key)
-            if holding is None:  # released already, through the outer lock of this thread
-                return
-            holding.depth -= 1
-            if holding.depth > 0:
-                return
-            del _HOLDINGS[key]
-        _unlock(holding.fd, self.path)
-
-    def __enter__(self) -> RunLock:
-        return self.acquire()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        self.release()
-
-    def _prepare_folder(self) -> None:
-        folder = self.run_dir
-        if self.create:
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except FileExistsError:
-                raise _lock_error(folder, "is a file, not a folder; a run directory is a folder") from None
-            except OSError as error:
-                raise _lock_error(folder, f"cannot create the run directory ({error.strerror or error})") from None
-        elif not folder.exists():
-            raise FileNotFoundError(f"{folder}: no such run directory")
-        if not folder.is_dir():
-            raise _lock_error(folder, "is a file, not a folder; a run directory is a folder")
-
-    def _lock(self) -> int:
-        """The open lock file, exclusively locked (a file that was removed meanwhile by its releasing holder is
-        reopened)."""
-        for _ in range(100):
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK, 0o644)
-            except OSError as error:
-                raise _lock_error(self.path, f"cannot open the run's lock file ({error.strerror or error})") from None
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                os.close(fd)
-                raise _lock_error(self.path, "is not a regular file; remove it (it should be the run's lock file)")
-            try:
-                _lock_fd(fd)
-            except BlockingIOError:
-                record = _read_record(fd)
-                os.close(fd)
-                raise RunBusyError(_busy_message(self.run_dir, record)) from None
-            except OSError as error:
-                os.close(fd)
-                raise _lock_error(
-                    self.path,
-                    f"cannot lock the run directory ({error.strerror or error}): does its filesystem "
-                    "support file locks?",
-                ) from None
-            if _same_file(fd, self.path):
-                return fd
-            os.close(fd)  # its holder removed it between our open and our lock: take the new one
-        raise RunBusyError(f"{self.run_dir}: the lock changed hands 100 times while this process tried to take it")
-
-
-def _command_line() -> str:
-    """This process's command line, as a user would type it (``ensemble-env train --out runs/a ...``)."""
-    words = list(sys.argv) or ["python"]
-    if os.path.basename(words[0]) in ("ensemble-env", "__main__.py"):
-        words[0] = "ensemble-env"
-    elif words[0] == "-c":
-        words[0] = "python -c ..."
-    return " ".join([words[0], shlex.join(words[1:])]).strip()
-
-
-if fcntl is not None:
-
-    def _lock_fd(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError when another open file holds it
-
-    def _unlock(fd: int, path: Path) -> None:
-        """Remove the lock file (while still holding it, and only if it is still ours), then release it."""
-        if _same_file(fd, path):
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-        os.close(fd)  # closing the last descriptor of the open file releases the flock
-
-else:  # pragma: no cover - Windows: a lock on a byte far past the record, released by the OS when the holder dies
-    import msvcrt
-
-    _LOCKED_BYTE = 2**30
-
-    def _lock_fd(fd: int) -> None:
-        os.lseek(fd, _LOCKED_BYTE, os.SEEK_SET)
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except PermissionError as error:
-            raise BlockingIOError(str(error)) from None
-
-    def _unlock(fd: int, path: Path) -> None:
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-        os.close(fd)  # an open file cannot be removed on Windows: the empty file stays
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        there = os.stat(path, follow_symlinks=False)
-    except OSError:
-        return False
-    here = os.fstat(fd)
-    return (there.st_dev, there.st_ino) == (here.st_dev, here.st_ino)
-
-
-def _read_record(fd: int) -> dict[str, Any]:
-    """The holder's record in the lock file ({} when there is none or it cannot be read)."""
-    try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        data = os.read(fd, 8192)
-        record = json.loads(data.decode("utf-8")) if data.strip() else {}
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return record if isinstance(record, dict) else {}
-
-
-def _write_record(fd: int, command: str) -> None:
-    record = {
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": command,
-    }
-    data = (json.dumps(record) + "\n").encode("utf-8")
-    os.ftruncate(fd, 0)
-    os.lseek(fd, 0, os.SEEK_SET)
-    os.write(fd, data)
-
-
-def describe_holder(record: Mapping[str, Any]) -> str:
-    """A lock record in words: ``pid 123 on host h, started 2025-01-01T10:00:00+00:00: ensemble-env train ...``."""
-    pid = record.get("pid")
-    if not isinstance(pid, int) or isinstance(pid, bool):
-        return "a process that left no readable record in the lock file"
-    text = f"pid {pid}"
-    if isinstance(record.get("host"), str):
-        text += f" on host {show(record['host'], 80)[1:-1]}"
-    if isinstance(record.get("started"), str):
-        text += f", started {show(record['started'], 40)[1:-1]}"
-    if isinstance(record.get("command"), str):
-        text += f": {show(record['command'], 300)[1:-1]}"
-    return text
-
-
-def _busy_message(run_dir: Path, record: Mapping[str, Any]) -> str:
-    pid = record.get("pid")
-    stop = f"stop it (kill {pid})" if isinstance(pid, int) and not isinstance(pid, bool) else "stop it"
-    return (
-        f"{run_dir} is in use by another training run ({describe_holder(record)}); two runs in one folder would mix "
-        f"their config, log and checkpoint. Wait for it to end or {stop}, or train into another folder"
-    )
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def holding_run_lock(parameter: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorator: the function runs holding the :class:`RunLock` of the run directory given as its argument
-    ``parameter`` (re-entrant: a caller that holds it already, such as the ``train`` command, keeps it)."""
-
-    def decorate(function: Callable[P, R]) -> Callable[P, R]:
-        signature = inspect.signature(function)
-
-        @functools.wraps(function)
-        def locked(*args: P.args, **kwargs: P.kwargs) -> R:
-            folder = signature.bind(*args, **kwargs).arguments[parameter]
-            with RunLock(folder):
-                return function(*args, **kwargs)
-
-        return locked
-
-    return decorate

@@ -13,6 +13,7 @@ from conftest import flip_labels
 
 from ensemble_env.baselines import BaselineResult, bayes, online, partial, registry, routing, unseen
 from ensemble_env.baselines.bayes import RIDGE, TeamPrior
+from ensemble_env.baselines.outcomes import prior_rank, team_outcomes
 from ensemble_env.cache import LogitCache, synthetic
 from ensemble_env.game.reward import RewardSettings
 
@@ -102,7 +103,7 @@ def test_observing_a_team_moves_the_teams_that_share_its_members() -> None:
     share its members. Observing {a} alone moves every team by its prior covariance with {a} (the regression on a:
     no more), so the teams holding a move more than those that do not, and a team of zero covariance not at all."""
     cache = skill_cache(seed=1, n_tasks=40, per_task=40)
-    out = online.team_outcomes(cache, reward=REWARD)
+    out = team_outcomes(cache, reward=REWARD)
     tasks = cache.tasks
     prior = bayes.fit_prior([out.rewards[:, tasks == t] for t in range(cache.n_tasks)])
     teams = routing.all_teams(3)
@@ -130,7 +131,7 @@ def test_a_flat_prior_gives_each_teams_observed_mean() -> None:
     rng = np.random.default_rng(2)
     teams = routing.all_teams(3)
     cache = skill_cache(seed=2)
-    out = online.team_outcomes(cache, reward=REWARD)
+    out = team_outcomes(cache, reward=REWARD)
     fitted = bayes.fit_prior([out.rewards[:, cache.tasks == t] for t in range(cache.n_tasks)])
     independent = TeamPrior(fitted.mean, fitted.between, np.diag(np.diag(fitted.noise)))
     rewards = out.rewards[:, cache.tasks == 0][:, :40]
@@ -155,7 +156,7 @@ def test_the_constants_are_the_best_on_the_training_streams() -> None:
     cache = skill_cache(seed=3, n_tasks=5)
     train, test = cache.select(tasks=["task_0", "task_1", "task_2", "task_3"]), cache.select(tasks=["task_4"])
     result = bayes.bayes_team(cache, train, test, reward=REWARD, **SMALL)
-    out = online.team_outcomes(cache, reward=REWARD)
+    out = team_outcomes(cache, reward=REWARD)
     teams = routing.all_teams(3)
     streams = [out.rewards[:, cache.tasks == t] for t in range(4)]
     scores = {}
@@ -165,7 +166,7 @@ def test_the_constants_are_the_best_on_the_training_streams() -> None:
             for j, stream in enumerate(streams):
                 others = [cache.tasks == t for t in range(4) if t != j]
                 pooled = np.any(others, axis=0)
-                rank = online.prior_rank(out.rewards[:, pooled], out.correct[:, pooled], out.share[:, pooled])
+                rank = prior_rank(out.rewards[:, pooled], out.correct[:, pooled], out.share[:, pooled])
                 prior = bayes.fit_prior([out.rewards[:, mask] for mask in others])
                 chosen = bayes.bayes_choices(stream, teams, prior, rank, scale=s, shrinkage=shrinkage)
                 means.append(stream[chosen, np.arange(chosen.size)].mean())
@@ -175,7 +176,7 @@ def test_the_constants_are_the_best_on_the_training_streams() -> None:
     first = next(key for key, value in scores.items() if round(value, 9) == best)
     assert f"s={result.info['prior_scale']:g},lambda={result.info['shrinkage']:g}" == first
     training = cache.tasks < 4
-    rank = online.prior_rank(out.rewards[:, training], out.correct[:, training], out.share[:, training])
+    rank = prior_rank(out.rewards[:, training], out.correct[:, training], out.share[:, training])
     prior = bayes.fit_prior(streams)
     expected = bayes.bayes_choices(out.rewards[:, test], teams, prior, rank, scale=result.info["prior_scale"],
                                    shrinkage=result.info["shrinkage"])  # fmt: skip

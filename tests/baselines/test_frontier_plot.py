@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from ensemble_env import datasets
-from ensemble_env.baselines import comparison
-from ensemble_env.baselines.comparison import FrontierPoint
+from ensemble_env.baselines import frontier, frontier_plot
+from ensemble_env.baselines.frontier import FrontierPoint
 
 pytest.importorskip("matplotlib")
 
@@ -28,7 +28,7 @@ def drawn(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         figures.append(figure)
         return Path(path)
 
-    monkeypatch.setattr(comparison, "save_figure", keep)
+    monkeypatch.setattr(frontier_plot, "save_figure", keep)
     return figures
 
 
@@ -45,7 +45,7 @@ def _bars(axes: Any) -> list[Any]:
 
 
 def test_the_frontier_marks_the_baselines_that_read_the_test_labels() -> None:
-    points = comparison.frontier(datasets.load("toy8"), (1.0,), names=["best_single", "oracle"], progress=False)
+    points = frontier.frontier(datasets.load("toy8"), (1.0,), names=["best_single", "oracle"], progress=False)
     assert {point.name: point.uses_test_labels for point in points} == {"best_single": False, "oracle": True}
 
 
@@ -55,7 +55,7 @@ def test_references_are_hollow_grey_and_say_they_use_the_test_labels(drawn: list
         FrontierPoint("oracle_team(test)", 1.0, 0.60, 0.10, 1.6, 4.0, uses_test_labels=True),
         FrontierPoint("my_policy", 1.0, 0.59, 0.07, 2.2, 9.0),
     ]
-    comparison.plot_frontier(points, tmp_path / "f.png", x="team_size")
+    frontier_plot.plot_frontier(points, tmp_path / "f.png", x="team_size")
     (axes,) = drawn[0].axes
     scatters = _scatters(axes)
     assert set(scatters) == {"static_team (alpha 1)", "oracle_team(test) (alpha 1) (uses test labels)", "my_policy"}
@@ -71,8 +71,8 @@ def test_references_are_hollow_grey_and_say_they_use_the_test_labels(drawn: list
 
 
 def test_an_oracle_far_above_is_a_reference_too(drawn: list[Any], tmp_path: Path) -> None:
-    points = comparison.frontier(datasets.load("bbh5"), (1.0,), names=["best_single", "oracle"], progress=False)
-    comparison.plot_frontier(points, tmp_path / "f.png")
+    points = frontier.frontier(datasets.load("bbh5"), (1.0,), names=["best_single", "oracle"], progress=False)
+    frontier_plot.plot_frontier(points, tmp_path / "f.png")
     labels = [text.get_text() for text in drawn[0].legends[0].get_texts()]
     assert labels[-1].startswith("oracle (0.830, above)") and labels[-1].endswith("(uses test labels)")
 
@@ -82,7 +82,7 @@ def test_intervals_are_error_bars(drawn: list[Any], tmp_path: Path) -> None:
         FrontierPoint("a", 1.0, 0.5, 0.0, 1.0, 2.0, accuracy_interval=(0.45, 0.56), cost_interval=(1.8, 2.3)),
         FrontierPoint("b", 1.0, 0.7, 0.0, 3.0, 9.0, team_size_interval=(2.9, 3.2)),
     ]
-    comparison.plot_frontier(points, tmp_path / "f.png")
+    frontier_plot.plot_frontier(points, tmp_path / "f.png")
     team, cost = drawn[0].axes
     assert [team.get_title(), cost.get_title()] == ["accuracy against team size", "accuracy against cost"]
     segments = [segment for bars in _bars(team) for segment in bars.get_segments()]
@@ -103,20 +103,20 @@ def test_points_that_overlap_are_spread_apart_in_their_order(drawn: list[Any], t
         FrontierPoint("best_single", 1.0, 0.51, 0.0, 1.0, 1.0),
         FrontierPoint("stacking", 1.0, 0.6, 0, 5, 5),
     ]
-    comparison.plot_frontier(points, tmp_path / "f.png")
+    frontier_plot.plot_frontier(points, tmp_path / "f.png")
     (axes,) = drawn[0].axes
     scatters = _scatters(axes)
     xs = {label: float(item.get_offsets()[0][0]) for label, item in scatters.items()}
     together = [xs["mappo"], xs["ippo"], xs["static_team (alpha 1)"]]
     assert together == sorted(together) and len(set(together)) == 3  # each seen, in drawing order
     assert np.mean(together) == pytest.approx(1.25)  # centred on their place
-    assert min(np.diff(together)) == pytest.approx(comparison._DODGE * 4.0)  # a marker's width apart, no more
+    assert min(np.diff(together)) == pytest.approx(frontier_plot._DODGE * 4.0)  # a marker's width apart, no more
     assert xs["best_single"] == 1.0 and xs["stacking"] == 5.0  # the others stay where they are
     assert axes.get_xlabel().endswith("(overlapping points spread sideways)")
 
 
 def test_the_spread_keeps_the_order_of_x_and_moves_each_marker_little() -> None:
-    offsets = comparison._dodge([(1.31, 0.579), (1.25, 0.583), (3.0, 0.5), (1.25, 0.583)], width=4.0, height=1.0)
+    offsets = frontier_plot._dodge([(1.31, 0.579), (1.25, 0.583), (3.0, 0.5), (1.25, 0.583)], width=4.0, height=1.0)
     places = [x + offset for x, offset in zip([1.31, 1.25, 3.0, 1.25], offsets, strict=True)]
     assert places[1] < places[3] < places[0] and offsets[2] == 0.0
     assert np.diff(sorted([places[0], places[1], places[3]])).min() == pytest.approx(0.1)

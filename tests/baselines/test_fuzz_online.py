@@ -286,6 +286,7 @@ def _reference_ftl(rewards: np.ndarray, rank: np.ndarray, window: int | None, de
 
 def _call(function: str, arguments: dict[str, Any]) -> Any:
     from ensemble_env.baselines import online, partial, unseen
+    from ensemble_env.baselines.outcomes import team_outcomes
     from ensemble_env.cache import synthetic
 
     if function in ("ftl_choices", "ucb_choices", "prior_rank", "reward_range"):
@@ -299,7 +300,7 @@ def _call(function: str, arguments: dict[str, Any]) -> Any:
     valid_cache = synthetic.make_cache(n_models=2, n_questions=40, n_tasks=2, seed=0)
     cache = arguments.pop("cache", valid_cache)
     if function == "team_outcomes":
-        return online.team_outcomes(cache, **arguments)
+        return team_outcomes(cache, **arguments)
     if function == "leave_one_task_out":
         return unseen.leave_one_task_out(cache, **arguments)
     held = valid_cache.select(tasks=["task_0"])

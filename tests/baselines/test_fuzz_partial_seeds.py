@@ -209,7 +209,8 @@ def _seed_valid(seed: Any, optional: bool) -> bool:
 
 
 def _at_entry(entry: str, seed: Any) -> Any:
-    from ensemble_env.baselines import online, partial, pooling, registry, simple
+    from ensemble_env.baselines import partial, pooling, registry, simple
+    from ensemble_env.baselines.outcomes import team_outcomes
     from ensemble_env.cache.augment import permuted_copies
     from ensemble_env.cache.convert.splits import split_by_task
     from ensemble_env.synthetic import make_cache
@@ -221,7 +222,7 @@ def _at_entry(entry: str, seed: Any) -> Any:
     if entry == "choose_strength":
         return pooling.choose_strength(np.zeros((2, 6)), np.array([0, 0, 0, 1, 1, 1]), 2, np.ones(2), seed=seed)
     if entry == "estimate_teams":
-        outcomes = online.team_outcomes(cache, np.arange(cache.n_questions))
+        outcomes = team_outcomes(cache, np.arange(cache.n_questions))
         return pooling.estimate_teams(cache, outcomes.rewards, np.asarray(cache.tasks), outcomes.share, seed=seed)
     if entry == "Setting":
         return registry.Setting(cache, cache.select("train"), cache.select("test"), seed=seed)

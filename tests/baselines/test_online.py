@@ -10,6 +10,7 @@ from conftest import flip_labels
 
 from ensemble_env import datasets
 from ensemble_env.baselines import BaselineResult, comparison, online, registry, routing, unseen
+from ensemble_env.baselines.outcomes import prior_rank, reward_range, team_outcomes
 from ensemble_env.cache import LogitCache, synthetic
 from ensemble_env.game.reward import RewardSettings
 
@@ -64,12 +65,12 @@ def rows_of(result: BaselineResult) -> list[int]:
 
 def test_the_hand_cache_is_as_described() -> None:
     cache = hand_cache()
-    outcomes = online.team_outcomes(cache, reward=REWARD)
+    outcomes = team_outcomes(cache, reward=REWARD)
     assert outcomes.correct[AB].tolist() == outcomes.correct[A].tolist()  # the pair answers as a
     assert outcomes.rewards[:, :10].mean(axis=1).round(6).tolist() == [-0.5, 0.0, -0.8]
     seen = (outcomes.rewards[:, :10], outcomes.correct[:, :10], outcomes.share[:, :10])
-    assert online.prior_rank(*seen).tolist() == [1, 0, 2]  # b, then a, then the pair
-    assert online.reward_range(REWARD) == (-2.0, 1.0)
+    assert prior_rank(*seen).tolist() == [1, 0, 2]  # b, then a, then the pair
+    assert reward_range(REWARD) == (-2.0, 1.0)
 
 
 # -- follow the leader ----------------------------------------------------------------------------------------
@@ -129,7 +130,7 @@ def test_the_sliding_window_forgets() -> None:
     # a window as long as the stream is the whole history
     assert rows_of(online.ftl_team(cache, TRAIN, TEST, reward=REWARD, window=10, delay=0)) == [B] * 9 + [A]
     # the window's sums read only the last W questions: a change before them does not move the choice
-    rewards = online.team_outcomes(cache, TEST, REWARD).rewards
+    rewards = team_outcomes(cache, TEST, REWARD).rewards
     changed = rewards.copy()
     changed[A, 0] = 100.0
     assert online.ftl_choices(changed, np.array([1, 0, 2]), window=2)[3:].tolist() == [B, B, B, A, A, A, A]
@@ -208,8 +209,8 @@ def test_ucb_first_choices_by_hand() -> None:
     assert greedy.info["feedback"] == "bandit"
     exploring = online.ucb_team(cache, TRAIN, TEST, reward=REWARD, explorations=(2.0,), pseudo_counts=(1.0,))
     assert rows_of(exploring)[:3] == [B, B, A] and exploring.info["delay"] == 1
-    outcomes = online.team_outcomes(cache, TEST, REWARD)
-    prior = online.team_outcomes(cache, TRAIN, REWARD).rewards.mean(axis=1)
+    outcomes = team_outcomes(cache, TEST, REWARD)
+    prior = team_outcomes(cache, TRAIN, REWARD).rewards.mean(axis=1)
     rank = np.array([1, 0, 2])
     direct = online.ucb_choices(outcomes.rewards, prior, rank, exploration=2.0, pseudo_count=1.0, delay=1)
     assert direct.tolist() == rows_of(exploring)
@@ -237,8 +238,8 @@ def test_ucb_constants_are_the_best_on_the_training_streams() -> None:
     train, test = cache.select(tasks=["task_0", "task_1", "task_2"]), cache.select(tasks=["task_3"])
     explorations, counts = (0.0, 0.1, 0.5), (1.0, 8.0)
     result = online.ucb_team(cache, train, test, reward=REWARD, explorations=explorations, pseudo_counts=counts)
-    outcomes = online.team_outcomes(cache, train, REWARD)
-    rank = online.prior_rank(outcomes.rewards, outcomes.correct, outcomes.share)
+    outcomes = team_outcomes(cache, train, REWARD)
+    rank = prior_rank(outcomes.rewards, outcomes.correct, outcomes.share)
     prior = outcomes.rewards.mean(axis=1)
     scores = {}
     for c in explorations:
@@ -247,7 +248,7 @@ def test_ucb_constants_are_the_best_on_the_training_streams() -> None:
             for task in range(3):
                 columns = np.flatnonzero(cache.tasks[outcomes.questions] == task)
                 stream = outcomes.rewards[:, columns]
-                chosen = online.ucb_choices(stream, prior, rank, c, n0, online.reward_range(REWARD), delay=1)
+                chosen = online.ucb_choices(stream, prior, rank, c, n0, reward_range(REWARD), delay=1)
                 means.append(stream[chosen, np.arange(columns.size)].mean())
             scores[f"c={c:g},n0={n0:g}"] = float(np.mean(means))
     assert result.info["grid_scores"] == pytest.approx(scores)
@@ -335,7 +336,7 @@ def test_a_held_out_task_may_not_be_a_training_task() -> None:
         online.ftl_team(cache, train, np.array([], dtype=int))
     with pytest.raises(ValueError, match="twice"):
         online.ftl_team(cache, train, np.repeat(cache.select(tasks=["task_2"]), 2))
-    outcomes = online.team_outcomes(cache, reward=RewardSettings(alpha=2.0))
+    outcomes = team_outcomes(cache, reward=RewardSettings(alpha=2.0))
     with pytest.raises(ValueError, match="outcomes were computed under"):
         online.ftl_team(cache, train, cache.select(tasks=["task_2"]), outcomes=outcomes)
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from ensemble_env.baselines import online, unseen
+from ensemble_env.baselines.outcomes import prior_rank, reward_range, team_outcomes
 from ensemble_env.cache import synthetic
 from ensemble_env.game.reward import RewardSettings
 
@@ -34,7 +35,7 @@ def ucb(**changes: Any) -> Any:
 
 
 def rank(**changes: Any) -> Any:
-    return online.prior_rank(**{"rewards": REWARDS, "correct": CORRECT, "share": SHARE, **changes})
+    return prior_rank(**{"rewards": REWARDS, "correct": CORRECT, "share": SHARE, **changes})
 
 
 CACHE = synthetic.make_cache(n_models=3, n_questions=90, n_tasks=3, seed=0)
@@ -145,10 +146,10 @@ HOSTILE: dict[str, tuple[Callable[[], Any], str]] = {
         r"pseudo_counts\[1\] must be a finite number",
     ),
     "team_outcomes reward None": (
-        lambda: online.team_outcomes(CACHE, reward=None),
+        lambda: team_outcomes(CACHE, reward=None),
         r"reward must be a RewardSettings, got NoneType",
     ),
-    "reward_range of a dict": (lambda: online.reward_range({"alpha": 1.0}), r"reward must be a RewardSettings"),
+    "reward_range of a dict": (lambda: reward_range({"alpha": 1.0}), r"reward must be a RewardSettings"),
     "names a string": (
         lambda: unseen.leave_one_task_out(CACHE, names="ftl_team"),
         r"names must be a list of values, got the string 'ftl_team'",

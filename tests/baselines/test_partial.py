@@ -14,6 +14,7 @@ from conftest import flip_labels
 
 from ensemble_env import datasets
 from ensemble_env.baselines import BaselineResult, online, partial, registry, routing, unseen
+from ensemble_env.baselines.outcomes import prior_rank, reward_range, team_outcomes
 from ensemble_env.cache import LogitCache, synthetic
 from ensemble_env.game.reward import RewardSettings
 
@@ -62,7 +63,7 @@ def rows_of(result: BaselineResult, n_models: int = 3) -> list[int]:
 
 
 def test_the_hand_cache_is_as_described() -> None:
-    outcomes = online.team_outcomes(hand_cache(), reward=REWARD)
+    outcomes = team_outcomes(hand_cache(), reward=REWARD)
     assert outcomes.rewards[:, :4].T.tolist() == [
         [-2, 1, -2, -3, -3, 1, -4],
         [-2, 1, 1, -3, -3, 1, 1],
@@ -71,10 +72,10 @@ def test_the_hand_cache_is_as_described() -> None:
     ]
     assert outcomes.rewards[:, :4].mean(axis=1).tolist() == [-1.25, 0.25, -0.5, -2.0, -2.0, 0.0, -1.5]
     train = (outcomes.rewards[:, :4], outcomes.correct[:, :4], outcomes.share[:, :4])
-    assert np.argsort(online.prior_rank(*train)).tolist() == [B, BC, C, A, ABC, AB, AC]
+    assert np.argsort(prior_rank(*train)).tolist() == [B, BC, C, A, ABC, AB, AC]
     assert outcomes.rewards[:, 4:].T.tolist()[0] == [1, -2, 1, 1, 1, -3, 1]  # (1, 0, 1): abc right by majority
     assert outcomes.rewards[:, 8].tolist() == [1, -2, -2, 1, 1, -3, -4]  # (1, 0, 0): abc wrong
-    assert online.reward_range(REWARD) == (-4.0, 1.0)
+    assert reward_range(REWARD) == (-4.0, 1.0)
 
 
 # -- what a played team reveals ----------------------------------------------------------------------------------
@@ -84,7 +85,7 @@ def test_partial_statistics_by_hand() -> None:
     """Played b, b, bc, bc, c, c on "new" in the game's timing: the choice of question t reads questions 0 .. t - 2.
     t2 reads question 0 (b played: b's -2 alone); t3 adds question 1 (b -2); t4 adds question 2, played bc, so b
     (-2), c (+1) and bc (-3) are revealed, never a, ab, ac nor abc; t5 adds question 3 ((1, 1, 1): +1 for b, c, bc)."""
-    rewards = online.team_outcomes(hand_cache(), TEST, REWARD).rewards
+    rewards = team_outcomes(hand_cache(), TEST, REWARD).rewards
     counts, sums = partial.partial_statistics(rewards, routing.all_teams(3), [B, B, BC, BC, C, C])
     assert counts.tolist() == [
         [0, 0, 0, 0, 0, 0, 0],
@@ -119,7 +120,7 @@ def test_greedy_by_hand() -> None:
     assert result.info["teams_used"] == {"b": 2, "c": 2, "b+c": 2} and result.info["pseudo_count"] == 1.0
     assert result.info["training_tasks"] == ("t1", "t2") and result.info["held_out_tasks"] == ("new",)
     # the same rule on the stream directly
-    rewards = online.team_outcomes(cache, TEST, REWARD).rewards
+    rewards = team_outcomes(cache, TEST, REWARD).rewards
     prior, rank = np.array([-1.25, 0.25, -0.5, -2.0, -2.0, 0.0, -1.5]), np.array([3, 0, 2, 5, 6, 1, 4])
     teams = routing.all_teams(3)
     direct = partial.partial_choices(rewards, teams, prior, rank, pseudo_count=1.0, bounds=(-4.0, 1.0))
@@ -159,7 +160,7 @@ def test_ucb_by_hand() -> None:
 def test_thompson_draws_around_greedy() -> None:
     """With no noise Thompson is greedy; a draw of +1 for abc at sigma 1 (width 5, n0 = 1: 5 / sqrt(1) = 5) lifts
     it over b's 0.25 at t0: abc answers question 0 and reveals every team."""
-    rewards = online.team_outcomes(hand_cache(), TEST, REWARD).rewards
+    rewards = team_outcomes(hand_cache(), TEST, REWARD).rewards
     prior, rank = np.array([-1.25, 0.25, -0.5, -2.0, -2.0, 0.0, -1.5]), np.array([3, 0, 2, 5, 6, 1, 4])
     teams, bounds = routing.all_teams(3), (-4.0, 1.0)
     quiet = np.zeros((6, 7))
@@ -295,8 +296,8 @@ def test_a_non_members_output_never_changes_a_choice() -> None:
             if outside.size == 0:
                 continue
             moved = with_output_moved(cache, int(test[position]), int(outside[0]))
-            changed = online.team_outcomes(moved, test[position : position + 1], reward).correct
-            original = online.team_outcomes(cache, test[position : position + 1], reward).correct
+            changed = team_outcomes(moved, test[position : position + 1], reward).correct
+            original = team_outcomes(cache, test[position : position + 1], reward).correct
             if np.array_equal(changed, original):
                 continue  # the move changed no team's answer: nothing to hide
             after = run_rule(name, moved, train, test)
@@ -336,7 +337,7 @@ def test_the_constants_are_the_best_on_the_training_streams() -> None:
     train, test = cache.select(tasks=["task_0", "task_1", "task_2"]), cache.select(tasks=["task_3"])
     explores, counts = (1, 4), (0.5, 8.0)
     result = partial.etc_team(cache, train, test, reward=reward, explores=explores, pseudo_counts=counts)
-    outcomes = online.team_outcomes(cache, train, reward)
+    outcomes = team_outcomes(cache, train, reward)
     tasks = cache.tasks[outcomes.questions]
     scores = {}
     for m in explores:
@@ -347,8 +348,8 @@ def test_the_constants_are_the_best_on_the_training_streams() -> None:
                 parts = (outcomes.rewards[:, others], outcomes.correct[:, others], outcomes.share[:, others])
                 stream = outcomes.rewards[:, own]
                 chosen = partial.partial_choices(
-                    stream, outcomes.teams, parts[0].mean(axis=1), online.prior_rank(*parts), pseudo_count=n0,
-                    explore=m, bounds=online.reward_range(reward),
+                    stream, outcomes.teams, parts[0].mean(axis=1), prior_rank(*parts), pseudo_count=n0,
+                    explore=m, bounds=reward_range(reward),
                 )  # fmt: skip
                 means.append(stream[chosen, np.arange(stream.shape[1])].mean())
             scores[f"m={m},n0={n0:g}"] = float(np.mean(means))

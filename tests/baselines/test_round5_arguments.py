@@ -13,6 +13,7 @@ import pytest
 
 from ensemble_env.baselines import online, partial, pooling, registry, simple
 from ensemble_env.baselines.comparison import bootstrap_difference
+from ensemble_env.baselines.outcomes import team_outcomes
 from ensemble_env.baselines.report import team_stats
 from ensemble_env.baselines.routing import all_teams
 from ensemble_env.cache.augment import permuted_copies
@@ -87,7 +88,7 @@ def _estimate(seed: Any) -> Any:
     cache = _cache()
     questions = np.arange(cache.n_questions)
     teams = all_teams(3)
-    outcomes = online.team_outcomes(cache, questions)
+    outcomes = team_outcomes(cache, questions)
     return pooling.estimate_teams(cache, outcomes.rewards, np.asarray(cache.tasks), outcomes.share,
                                   estimator="certified", seed=seed, correct=outcomes.correct, teams=teams)  # fmt: skip
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ensemble_env.baselines import comparison, mean_probability_vote
+from ensemble_env.baselines import comparison, frontier, frontier_plot, mean_probability_vote
 from ensemble_env.cache import LogitCache, save_cache
 from ensemble_env.cli import main
 from ensemble_env.game.reward import RewardSettings, question_rewards
@@ -162,13 +162,13 @@ def test_frontier_sweeps_alpha_and_plots(cache_file: Path, capsys: pytest.Captur
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"frontier plot written to {png}" in out
     assert [path.name for path in png.parent.iterdir()] == ["frontier.png"]  # no temporary file left
-    points = comparison.frontier(small_cache(), (0.0, 1.0, 50.0), progress=False)
+    points = frontier.frontier(small_cache(), (0.0, 1.0, 50.0), progress=False)
     static = [point for point in points if point.name == "static_team"]
     assert [point.alpha for point in static] == [0.0, 1.0, 50.0]
     assert static[0].team_size >= static[-1].team_size and static[-1].team_size == 1.0
     fixed = [point for point in points if point.name == "oracle"]
     assert len({(point.accuracy, point.team_size) for point in fixed}) == 1  # does not move with alpha
-    table = comparison.format_frontier(points)
+    table = frontier.format_frontier(points)
     assert sum(line.startswith("static_team ") for line in table.splitlines()) == 3
     assert sum(line.startswith("oracle ") for line in table.splitlines()) == 1
     # the points at an alpha are those compare() gives at that alpha
@@ -187,28 +187,28 @@ def test_the_frontier_adds_a_cost_panel_on_a_cache_with_costs_and_draws_every_po
     pytest.importorskip("matplotlib")
     from matplotlib.image import imread
 
-    points = comparison.frontier(small_cache(), (0.5, 1.0), names=["static_team", "oracle"], progress=False)
+    points = frontier.frontier(small_cache(), (0.5, 1.0), names=["static_team", "oracle"], progress=False)
     counted = [dataclasses.replace(point, cost=point.team_size) for point in points]  # a cache without costs
     priced = [dataclasses.replace(point, cost=2.5 * point.team_size) for point in points]
-    runs = [comparison.FrontierPoint("policy", 1.0, 0.6, 0.0, size, 2.5 * size) for size in (1.5, 2.0)]
-    one = comparison.plot_frontier([*counted, dataclasses.replace(runs[0], cost=1.5)], tmp_path / "one.png")
-    two = comparison.plot_frontier([*priced, *runs], tmp_path / "two.png")
+    runs = [frontier.FrontierPoint("policy", 1.0, 0.6, 0.0, size, 2.5 * size) for size in (1.5, 2.0)]
+    one = frontier_plot.plot_frontier([*counted, dataclasses.replace(runs[0], cost=1.5)], tmp_path / "one.png")
+    two = frontier_plot.plot_frontier([*priced, *runs], tmp_path / "two.png")
     assert imread(two).shape[1] > 1.5 * imread(one).shape[1]  # a second panel
-    assert comparison.plot_frontier(priced, tmp_path / "cost.png", x="cost").is_file()
+    assert frontier_plot.plot_frontier(priced, tmp_path / "cost.png", x="cost").is_file()
     with pytest.raises(ValueError, match="x='cost' needs a cost in every point"):
-        comparison.plot_frontier([dataclasses.replace(counted[0], cost=None)], tmp_path / "x.png", x="cost")
+        frontier_plot.plot_frontier([dataclasses.replace(counted[0], cost=None)], tmp_path / "x.png", x="cost")
 
 
 def test_frontier_without_matplotlib_says_which_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    points = comparison.frontier(small_cache(), (1.0,), names=["oracle"], progress=False)
+    points = frontier.frontier(small_cache(), (1.0,), names=["oracle"], progress=False)
     with pytest.raises(ModuleNotFoundError, match=r'the frontier plot needs matplotlib, .*"\.\[plot\]"'):
-        comparison.plot_frontier(points, tmp_path / "f.png")
+        frontier_plot.plot_frontier(points, tmp_path / "f.png")
     assert not (tmp_path / "f.png").exists()
     with pytest.raises(ValueError, match="alpha"):
-        comparison.frontier(small_cache(), (1.0, -2.0))
+        frontier.frontier(small_cache(), (1.0, -2.0))
     with pytest.raises(ValueError, match="alphas is empty"):
-        comparison.frontier(small_cache(), ())
+        frontier.frontier(small_cache(), ())
 
 
 def test_bootstrap_difference_is_paired_and_reproducible() -> None:

@@ -10,7 +10,8 @@ import pytest
 
 from ensemble_env.baselines import bayes, comparison, partial
 from ensemble_env.baselines import registry as baselines
-from ensemble_env.baselines.online import stream_means, team_outcomes
+from ensemble_env.baselines.online import stream_means
+from ensemble_env.baselines.outcomes import team_outcomes
 from ensemble_env.cache import synthetic
 
 #: the constants each rule reports in its info

@@ -26,7 +26,8 @@ from test_cache import TEXTS, _assert_same_cache, _names, _rebuild
 
 from ensemble_env.cache import CacheError, LogitCache, load_cache, save_cache
 from ensemble_env.cache import guard as cache_guard
-from ensemble_env.cache.hdf5 import CacheWriteError, cache_image, superblock_version
+from ensemble_env.cache.hdf5 import superblock_version
+from ensemble_env.cache.hdf5_writer import CacheWriteError, cache_image
 from ensemble_env.files import atomic_path
 
 # -- checksums, safe loading, the time guard (issue 13) ----------------------------------------------------------

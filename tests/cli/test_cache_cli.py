@@ -18,7 +18,7 @@ from test_convert import BBH_DATA, LABELS, SPLIT, digest, records, write_run, wr
 
 from ensemble_env.cache import LogitCache, default_cache_path, load_cache, save_cache
 from ensemble_env.cli import main
-from ensemble_env.cli.cache import ProgressBar
+from ensemble_env.cli.cache_actions import ProgressBar
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:

@@ -408,7 +408,7 @@ def run_file_case(case: dict[str, Any]) -> tuple[str, str]:
     if outcome == "refused" and _files(folder) != before:
         return "lost", f"{what}: the refused {command} changed the run's files"
     if outcome in ("accepted", "wrong") and command == "resume":
-        from ensemble_mappo.progress import read_progress
+        from ensemble_mappo.progress_format import read_progress
 
         try:
             iterations = read_progress(folder)["iteration"].tolist()
@@ -529,7 +529,7 @@ def _rows(folder: Path) -> int:
 def _whole_run(folder: Path, updates: int) -> str:
     """'' if ``folder`` holds one whole run of ``updates`` updates (evaluate works), else what is wrong."""
     from ensemble_mappo.checkpoint import read_checkpoint
-    from ensemble_mappo.progress import read_progress
+    from ensemble_mappo.progress_format import read_progress
     from ensemble_mappo.runs import read_config
 
     try:

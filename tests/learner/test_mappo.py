@@ -44,7 +44,7 @@ from ensemble_mappo.ppo import (  # noqa: E402
     clipped_value_loss,
     compute_gae,
 )
-from ensemble_mappo.progress import progress_columns  # noqa: E402
+from ensemble_mappo.progress_format import progress_columns  # noqa: E402
 from ensemble_mappo.training import episode_plan, train  # noqa: E402
 
 

@@ -263,7 +263,9 @@ def test_env_step_ticks_never_run_together(last: int) -> None:
     ]
 
 
-@pytest.mark.parametrize("module", ["config", "checkpoint", "networks", "optim", "ppo", "progress", "training"])
+@pytest.mark.parametrize(
+    "module", ["config", "checkpoint", "networks", "optim", "ppo", "budget", "loggers", "training"]
+)
 def test_docstring_examples(module: str) -> None:
     failures, _ = doctest.testmod(importlib.import_module(f"ensemble_mappo.{module}"))
     assert failures == 0

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ensemble_mappo.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from ensemble_mappo.progress import ProgressLog  # noqa: E402
+from ensemble_mappo.loggers import ProgressLog  # noqa: E402
 
 
 def _checkpoint(tmp_path: Path) -> Path:

@@ -25,12 +25,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ensemble_env import datasets, files  # noqa: E402
+from ensemble_env import datasets, run_lock  # noqa: E402
 from ensemble_env.cli import main  # noqa: E402
-from ensemble_mappo import evaluation, progress, runs  # noqa: E402
+from ensemble_mappo import evaluation, progress_format, runs  # noqa: E402
+from ensemble_mappo.budget import Budget  # noqa: E402
 from ensemble_mappo.checkpoint import pack_arrays, read_checkpoint, save_checkpoint, unpack_arrays  # noqa: E402
 from ensemble_mappo.config import LIMITS, MAX_TOTAL_STEPS, TrainConfig, config_from_dict  # noqa: E402
-from ensemble_mappo.progress import Budget  # noqa: E402
 from ensemble_mappo.training import train  # noqa: E402
 
 TINY = {
@@ -106,8 +106,9 @@ def test_a_run_writes_its_files_through_the_checked_readers(run: Path) -> None:
     assert config.config.seed == 1 and config.cache == "toy8" and config.models == tuple(datasets.load("toy8").models)
     checkpoint = read_checkpoint(run, config)
     assert (checkpoint.iteration, checkpoint.num_iterations, checkpoint.complete) == (2, 3, False)
-    assert progress.read_progress(run)["iteration"].tolist() == [1.0, 2.0]
-    assert [row["iteration"] for row in progress.progress_rows(run / "progress.csv", ["iteration"], upto=1)] == ["1"]
+    assert progress_format.read_progress(run)["iteration"].tolist() == [1.0, 2.0]
+    kept = progress_format.progress_rows(run / "progress.csv", ["iteration"], upto=1)
+    assert [row["iteration"] for row in kept] == ["1"]
 
 
 def test_a_run_of_a_version_before_a_field_existed_reads_with_the_value_it_was_trained_with(run: Path) -> None:
@@ -131,7 +132,7 @@ def test_a_run_written_when_a_retired_field_was_in_the_config_reads_and_resumes(
     _edit_checkpoint(run / "checkpoint.pt", lambda payload: payload["config"].update(tensorboard=False))
     assert runs.read_config(run).config == config_from_dict({**TINY, "seed": 1})
     assert main(["train", "--resume", str(run), "--no-progress"]) == 0
-    assert progress.read_progress(run)["iteration"].tolist() == [1.0, 2.0, 3.0]
+    assert progress_format.read_progress(run)["iteration"].tolist() == [1.0, 2.0, 3.0]
     assert not (run / "tensorboard").exists()  # the field is not read: a resume logs with the loggers it is given
 
 
@@ -254,7 +255,7 @@ def test_a_bad_progress_csv_is_refused_naming_the_line_column_and_value(
         expected = f"line 3: {len(path.read_text().splitlines()[0].split(',')) - 1} cells for"
     _edit_progress(path, edit)
     with pytest.raises(runs.RunFileError) as error:
-        progress.read_progress(run)
+        progress_format.read_progress(run)
     assert str(error.value).startswith(f"{path}: ") and expected in str(error.value), str(error.value)
     before = {item.name: item.read_bytes() for item in run.iterdir()}
     _refused(["train", "--resume", str(run), "--no-progress"], capsys, str(path))
@@ -266,14 +267,15 @@ def test_resume_keeps_the_checkpointed_history_and_ignores_the_rows_after_it(run
     path = run / "progress.csv"
     path.write_text(path.read_text() + "3,96,0.5")  # a cut third row: the checkpoint is at update 2
     assert main(["train", "--resume", str(run), "--no-progress"]) == 0
-    assert progress.read_progress(run)["iteration"].tolist() == [1.0, 2.0, 3.0]
+    assert progress_format.read_progress(run)["iteration"].tolist() == [1.0, 2.0, 3.0]
 
 
 def test_a_log_written_before_a_statistic_was_added_still_reads_and_resumes(run: Path) -> None:
     _edit_progress(run / "progress.csv", lambda rows: [row.pop() for row in rows])  # no last statistic
-    assert np.isnan(progress.read_progress(run)[progress.progress_columns(runs.read_config(run).models)[-1]]).all()
+    last = progress_format.progress_columns(runs.read_config(run).models)[-1]
+    assert np.isnan(progress_format.read_progress(run)[last]).all()
     assert main(["train", "--resume", str(run), "--no-progress"]) == 0
-    assert progress.read_progress(run)["iteration"].tolist() == [1.0, 2.0, 3.0]
+    assert progress_format.read_progress(run)["iteration"].tolist() == [1.0, 2.0, 3.0]
 
 
 def test_resume_refuses_a_log_that_lost_checkpointed_rows(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -450,18 +452,18 @@ def test_the_rollout_storage_is_bounded_before_it_is_allocated(
 # -- the lock --------------------------------------------------------------------------------------------------
 def test_the_lock_is_reentrant_in_its_thread_refused_in_another_and_removed_when_released(tmp_path: Path) -> None:
     folder = tmp_path / "run"
-    with files.RunLock(folder, command="first") as lock:
+    with run_lock.RunLock(folder, command="first") as lock:
         record = json.loads((folder / "run.lock").read_text())
         assert record["pid"] == os.getpid() and record["command"] == "first" and lock.taken_over is None
-        with files.RunLock(folder):  # train() inside the train command
+        with run_lock.RunLock(folder):  # train() inside the train command
             pass
         assert (folder / "run.lock").exists()
         errors: list[BaseException] = []
 
         def other() -> None:
             try:
-                files.RunLock(folder).acquire()
-            except files.RunBusyError as error:
+                run_lock.RunLock(folder).acquire()
+            except run_lock.RunBusyError as error:
                 errors.append(error)
 
         thread = threading.Thread(target=other)
@@ -479,13 +481,13 @@ def test_a_lock_file_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind:
         folder / "run.lock"
     )
     with pytest.raises(ValueError, match=r"run\.lock"):
-        files.RunLock(folder).acquire()
+        run_lock.RunLock(folder).acquire()
 
 
 def test_a_folder_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(ValueError, match="is a file, not a folder"):
-        files.RunLock(tmp_path / "notes.txt").acquire()
+        run_lock.RunLock(tmp_path / "notes.txt").acquire()
     _refused(["train", "--cache", "toy8", "--out", str(tmp_path / "notes.txt")], capsys, "is a file")
     _refused(["train", "--resume", str(tmp_path / "nowhere")], capsys, "no such run directory")
 
@@ -542,7 +544,7 @@ def test_a_second_train_in_a_running_runs_folder_is_refused_naming_the_first(
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=60)
     assert (folder / "run.lock").exists()  # left behind, but no longer held
-    with files.RunLock(folder, create=False) as lock:
+    with run_lock.RunLock(folder, create=False) as lock:
         assert lock.taken_over is not None and lock.taken_over["pid"] == first.pid
 
 

@@ -16,8 +16,8 @@ pytest.importorskip("torch")
 from ensemble_env import datasets
 from ensemble_env.cli import main
 from ensemble_env.game.config import unseen_game
+from ensemble_mappo.budget import Budget
 from ensemble_mappo.config import TrainConfig
-from ensemble_mappo.progress import Budget
 from ensemble_mappo.training import check_run, run_budget, training_cache
 
 TINY = ["--cache", "toy8", "--num-envs", "16", "--num-steps", "32", "--no-progress", "--checkpoints", "1"]

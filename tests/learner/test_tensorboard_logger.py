@@ -25,7 +25,7 @@ from ensemble_env.synthetic import make_cache  # noqa: E402
 from ensemble_mappo.algorithms import get  # noqa: E402
 from ensemble_mappo.config import RETIRED_FIELDS, LearnerConfig  # noqa: E402
 from ensemble_mappo.evaluation import read_selection  # noqa: E402
-from ensemble_mappo.progress import read_progress  # noqa: E402
+from ensemble_mappo.progress_format import read_progress  # noqa: E402
 from ensemble_mappo.runs import RunFileError, read_config  # noqa: E402
 from ensemble_mappo.training import train  # noqa: E402
 

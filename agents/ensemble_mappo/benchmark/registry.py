@@ -156,10 +156,10 @@ _OUTCOMES: dict[tuple[str, RewardSettings], Any] = {}
 
 def unit_outcomes(cache: LogitCache, reward: RewardSettings) -> Any:
     """Every team's outcome on every question of ``cache`` under ``reward``
-    (:func:`ensemble_env.baselines.online.team_outcomes`), computed once per cache and reward in this process: the
+    (:func:`ensemble_env.baselines.outcomes.team_outcomes`), computed once per cache and reward in this process: the
     baselines of the unseen-task protocol that run on one fold (and its validation lines) share it, where each would
     compute its own (seconds each on a fold of generated tasks). The same numbers as each baseline's own."""
-    from ensemble_env.baselines.online import team_outcomes
+    from ensemble_env.baselines.outcomes import team_outcomes
 
     key = (cache_digest(cache), reward)
     if key not in _OUTCOMES:

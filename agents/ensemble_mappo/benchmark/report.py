@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from ensemble_env import extras
-from ensemble_env.baselines import comparison
+from ensemble_env.baselines import frontier_plot
+from ensemble_env.baselines.frontier import FrontierPoint
 from ensemble_env.baselines.simple import describe_costs, fixed_decimals
 from ensemble_env.files import check_output
 from ensemble_mappo.benchmark import curves
@@ -67,7 +68,7 @@ def format_markdown(results: dict[str, Any]) -> str:
             cells += [_interval(aggregate_["team_size"], 2), _interval(aggregate_["cost"], digits)]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
             points = [_frontier_point(name, entry, results["alpha"]) for name, entry in per_algorithm.items()]
-        note = describe_costs(comparison.priced(points), units.get(cache_name))
+        note = describe_costs(frontier_plot.priced(points), units.get(cache_name))
         lines += ["", f"Cost: mean per question; {note}.", ""]
         if results.get("protocol", {}).get("feedback") == "team":
             lines += _gap_closed(per_algorithm)
@@ -170,12 +171,12 @@ def _span(entry: Mapping[str, float] | None) -> tuple[float, float] | None:
     return None if entry is None else (float(entry["low"]), float(entry["high"]))
 
 
-def _frontier_point(name: str, entry: Mapping[str, Any], alpha: float) -> comparison.FrontierPoint:
+def _frontier_point(name: str, entry: Mapping[str, Any], alpha: float) -> FrontierPoint:
     """An algorithm's aggregate as a point of the frontier: the means over seeds, with their 95% intervals; an
     algorithm that reads the test labels is marked so (drawn as a reference)."""
     scores = entry["aggregate"]
     cost = scores["cost"]
-    return comparison.FrontierPoint(
+    return FrontierPoint(
         name,
         alpha,
         scores["accuracy"]["mean"],
@@ -199,14 +200,14 @@ def write_plots(results: Mapping[str, Any], out: Path, inputs: Sequence[str]) ->
     written = []
     for cache_name, per_algorithm in results["caches"].items():
         points = [_frontier_point(name, entry, results["alpha"]) for name, entry in per_algorithm.items()]
-        priced = comparison.priced(points)
+        priced = frontier_plot.priced(points)
         seeds = len(results["seeds"])
         title = (
             f"{cache_name}: test accuracy against team size{' and cost' if priced else ''} (alpha "
             f"{results['alpha']:g}); mean over {seeds} seed{'s' if seeds != 1 else ''}, bars: 95% intervals"
         )
         try:
-            path = comparison.plot_frontier(
+            path = frontier_plot.plot_frontier(
                 points, out / names[cache_name], title=title, cost_unit=results.get("cost_units", {}).get(cache_name)
             )
             written.append(path)

@@ -16,7 +16,9 @@ module                 what it holds
 ``weights``            weighted votes (RLAE's competitors): per-task weights, per-question weights from the features
 ``registry``           :data:`~ensemble_env.baselines.registry.BASELINES`: one entry per baseline, read by the
                        comparison, the command line, ``evaluate`` and ``benchmark``
-``comparison``         every baseline on a cache, their scores, paired bootstrap intervals, the cost-accuracy frontier
+``comparison``         every baseline on a cache, their scores and table, paired bootstrap intervals
+``frontier``           the cost-accuracy frontier: the baselines over a sweep of the size penalty alpha
+``frontier_plot``      the frontier's plot (accuracy against team size and cost)
 ``report``             a cache's summary and plots (``ensemble-env cache info`` / ``cache plot``)
 =====================  ===============================================================================================
 """

@@ -35,8 +35,8 @@ mean; with R diagonal (or one team played throughout) that is each team's observ
 (:func:`~ensemble_env.baselines.partial.partial_statistics`).
 
 **The rule** (:func:`bayes_choices`): the team of question t maximises mu_post given the questions revealed by
-then (rounded to :data:`~ensemble_env.baselines.online.SCORE_DIGITS` decimals, ties to the prior rank,
-:func:`~ensemble_env.baselines.online.prior_rank`); the first question goes to the prior's best team (argmax m).
+then (rounded to :data:`~ensemble_env.baselines.outcomes.SCORE_DIGITS` decimals, ties to the prior rank,
+:func:`~ensemble_env.baselines.outcomes.prior_rank`); the first question goes to the prior's best team (argmax m).
 Deterministic: nothing is drawn.
 
 **Constants chosen on the training tasks** (s from :data:`PRIOR_SCALE_GRID`, lambda from
@@ -77,7 +77,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ensemble_env.baselines import arguments
-from ensemble_env.baselines.online import GAME_DELAY, MAX_DELAY, SCORE_DIGITS, TeamOutcomes
+from ensemble_env.baselines.online import GAME_DELAY, MAX_DELAY
+from ensemble_env.baselines.outcomes import SCORE_DIGITS, TeamOutcomes
 from ensemble_env.baselines.partial import MAX_CONSTANT, contained_teams, fitted_rule, rule_settings, training_priors
 from ensemble_env.baselines.simple import BaselineResult
 from ensemble_env.cache.logit_cache import LogitCache
@@ -366,8 +367,8 @@ def bayes_choices(
     """(T,) int64: the team rows :func:`bayes_team`'s rule plays on one stream of T questions, under team feedback.
 
     The team of question t maximises :func:`posterior_means`' row t (given the teams the rule played before),
-    rounded to :data:`~ensemble_env.baselines.online.SCORE_DIGITS` decimals, ties to the lowest ``rank`` (K,)
-    (:func:`~ensemble_env.baselines.online.prior_rank`, 0 first); the first question (nothing revealed) to the
+    rounded to :data:`~ensemble_env.baselines.outcomes.SCORE_DIGITS` decimals, ties to the lowest ``rank`` (K,)
+    (:func:`~ensemble_env.baselines.outcomes.prior_rank`, 0 first); the first question (nothing revealed) to the
     prior's best team. Arguments as :func:`posterior_means`'.
 
     Two models: {a} (prior mean 0.5) is wrong on every question (-1), {b} (0.2) right (+1), the pair (0.1) as b;

@@ -32,7 +32,7 @@ import numpy as np
 
 from ensemble_env import extras
 from ensemble_env.baselines.fusion import plurality_answers
-from ensemble_env.baselines.online import prior_rank, team_outcomes
+from ensemble_env.baselines.outcomes import prior_rank, team_outcomes
 from ensemble_env.cache.generator import TaskGenerator, fit_generator
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.files import make_folder, save_figure, write_text

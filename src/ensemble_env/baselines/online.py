@@ -47,7 +47,7 @@ the teams' scores on the pooled training questions, the keys of
 then mean share of the pool, smaller first; then the earlier team of ``all_teams``). With an empty history
 every team ties, so the first question of a held-out task goes to the first of the rank: the global team
 (the global single model for :func:`ftl_single`). Sums of rewards are compared rounded to
-:data:`SCORE_DIGITS` decimals, so equal scores tie whatever the order of summation.
+:data:`~ensemble_env.baselines.outcomes.SCORE_DIGITS` decimals, so equal scores tie whatever the order of summation.
 
 **Constants chosen on the training tasks.** :func:`ftl_team_window`'s W and :func:`ucb_team`'s exploration and
 pseudo-count are chosen by simulating the protocol on the training tasks: each training task is streamed (its
@@ -64,9 +64,10 @@ as finite reals of the stated shapes, a rank as a permutation of the arms, the n
 numbers, the lower first, holding every reward. A ValueError names the argument and the value.
 
 **Cost.** Every team's correctness and reward on every question involved is computed once
-(:func:`team_outcomes`, (K, Q)); follow-the-leader is a cumulative sum per task, the bandit a loop over the
-questions of the task vectorised over the teams, the grid values and the training streams.
-:func:`~ensemble_env.baselines.unseen.leave_one_task_out` shares one :class:`TeamOutcomes` across the folds: on
+(:func:`~ensemble_env.baselines.outcomes.team_outcomes`, (K, Q)); follow-the-leader is a cumulative sum per task, the
+bandit a loop over the questions of the task vectorised over the teams, the grid values and the training streams.
+:func:`~ensemble_env.baselines.unseen.leave_one_task_out` shares one
+:class:`~ensemble_env.baselines.outcomes.TeamOutcomes` across the folds: on
 ``bbh5`` (5 models, 31 teams, 16 tasks) every baseline of every fold runs in a few seconds.
 ``python -m ensemble_env.baselines.unseen [CACHE] [--alpha A]`` prints the leave-one-task-out table
 (docs/baselines.md).
@@ -95,22 +96,21 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ensemble_env.baselines import arguments, routing, simple
+from ensemble_env.baselines.outcomes import SCORE_DIGITS, TeamOutcomes, prior_rank, reward_range, team_outcomes
 from ensemble_env.baselines.simple import BaselineResult, question_indices, task_ids, task_names
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.checks import MAX_REAL
 from ensemble_env.game.config import MAX_QUESTIONS, MAX_WINDOW
-from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings, model_costs
+from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings
 
 __all__ = [
     "GAME_DELAY",
     "MAX_DELAY",
     "PROTOCOL",
-    "SCORE_DIGITS",
     "UCB_EXPLORATION_GRID",
     "UCB_PSEUDO_COUNT_GRID",
     "UNSEEN_BASELINES",
     "WINDOW_GRID",
-    "TeamOutcomes",
     "ftl_choices",
     "ftl_single",
     "ftl_team",
@@ -118,9 +118,6 @@ __all__ = [
     "global_single",
     "global_team",
     "hindsight_team",
-    "prior_rank",
-    "reward_range",
-    "team_outcomes",
     "ucb_choices",
     "ucb_team",
 ]
@@ -138,115 +135,6 @@ WINDOW_GRID = (8, 16, 32, 64, 128)
 UCB_EXPLORATION_GRID = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 #: the pseudo-counts n0 of the training prior :func:`ucb_team` tries on the training tasks
 UCB_PSEUDO_COUNT_GRID = (1.0, 4.0, 16.0, 64.0)
-#: sums and means of rewards equal to this many decimals tie
-SCORE_DIGITS = 9
-
-
-# -- what every team would earn -------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class TeamOutcomes:
-    """Every team's outcome on some questions: what the revealed label of a question tells (full information).
-
-    ``teams`` (K, N) bool, :func:`~ensemble_env.baselines.routing.all_teams` order; ``questions`` (Q,) int64, the
-    question indices covered, ascending and unique; ``correct`` (K, Q) bool, whether each team's mean vote is
-    right (:func:`~ensemble_env.baselines.routing.team_correct`); ``share`` (K, Q) float64, each team's share of
-    the pool as ``reward`` sees it; ``rewards`` (K, Q) float64, ``reward.rewards(correct, share)``; ``labels``
-    (Q,) the labels they were computed with (to check a table against a cache); ``reward`` the settings.
-    """
-
-    teams: np.ndarray
-    questions: np.ndarray
-    correct: np.ndarray
-    share: np.ndarray
-    rewards: np.ndarray
-    labels: np.ndarray
-    reward: RewardSettings
-
-    @property
-    def singles(self) -> np.ndarray:
-        """(N,) int64: the rows of the one-model teams, model 0 first."""
-        rows = np.flatnonzero(self.teams.sum(axis=1) == 1)
-        return rows[np.argsort(np.argmax(self.teams[rows], axis=1))]
-
-    def columns(self, questions: np.ndarray) -> np.ndarray:
-        """(len(questions),) int64: the column of each of ``questions`` (ValueError when one is not covered)."""
-        position = np.searchsorted(self.questions, questions)
-        inside = position < self.questions.size
-        found = inside & (self.questions[np.minimum(position, self.questions.size - 1)] == questions)
-        if not found.all():
-            missing = np.asarray(questions)[~found][0]
-            raise ValueError(f"outcomes: question {missing} is not among the questions the outcomes were computed on")
-        return position
-
-    def check(self, cache: LogitCache, reward: RewardSettings) -> None:
-        """ValueError unless these outcomes were computed on ``cache`` (same models and labels) under ``reward``."""
-        if self.reward != reward:
-            raise ValueError(f"outcomes were computed under {self.reward}, the baseline scores with {reward}")
-        if self.teams.shape[1] != cache.n_models or not np.array_equal(cache.labels[self.questions], self.labels):
-            raise ValueError("outcomes were computed on another cache (models or labels differ)")
-
-
-def team_outcomes(
-    cache: LogitCache, questions: ArrayLike | None = None, reward: RewardSettings = DEFAULT_REWARD
-) -> TeamOutcomes:
-    """Every team's correctness, share and reward on ``questions`` (default: every question of the cache).
-
-    The correctness is :func:`~ensemble_env.baselines.routing.team_correct` (mean-probability vote), the share and
-    reward :class:`~ensemble_env.game.reward.RewardSettings`' (size over N, or with ``use_costs`` the team's share
-    of the question's costs). Questions are stored ascending and unique.
-    """
-    cache, reward = _cache(cache), _reward(reward)
-    rows = np.arange(cache.n_questions) if questions is None else question_indices(cache, questions, "questions")
-    rows = np.unique(rows)
-    teams = routing.all_teams(cache.n_models)
-    correct = routing.team_correct(cache, rows, teams)
-    costs = model_costs(cache, rows)  # (Q, N)
-    sizes = teams.sum(axis=1, dtype=np.float64)[:, None]
-    share = reward.share(cache, sizes, teams.astype(np.float64) @ costs.T, costs.sum(axis=1)[None, :])
-    share = np.broadcast_to(share, correct.shape).astype(np.float64)
-    rewards = reward.rewards(correct, share)
-    return TeamOutcomes(teams, rows, correct, share, rewards, cache.labels[rows].copy(), reward)
-
-
-def reward_range(reward: RewardSettings = DEFAULT_REWARD) -> tuple[float, float]:
-    """(low, high): the smallest and largest reward of a question under ``reward`` (a wrong answer by the whole
-    pool, a right one by a team taking none of it), the bounds :func:`ucb_team` normalises rewards by.
-
-    >>> reward_range(RewardSettings(alpha=1.0))
-    (-2.0, 1.0)
-    """
-    low, high = _reward(reward).rewards(np.array([False, True]), np.array([1.0, 0.0]))
-    return float(low), float(high)
-
-
-def prior_rank(rewards: np.ndarray, correct: np.ndarray, share: np.ndarray) -> np.ndarray:
-    """(A,) int64: the rank (0 best) of A arms (teams or models) by their scores on some questions.
-
-    ``rewards``, ``correct``, ``share``: (A, Q) each, Q >= 1. The keys of
-    :func:`~ensemble_env.baselines.routing.static_team`: mean reward (higher first), then accuracy (higher first),
-    then mean share (smaller first), all rounded to :data:`SCORE_DIGITS` decimals, then the arm's index.
-
-    >>> prior_rank(np.array([[1.0, -1.0], [1.0, 1.0], [1.0, 1.0]]), np.array([[1, 0], [1, 1], [1, 1]], bool),
-    ...            np.array([[0.5, 0.5], [1.0, 1.0], [0.5, 0.5]])).tolist()
-    [2, 1, 0]
-    """
-    rewards = arguments.real_array(rewards, "rewards", ndim=2)
-    if rewards.shape[0] < 1 or rewards.shape[1] < 1:
-        raise ValueError(f"rewards must have at least one arm and one question, got shape {rewards.shape}")
-    correct = arguments.bool_array(correct, "correct", shape=rewards.shape)
-    share = arguments.real_array(share, "share", ndim=2, shape=rewards.shape, low=0.0, high=1.0)
-    keys = (
-        np.arange(rewards.shape[0]),
-        np.round(share.mean(axis=1), SCORE_DIGITS),
-        -np.round(correct.mean(axis=1), SCORE_DIGITS),
-        -np.round(rewards.mean(axis=1), SCORE_DIGITS),
-    )
-    order = np.lexsort(keys)  # last key first
-    rank = np.empty(order.size, dtype=np.int64)
-    rank[order] = np.arange(order.size)
-    return rank
 
 
 # -- the two online rules, on one stream ------------------------------------------------------------
@@ -263,12 +151,12 @@ def ftl_choices(rewards: np.ndarray, rank: np.ndarray, window: int | None = None
     """(T,) int64: follow the leader on one stream of T questions over A arms (teams or models).
 
     ``rewards`` (A, T): each arm's reward on each question of the stream, in stream order (full information: all
-    of a question's rewards are known once it is answered); ``rank`` (A,): the tie-break (:func:`prior_rank`, 0
-    first). With ``delay`` d the outcomes of the last d answered questions are not revealed yet (the game's decider
-    has d = :data:`GAME_DELAY`): the arm of question t maximises the summed reward over questions
-    ``max(0, e - window) .. e - 1``, e = max(0, t - d) (every earlier one when ``window`` is None); every arm sums
-    the same number of questions, so this is the best mean reward. Ties, the empty history included, go to the
-    lowest rank. Column t never reads column t - d or later.
+    of a question's rewards are known once it is answered); ``rank`` (A,): the tie-break
+    (:func:`~ensemble_env.baselines.outcomes.prior_rank`, 0 first). With ``delay`` d the outcomes of the last d answered
+    questions are not revealed yet (the game's decider has d = :data:`GAME_DELAY`): the arm of question t maximises the
+    summed reward over questions ``max(0, e - window) .. e - 1``, e = max(0, t - d) (every earlier one when ``window``
+    is None); every arm sums the same number of questions, so this is the best mean reward. Ties, the empty history
+    included, go to the lowest rank. Column t never reads column t - d or later.
 
     >>> ftl_choices(np.array([[1.0, -1.0, -1.0, 1.0], [-1.0, 1.0, 1.0, 1.0]]), np.array([0, 1])).tolist()
     [0, 0, 0, 1]
@@ -378,17 +266,17 @@ def ucb_choices(
 
     ``rewards`` (A, T): each arm's reward on each question (only the played arm's is read, after it is played);
     ``prior`` (A,): each arm's mean reward on the training questions; ``rank`` (A,): the tie-break
-    (:func:`prior_rank`). Rewards and prior are normalised to [0, 1] by ``bounds``, (low, high) (default: the
-    default reward's, :func:`reward_range`: (-2, 1)). Each
+    (:func:`~ensemble_env.baselines.outcomes.prior_rank`). Rewards and prior are normalised to [0, 1] by ``bounds``,
+    (low, high) (default: the default reward's, :func:`~ensemble_env.baselines.outcomes.reward_range`: (-2, 1)). Each
     arm starts with ``pseudo_count`` pseudo-plays worth its prior mean; before question t (t answered so far)
     arm k has been played m_k times for a summed normalised reward s_k, and its index is
 
         (n0 * prior_k + s_k) / (n0 + m_k) + c * sqrt(2 ln(1 + t) / (n0 + m_k))
 
     (UCB1's bonus scaled by ``exploration`` c). The highest index plays (indices rounded to
-    :data:`SCORE_DIGITS` decimals, ties to the lowest rank): the first question goes to the best prior. With
-    ``delay`` d a played arm's reward is read d questions later (t counts the revealed questions only), as the game's
-    decider (d = :data:`GAME_DELAY`) sees it.
+    :data:`~ensemble_env.baselines.outcomes.SCORE_DIGITS` decimals, ties to the lowest rank): the first question goes to
+    the best prior. With ``delay`` d a played arm's reward is read d questions later (t counts the revealed questions
+    only), as the game's decider (d = :data:`GAME_DELAY`) sees it.
 
     Greedy (c = 0) on a team whose training mean was +1 (normalised 1) and is now always wrong (-2, normalised 0),
     against one at 0 (normalised 2/3) now always right: the prior's 4 pseudo-plays hold for three questions (4/6
@@ -546,11 +434,11 @@ def global_single(
     outcomes: TeamOutcomes | None = None,
 ) -> BaselineResult:
     """The single model with the best mean ``reward`` on the training questions (``train`` and ``validation``),
-    answering every held-out question (ties by :func:`prior_rank`'s keys).
+    answering every held-out question (ties by :func:`~ensemble_env.baselines.outcomes.prior_rank`'s keys).
 
-    ``outcomes`` (:func:`team_outcomes`, covering the training and test questions, computed under ``reward``) saves
-    recomputing every team's outcomes (:func:`~ensemble_env.baselines.unseen.leave_one_task_out` shares one).
-    Returns a result named
+    ``outcomes`` (:func:`~ensemble_env.baselines.outcomes.team_outcomes`, covering the training and test questions,
+    computed under ``reward``) saves recomputing every team's outcomes
+    (:func:`~ensemble_env.baselines.unseen.leave_one_task_out` shares one). Returns a result named
     ``"global_single"``, ``info["team"]`` the model, ``info["train_reward"]`` and ``info["train_accuracy"]`` its
     training scores.
     """
@@ -603,8 +491,8 @@ def ftl_team(
 ) -> BaselineResult:
     """Follow the leader over teams: the t-th question of a held-out task goes to the team with the best mean
     ``reward`` on the task's questions whose outcomes are revealed when its team is committed (the last ``window``
-    of them when given), ties to the prior rank (the teams' pooled training reward, :func:`prior_rank`); the first
-    questions to the global team.
+    of them when given), ties to the prior rank (the teams' pooled training reward,
+    :func:`~ensemble_env.baselines.outcomes.prior_rank`); the first questions to the global team.
 
     Full information: once a question's outcome is revealed every team's reward on it is known
     (:func:`ftl_choices`). ``delay`` (default :data:`GAME_DELAY`, the game's timing) is how many of the last
@@ -682,12 +570,13 @@ def ucb_team(
 ) -> BaselineResult:
     """A bandit over teams with bandit feedback: UCB1 seeing only the reward of the team it played.
 
-    Rewards are normalised to [0, 1] by the reward's bounds (:func:`reward_range`); each team starts with n0
-    pseudo-plays worth its mean training reward, and the index of :func:`ucb_choices` (exploration c) picks the
-    team of each question (ties to the prior rank; the first question to the global team). (c, n0) is chosen
-    from ``explorations`` x ``pseudo_counts`` by streaming every training task (as :func:`ftl_team_window`; ties
-    to the smaller c, then the smaller n0). Deterministic. Named ``"ucb_team"``; ``info["exploration"]``,
-    ``info["pseudo_count"]`` the chosen constants, ``info["grid_scores"]`` the training score of every pair.
+    Rewards are normalised to [0, 1] by the reward's bounds (:func:`~ensemble_env.baselines.outcomes.reward_range`);
+    each team starts with n0 pseudo-plays worth its mean training reward, and the index of :func:`ucb_choices`
+    (exploration c) picks the team of each question (ties to the prior rank; the first question to the global team). (c,
+    n0) is chosen from ``explorations`` x ``pseudo_counts`` by streaming every training task (as
+    :func:`ftl_team_window`; ties to the smaller c, then the smaller n0). Deterministic. Named ``"ucb_team"``;
+    ``info["exploration"]``, ``info["pseudo_count"]`` the chosen constants, ``info["grid_scores"]`` the training score
+    of every pair.
     """
     c_grid = arguments.grid(explorations, "explorations", _exploration)
     n0_grid = arguments.grid(pseudo_counts, "pseudo_counts", _pseudo_count)
@@ -739,7 +628,7 @@ def hindsight_team(
     """The best fixed team of each held-out task in hindsight: chosen on all the task's questions, labels included.
 
     A reference for the headroom of an online rule (it reads the labels it is scored on), never a competitor. The
-    keys of :func:`prior_rank` on the task's questions (those of
+    keys of :func:`~ensemble_env.baselines.outcomes.prior_rank` on the task's questions (those of
     :func:`~ensemble_env.baselines.routing.static_team` fitted on the test questions themselves). Named
     ``"hindsight_team"``; ``info["teams"]`` maps each held-out task to its team.
     """

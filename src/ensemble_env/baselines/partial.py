@@ -27,9 +27,9 @@ rule                       the team of the t-th question of a held-out task (ind
 =========================  ===========================================================================================
 
 prior_k is team k's mean reward on the training questions and the prior rank is
-:func:`~ensemble_env.baselines.online.prior_rank` on them (the first question of a task goes to the global team,
+:func:`~ensemble_env.baselines.outcomes.prior_rank` on them (the first question of a task goes to the global team,
 except :func:`etc_team`'s, to all N models, and by its draws :func:`thompson_team`'s); (low, high) is
-:func:`~ensemble_env.baselines.online.reward_range`. The references of a partial-feedback table are
+:func:`~ensemble_env.baselines.outcomes.reward_range`. The references of a partial-feedback table are
 :func:`~ensemble_env.baselines.online.ftl_team` (it reads every model's output: full feedback, a rule this protocol
 cannot play) and :func:`~ensemble_env.baselines.online.hindsight_team` (the scored labels);
 :data:`ensemble_env.baselines.registry.PARTIAL_DEFAULT_BASELINES` lists what a partial-feedback table shows.
@@ -83,15 +83,13 @@ from numpy.typing import ArrayLike
 from ensemble_env.baselines import arguments, online, pooling
 from ensemble_env.baselines.online import (
     GAME_DELAY,
-    SCORE_DIGITS,
     UCB_EXPLORATION_GRID,
-    TeamOutcomes,
-    reward_range,
     stream_means,
     team_label,
     unseen_result,
     unseen_setting,
 )
+from ensemble_env.baselines.outcomes import SCORE_DIGITS, TeamOutcomes, reward_range, team_outcomes
 from ensemble_env.baselines.simple import BaselineResult, question_indices, task_ids, task_names
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.config import FEEDBACK_LEVELS
@@ -324,15 +322,15 @@ def partial_choices(
     ``rewards`` (K, T): every team's reward on each question (only the played teams' sub-teams' are read, ``delay``
     questions after they are played: :func:`partial_statistics`); ``teams`` (K, N) bool; ``prior`` (K,): each
     team's mean reward on the training questions; ``rank`` (K,): the tie-break (:func:`~ensemble_env.baselines.
-    online.prior_rank`, 0 first). The first ``explore`` questions go to the team of all N models; then, with n_k,
+    outcomes.prior_rank`, 0 first). The first ``explore`` questions go to the team of all N models; then, with n_k,
     S_k the revealed statistics and r the number of revealed questions, the team maximising
 
         (S_k + n0 * prior_k) / (n0 + n_k)
             + (high - low) * (c * sqrt(2 ln(1 + r) / (n0 + n_k)) + sigma * z_k / sqrt(n0 + n_k))
 
-    plays (rounded to :data:`~ensemble_env.baselines.online.SCORE_DIGITS` decimals, ties to the lowest rank): n0
+    plays (rounded to :data:`~ensemble_env.baselines.outcomes.SCORE_DIGITS` decimals, ties to the lowest rank): n0
     ``pseudo_count``, c ``exploration``, sigma ``scale``, z ``noise`` (T, K) standard normal draws (needed when
-    sigma > 0), (low, high) ``bounds`` (default :func:`~ensemble_env.baselines.online.reward_range`'s, (-2, 1)).
+    sigma > 0), (low, high) ``bounds`` (default :func:`~ensemble_env.baselines.outcomes.reward_range`'s, (-2, 1)).
     Greedy is c = sigma = 0 and m = 0. Every argument is checked as
     :func:`~ensemble_env.baselines.online.ucb_choices` checks its own (:mod:`ensemble_env.baselines.arguments`):
     finite rewards, prior and noise of these shapes, rewards and prior within ``bounds``, ``rank`` a permutation of
@@ -397,7 +395,7 @@ def _explore(value: Any, name: str) -> int:
 
 def training_priors(p: Any, streams: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(prior (S, K), rank (S, K)) of each training task's stream: the mean reward and
-    :func:`~ensemble_env.baselines.online.prior_rank` of every team on the *other* training tasks' questions.
+    :func:`~ensemble_env.baselines.outcomes.prior_rank` of every team on the *other* training tasks' questions.
 
     ``p`` the protocol's setting (:func:`~ensemble_env.baselines.online.unseen_setting`), ``streams`` the training
     tasks' columns of its outcomes (``p.training_streams()``). ValueError with fewer than two training tasks."""
@@ -416,7 +414,7 @@ def training_priors(p: Any, streams: list[np.ndarray]) -> tuple[np.ndarray, np.n
 
 
 def _rank(mean_reward: np.ndarray, accuracy: np.ndarray, mean_share: np.ndarray) -> np.ndarray:
-    """(K,) each team's rank (0 best) by the keys of :func:`~ensemble_env.baselines.online.prior_rank`, from the
+    """(K,) each team's rank (0 best) by the keys of :func:`~ensemble_env.baselines.outcomes.prior_rank`, from the
     teams' means (:func:`~ensemble_env.baselines.pooling.rank_teams`)."""
     rank = np.empty(mean_reward.size, dtype=np.int64)
     rank[pooling.rank_teams(mean_reward, accuracy, mean_share)] = np.arange(mean_reward.size)
@@ -455,7 +453,7 @@ def rule_settings(
     (the training tasks) and ``test``, and None (the constants are chosen on the training tasks' streams).
     ``"validation"``: the setting of ``train`` and ``test``, and the setting of ``train`` and the ``validation``
     tasks, streamed as held-out tasks: both with the prior of the ``train`` tasks alone, both on one
-    :class:`~ensemble_env.baselines.online.TeamOutcomes` (``outcomes``, or computed once on the three). ValueError
+    :class:`~ensemble_env.baselines.outcomes.TeamOutcomes` (``outcomes``, or computed once on the three). ValueError
     naming ``choose_on`` for another value, or for ``"validation"`` without validation questions."""
     if choose_on not in CHOOSE_ON:
         raise ValueError(f"choose_on must be one of {', '.join(CHOOSE_ON)}, got {choose_on!r}")
@@ -469,7 +467,7 @@ def rule_settings(
     if outcomes is None:
         rows = [question_indices(cache, part, name) for part, name in
                 ((train, "train"), (validation, "validation"), (test, "test"))]  # fmt: skip
-        outcomes = online.team_outcomes(cache, np.concatenate(rows), reward)
+        outcomes = team_outcomes(cache, np.concatenate(rows), reward)
     played = unseen_setting(cache, train, test, reward, None, outcomes)
     return played, unseen_setting(cache, train, validation, reward, None, outcomes)
 
@@ -485,7 +483,7 @@ def fitted_rule(
     :func:`~ensemble_env.baselines.online.unseen_setting`), each with the other training tasks as the prior; or, with
     ``validation`` (the second setting of :func:`rule_settings`: the validation tasks as its held-out tasks), on the
     validation tasks' streams with the train tasks as the prior. The best mean over those tasks of the mean reward
-    per question wins (rounded to :data:`~ensemble_env.baselines.online.SCORE_DIGITS` decimals, ties to the
+    per question wins (rounded to :data:`~ensemble_env.baselines.outcomes.SCORE_DIGITS` decimals, ties to the
     earlier setting) and plays the held-out tasks of ``p``. ``info`` joins the result's ``info``, after the
     constants chosen (with ``validation``, ``validation_reward``: the chosen setting's mean reward per validation
     question)."""

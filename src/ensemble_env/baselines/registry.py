@@ -56,6 +56,7 @@ __all__ = [
     "PARTIAL_DEFAULT_BASELINES",
     "Baseline",
     "Setting",
+    "baseline_of",
     "lookup",
     "reference",
     "register",
@@ -103,7 +104,7 @@ class Setting:
     """Fits made beforehand (:attr:`Baseline.fit`), by baseline name, so a sweep fits once."""
     outcomes: Any = None
     """Every team's outcome on the cache's questions computed beforehand
-    (:class:`~ensemble_env.baselines.online.TeamOutcomes`, covering ``train``, ``validation`` and ``test``), shared
+    (:class:`~ensemble_env.baselines.outcomes.TeamOutcomes`, covering ``train``, ``validation`` and ``test``), shared
     by the baselines of the unseen-task protocol so that several of them on one cache compute it once; None: each
     computes its own."""
     choose_on: str = "training"
@@ -236,6 +237,18 @@ def lookup(name: str) -> Baseline:
         if name in entry.aliases:
             return entry
     raise ValueError(f"unknown baseline {name!r}; the baselines are {', '.join(BASELINES)}")
+
+
+def baseline_of(result: str) -> Baseline | None:
+    """The baseline a result is named after: ``result`` itself or one of its aliases (``stacking``:
+    ``stacking(per_task)``), else the name before its arguments (``random_team(k=3)``: ``random_team``); None for a
+    result of no baseline (a learned policy, ``mappo``)."""
+    for name in (result, result.split("(")[0]):
+        try:
+            return lookup(name)
+        except ValueError:
+            continue
+    return None
 
 
 for _entry in (

@@ -12,7 +12,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ensemble_env.baselines import arguments, bayes, partial, registry
-from ensemble_env.baselines.online import UNSEEN_BASELINES, team_outcomes
+from ensemble_env.baselines.online import UNSEEN_BASELINES
+from ensemble_env.baselines.outcomes import team_outcomes
 from ensemble_env.baselines.simple import BaselineResult, question_indices, task_ids, task_names
 from ensemble_env.cache import datasets
 from ensemble_env.cache.logit_cache import LogitCache

@@ -8,8 +8,10 @@ module               what it holds
 ===================  =========================================================================================
 ``logit_cache``      :class:`LogitCache` (validated, read-only arrays; probabilities from the scores),
                      :class:`CacheError`, the format's constants (:data:`SPLITS`, :data:`SCORE_KINDS`, ...)
-``hdf5``             the only code that touches HDF5: reading (every size checked before data are read, nothing
-                     outside the file followed) and writing (checksummed); the guard's helper loop
+``hdf5``             reading HDF5 (every size checked before data are read, nothing outside the file followed);
+                     the guard's helper loop
+``hdf5_writer``      writing HDF5 (checksummed, made in memory, written atomically); with ``hdf5``, the only code
+                     that touches HDF5
 ``guard``            reading checksum-less files in a helper process under a time limit
 ``io``               :func:`load_cache` and :func:`save_cache` (atomic)
 ``datasets``         the built-in caches (``toy8``, ``bbh5``) and :func:`~ensemble_env.cache.datasets.resolve`,
@@ -35,7 +37,7 @@ from __future__ import annotations
 from ensemble_env.cache.datasets import default_cache_path, load_default_cache
 from ensemble_env.cache.generator import TaskGenerator, fit_generator
 from ensemble_env.cache.generator_file import load_generator, save_generator
-from ensemble_env.cache.hdf5 import CacheWriteError
+from ensemble_env.cache.hdf5_writer import CacheWriteError
 from ensemble_env.cache.io import load_cache, save_cache
 from ensemble_env.cache.logit_cache import (
     FORMAT_NAME,

@@ -1,12 +1,8 @@
-"""The HDF5 side of logit caches: a reader that is safe on any file, and the checksummed writer.
+"""The HDF5 side of logit caches, reading: a reader that is safe on any file.
 
-:func:`ensemble_env.cache.load_cache` and :func:`ensemble_env.cache.save_cache` call :func:`read_cache_file` and
-:func:`write_cache_file`; nothing else in the package touches HDF5.
-
-Writing (:func:`write_cache_file`) makes the whole file in memory (h5py's core driver, no backing store) and
-then writes its bytes with plain Python I/O, atomically: a disk that fails (full, read-only, over quota) is an
-ordinary OSError, reported as a :class:`CacheWriteError` naming the file and the cause, never a failed write
-inside HDF5 (which went on to crash the process with SIGSEGV when Python freed the damaged file's objects).
+:func:`ensemble_env.cache.load_cache` calls :func:`read_cache_file` (and :func:`ensemble_env.cache.save_cache` the
+checksummed writer, :func:`ensemble_env.cache.hdf5_writer.write_cache_file`); nothing else in the package touches
+HDF5.
 
 Reading (:func:`read_cache_file`) looks at every field's header before it reads a byte of its data:
 
@@ -20,10 +16,10 @@ Reading (:func:`read_cache_file`) looks at every field's header before it reads 
   must be one the stored bytes can hold (at most :data:`MAX_DATASET_BYTES`, and no more than the filters can
   expand the stored bytes to), so a small file declaring a huge dataset is refused at once, using no memory.
 
-Checksums. :func:`write_cache_file` writes the HDF5 format of version 1.10 (superblock 3, object headers 2,
-chunk indexes with checksums), every dataset with the fletcher32 checksum filter, and every string with a
-fixed length (variable-length strings live in HDF5's global heap, which carries no checksum). Corruption of
-such a file is caught by a checksum, however it falls. A file that lacks any of this (the HDF5 of h5py's
+Checksums. The writer (:mod:`ensemble_env.cache.hdf5_writer`) writes the HDF5 format of version 1.10 (superblock
+3, object headers 2, chunk indexes with checksums), every dataset with the fletcher32 checksum filter, and every
+string with a fixed length (variable-length strings live in HDF5's global heap, which carries no checksum).
+Corruption of such a file is caught by a checksum, however it falls. A file that lacks any of this (the HDF5 of h5py's
 defaults, for instance: superblock 0 and no checksum on metadata) can make HDF5 loop forever on a corrupted
 byte; it is read anyway, but first by a helper process with a time limit (:mod:`ensemble_env.cache.guard`).
 
@@ -34,14 +30,12 @@ naming the file and the field, with a short message.
 from __future__ import annotations
 
 import contextlib
-import errno
-import itertools
 import json
 import math
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,20 +43,10 @@ from typing import Any
 import numpy as np
 
 from ensemble_env.cache import guard
-from ensemble_env.cache.logit_cache import FORMAT_NAME, FORMAT_VERSION, CacheError, LogitCache, cache_error
-from ensemble_env.files import OutputError, write_bytes
+from ensemble_env.cache.logit_cache import FORMAT_NAME, FORMAT_VERSION, CacheError, cache_error
 from ensemble_env.text import show
 
-__all__ = [
-    "LIMITS",
-    "MAX_DATASET_BYTES",
-    "CacheWriteError",
-    "cache_image",
-    "read_cache_file",
-    "serve",
-    "superblock_version",
-    "write_cache_file",
-]
+__all__ = ["LIMITS", "MAX_DATASET_BYTES", "read_cache_file", "serve", "superblock_version"]
 
 #: largest size a cache's dimension may declare: questions Q, models N, choices C, tasks T, features F
 LIMITS = {"Q": 2**31 - 1, "N": 2**16, "C": 2**16, "T": 2**24, "F": 2**20}
@@ -567,136 +551,6 @@ def read_cache_file(
     found = _read_once(name, before.st_size, True, report)
     assert found is not None  # trusted reads always return
     return found
-
-
-# -- writing -----------------------------------------------------------------------------------------
-
-
-def _fixed_strings(texts: Sequence[str]) -> np.ndarray:
-    """Fixed-length UTF-8 strings (NUL-padded; the cache holds no NUL character, so they read back exactly)."""
-    import h5py
-
-    encoded = [text.encode("utf-8") for text in texts]
-    width = max(1, *(len(item) for item in encoded))
-    return np.array(encoded, dtype=h5py.string_dtype("utf-8", width))
-
-
-def _fixed_string(text: str) -> np.ndarray:
-    import h5py
-
-    encoded = text.encode("utf-8")
-    return np.array(encoded, dtype=h5py.string_dtype("utf-8", max(1, len(encoded))))
-
-
-class CacheWriteError(OSError, CacheError):
-    """A cache file could not be written (a full disk, a read-only file system, a quota, a name too long, ...).
-
-    Both an OSError, with the cause's ``errno`` (``errno.ENOSPC``, ``EROFS``, ``EDQUOT``, ``ENAMETOOLONG``, ...),
-    its ``strerror`` (``"No space left on device"``) and the file as ``filename``, and a
-    :class:`~ensemble_env.cache.CacheError` (so a ValueError: the command line reports it in one line). Its
-    message names the file and the cause.
-    """
-
-    def __init__(self, code: int | None, reason: str, path: str, message: str | None = None) -> None:
-        super().__init__(code, reason, path)
-        self.message = message if message is not None else f"{path}: cannot write: {reason}"
-
-    def __str__(self) -> str:
-        return self.message
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.errno, self.strerror, self.filename, self.message))
-
-
-def _write_error(path: str, cause: OSError) -> CacheWriteError:
-    """The CacheWriteError of an OSError of writing ``path`` (the atomic writer's own message when it names
-    ``path`` already, else one made from the cause)."""
-    code = cause.errno if isinstance(cause.errno, int) else None
-    text = str(cause)
-    reason = cause.strerror or (os.strerror(code) if code else "") or text or type(cause).__name__
-    if text.startswith(f"{path}:"):
-        message = text
-    else:
-        other = cause.filename is not None and os.fsdecode(cause.filename) != path
-        message = f"{path}: cannot write: {reason}" + (f" ({show(os.fsdecode(cause.filename), 300)})" if other else "")
-    name = errno.errorcode.get(code, "") if code else ""
-    if name and name not in message:
-        message += f" ({name})"
-    return CacheWriteError(code, reason, path, f"{message}; no partial or temporary file is left")
-
-
-_IMAGES = itertools.count()
-
-
-def cache_image(cache: LogitCache, compression: str | None) -> bytes:
-    """The bytes of the cache file of ``cache`` (the checksummed form of the module docstring), made wholly in
-    memory: h5py's ``core`` driver without a backing store, so HDF5 never touches a disk."""
-    import h5py
-
-    name = f"ensemble-env-cache-{os.getpid()}-{next(_IMAGES)}.h5"  # in-memory files are told apart by name
-    with h5py.File(name, "w", driver="core", backing_store=False, libver=("v110", "v110")) as h5file:
-        _write_fields(h5file, cache, compression)
-        h5file.flush()
-        return bytes(h5file.id.get_file_image())
-
-
-def write_cache_file(
-    path: str | os.PathLike[str],
-    cache: LogitCache,
-    compression: str | None,
-    inputs: Iterable[str | os.PathLike[str]] = (),
-) -> Path:
-    """Write ``cache`` to ``path`` atomically, in the checksummed form described in the module docstring.
-
-    The file is made in memory first (:func:`cache_image`), then written with plain Python I/O through
-    :func:`~ensemble_env.files.write_bytes` (a temporary file beside ``path``, synced, renamed; removed on any
-    failure). So every failure of the disk (full, read-only, over quota, a name too long) is an ordinary OSError,
-    raised as a :class:`CacheWriteError` naming ``path`` and the cause, with ``path`` as it was and no temporary
-    file left; HDF5 never sees a failed write (on a full disk it used to go on writing and closing a damaged
-    file, and then crash the process when Python freed its objects). The cost: memory for about twice the
-    file's size while it is written (the HDF5 image and its bytes). The folder must exist (FileNotFoundError).
-    An output that is one of ``inputs`` (the files the cache was made from) is refused
-    (:func:`~ensemble_env.files.check_output`).
-    """
-    name = os.fsdecode(path)
-    image = cache_image(cache, compression)  # in memory: nothing of the disk can fail here (MemoryError can)
-    try:
-        write_bytes(path, image, inputs=inputs)
-    except FileNotFoundError:
-        raise  # the folder does not exist: atomic_path's message names it
-    except OutputError as error:
-        if error.errno is None:  # a refusal (the output is one of the inputs, a folder, ...), not a failed disk
-            raise
-        raise _write_error(name, error) from None
-    except OSError as error:
-        raise _write_error(name, error) from None
-    return Path(path)
-
-
-def _write_fields(h5file: Any, cache: LogitCache, compression: str | None) -> None:
-    options = {"fletcher32": True, "compression": compression}
-    h5file.attrs.create("format", _fixed_string(FORMAT_NAME))
-    h5file.attrs.create("format_version", np.int64(FORMAT_VERSION))
-    h5file.attrs.create("score_kind", _fixed_string(cache.score_kind))
-    if cache.source:
-        h5file.attrs.create("source", _fixed_string(cache.source))
-    numbers = {"scores": cache.scores, "labels": cache.labels, "n_choices": cache.n_choices}
-    numbers.update({"tasks": cache.tasks, "split": cache.split})
-    if cache.costs is not None:
-        numbers["costs"] = cache.costs
-    for name, array in numbers.items():
-        h5file.create_dataset(name, data=array, **options)
-    strings: dict[str, tuple[str, ...] | None] = {"models": cache.models, "task_names": cache.task_names}
-    strings.update({"question_ids": cache.question_ids, "question_text": cache.question_text})
-    for name, texts in strings.items():
-        if texts is not None:
-            h5file.create_dataset(name, data=_fixed_strings(texts), **options)
-    if cache.features is not None:
-        node = h5file.create_dataset("features", data=cache.features, **options)
-        if cache.feature_names is not None:
-            node.attrs.create("feature_names", _fixed_strings(cache.feature_names))
-        if cache.feature_kind:
-            node.attrs.create("feature_kind", _fixed_string(cache.feature_kind))
 
 
 # -- the guard's helper process -----------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Reading and writing logit cache files: :func:`load_cache` (validated, safe on any file) and :func:`save_cache`
-(atomic, checksummed). The HDF5 work itself is :mod:`ensemble_env.cache.hdf5`'s; files without checksums are
-read under a time limit by :mod:`ensemble_env.cache.guard`.
+(atomic, checksummed). The HDF5 work itself is :mod:`ensemble_env.cache.hdf5`'s (reading) and
+:mod:`ensemble_env.cache.hdf5_writer`'s (writing); files without checksums are read under a time limit by
+:mod:`ensemble_env.cache.guard`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ensemble_env.cache.hdf5 import read_cache_file, write_cache_file
+from ensemble_env.cache.hdf5 import read_cache_file
+from ensemble_env.cache.hdf5_writer import write_cache_file
 from ensemble_env.cache.logit_cache import LogitCache
 
 __all__ = ["load_cache", "save_cache"]
@@ -45,12 +47,12 @@ def save_cache(
     The file is HDF5 in the format of HDF5 1.10 (readable by HDF5 >= 1.10 and h5py >= 2.7), every dataset
     with the fletcher32 checksum filter (and ``compression``, gzip by default; None for none), strings as
     fixed-length UTF-8. It is made in memory first, then written with plain Python I/O
-    (:func:`~ensemble_env.cache.hdf5.write_cache_file`): it needs memory for about twice the file's size.
+    (:func:`~ensemble_env.cache.hdf5_writer.write_cache_file`): it needs memory for about twice the file's size.
     The folder must exist (FileNotFoundError). An existing file at ``path`` is replaced only once the new one
     is complete. Returns the path written.
 
     A disk that fails (full, read-only, over quota, a name too long, ...) raises
-    :class:`~ensemble_env.cache.hdf5.CacheWriteError`, both an OSError with the cause's ``errno`` and a
+    :class:`~ensemble_env.cache.hdf5_writer.CacheWriteError`, both an OSError with the cause's ``errno`` and a
     :class:`CacheError`, naming ``path`` and the cause; ``path`` is left as it was and no temporary file remains.
     ``inputs``: the files ``cache`` was made from; an output that is one of them (the same file by device and
     inode, through links) is refused with :class:`~ensemble_env.files.OutputError` and nothing is written.

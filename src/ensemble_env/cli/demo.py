@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ensemble_env import extras
-from ensemble_env.baselines import comparison, routing, simple
+from ensemble_env.baselines import comparison, frontier, frontier_plot, routing, simple
 from ensemble_env.cache import datasets
 from ensemble_env.cache.logit_cache import SPLIT_CHOICES, SPLITS
 from ensemble_env.cli.options import ListOption, cache_label, counted, describe_cache, require_split, status
@@ -81,7 +81,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _baselines(args: argparse.Namespace) -> int:
     if args.frontier is not None and not extras.require("baselines", "plot", option="--frontier"):
         return extras.EXIT_STATUS
-    alphas: tuple[float, ...] = comparison.DEFAULT_ALPHAS
+    alphas: tuple[float, ...] = frontier.DEFAULT_ALPHAS
     if args.alphas is not None:
         try:
             alphas = tuple(check_alpha(float(value)) for value in args.alphas)
@@ -126,10 +126,10 @@ def _baselines(args: argparse.Namespace) -> int:
     if args.frontier is not None:
         bar = sys.stderr.isatty()  # a bar redraws its line: on a terminal only (elsewhere the status lines say it)
         with status(f"sweeping alpha over {len(alphas)} values for the frontier"):
-            points = comparison.frontier(cache, alphas, reward=reward, **common, routers=routers, progress=bar)
+            points = frontier.frontier(cache, alphas, reward=reward, **common, routers=routers, progress=bar)
         against = "cost" if args.use_costs else "team size" + (" and cost" if cache.costs is not None else "")
         title = f"{os.path.basename(label)}: accuracy on {args.split} against {against} (numbers: alpha)"
-        path = comparison.plot_frontier(
+        path = frontier_plot.plot_frontier(
             points,
             args.frontier,
             x="cost" if args.use_costs else "auto",
@@ -138,7 +138,7 @@ def _baselines(args: argparse.Namespace) -> int:
         )
         if not args.json:
             print(f"\nCost-accuracy frontier (alpha swept over {', '.join(f'{a:g}' for a in alphas)}):")
-            print(comparison.format_frontier(points, simple.cost_format(cache)))
+            print(frontier.format_frontier(points, simple.cost_format(cache)))
             print(simple.cost_note(cache))
         print(f"frontier plot written to {path}", file=notes)
     return 0
