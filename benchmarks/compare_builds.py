@@ -129,7 +129,9 @@ def command(trees: dict[str, Path], folder: Path, repeats: int, template: str) -
             shown = f", {rate:,.0f} env steps per CPU second" if found else ""
             print(f"  round {round_index} {build}: CPU {cpu:.1f} s, wall {wall:.1f} s{shown}", flush=True)
     print(f"median of {repeats} interleaved runs: {template}")
-    medians = {build: tuple(statistics.median(v[i] for v in values) for i in (0, 1, 2)) for build, values in times.items()}
+    medians = {
+        build: tuple(statistics.median(v[i] for v in values) for i in (0, 1, 2)) for build, values in times.items()
+    }
     for build, (cpu, wall, rate) in medians.items():
         shown = f"   {rate:>10,.0f} env steps per CPU second" if not math.isnan(rate) else ""
         print(f"  {build:<6} CPU {cpu:8.1f} s   wall {wall:8.1f} s{shown}")

@@ -22,6 +22,17 @@ settings (``protocols.learner_overrides(..., "team")`` at the default budget): a
 (``passes`` without ``total_steps`` replaces the default budget of steps; ``checkpoints`` the checkpoints kept), and
 ``seed`` (the script's ``--seeds``) and ``env.alpha`` (the reward of the rules' comparison, 1) are refused.
 
+With ``--protocol generated`` (issue 48) the units are the folds of ``benchmark --protocol generated`` (fold seed 0,
+the default :class:`~ensemble_mappo.benchmark.protocols.GeneratedPlan`): a fold's generator is fitted on its
+training tasks, the learner trains on the plan's generated train tasks and chooses its checkpoint on the generated
+validation tasks, and what is scored are ``--selection-tasks`` *further tasks of the validation stream* (drawn after
+the plan's validation tasks: never a task of the protocol's test stream, nor a real held-out task). The rules (with
+``bayes_team``) choose their constants on the generated validation tasks, the train tasks their prior, as the
+protocol's do, and play the same selection tasks; the settings are paired against the best of them too.
+
+    python benchmarks/partial_selection.py --protocol generated --out gsel --seeds 2 --jobs 2 \\
+        --set 'index:' --set 'residual: decider_policy="residual"'
+
 ``--out`` is a new or empty folder, or one this script made (``ensemble_env.files.output_folder``): never a folder
 of another command's files (a ``train`` run, whose ``selection.json`` would be overwritten).
 """
@@ -29,6 +40,7 @@ of another command's files (a ``train`` run, whose ``selection.json`` would be o
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import multiprocessing
 import sys
@@ -47,13 +59,19 @@ from ensemble_env.files import RunLock, output_folder, write_text
 from ensemble_env.game.reward import RewardSettings
 from ensemble_mappo import algorithms
 from ensemble_mappo.benchmark import protocols
+from ensemble_mappo.benchmark import registry as benchmark_registry
 from ensemble_mappo.benchmark.answers import check_answers
 from ensemble_mappo.benchmark.learners import learner_answers, learner_config
 
 #: the hand rules played on the same inner held-out tasks (global_team first: the settings are paired against it)
 RULES = ("global_team", "greedy_team", "ucb_team(partial)", "thompson_team", "etc_team")
+#: the rules of ``--protocol generated``: the rules above and the Bayesian one, each choosing its constants on the
+#: generated validation tasks
+GENERATED_RULES = (*RULES, "bayes_team")
 #: the folds of the protocol and of each fold's training tasks
 FOLDS = 4
+#: the generated tasks scored per fold under ``--protocol generated`` (``--selection-tasks``)
+SELECTION_TASKS = 400
 #: the script's name: its error messages and the mark of its output folder
 PROG = "partial_selection.py"
 #: the fields a setting may not give, and why (``validation_sweep.parse_setting``'s ``fixed``)
@@ -70,6 +88,33 @@ def inner_units(cache: LogitCache, folds: int = FOLDS) -> list[tuple[int, protoc
     for k, unit in enumerate(protocols.units(cache, k=folds, seed=0)[0]):
         training = unit.cache.subset(np.setdiff1d(np.arange(unit.cache.n_questions), unit.cache.select("test")))
         found.extend((k, inner) for inner in protocols.units(training, k=folds, seed=0)[0])
+    return found
+
+
+def generated_units(
+    cache: LogitCache, selection_tasks: int = SELECTION_TASKS, plan: protocols.GeneratedPlan | None = None
+) -> list[tuple[int, protocols.Unit]]:
+    """(fold, unit) for every fold of ``--protocol generated`` on ``cache`` (fold seed 0, ``plan``: default the
+    protocol's): the fold's generated train and validation tasks as the protocol draws them, and as ``test``
+    ``selection_tasks`` further tasks of the fold's validation stream (after the plan's validation tasks), never a
+    task of the test stream nor a real held-out task."""
+    plan = protocols.GeneratedPlan() if plan is None else plan
+    first = protocols.GENERATED_FIRST["validation"] + plan.validation_tasks
+    if not 1 <= selection_tasks <= protocols.GENERATED_FIRST["test"] - first:
+        raise ValueError(f"--selection-tasks must be in 1..{protocols.GENERATED_FIRST['test'] - first}, "
+                         f"got {selection_tasks}")  # fmt: skip
+    found = []
+    for fold, unit in enumerate(protocols.units(cache, k=FOLDS, seed=0)[0]):
+        training = tuple(name for name in protocols.tasks_with_questions(cache) if name not in unit.held_out)
+        generator = protocols.fold_generator(cache, training)
+        stream = protocols.fold_stream_seed(0, fold)
+        drawn = protocols.generated_tasks(generator, dataclasses.replace(plan, test_tasks=1), stream)
+        chosen = generator.sample(selection_tasks, stream, first=first, questions=plan.questions, model_seed=stream)
+        parts = [drawn["train"], drawn["validation"], chosen]
+        splits = [drawn["train"].split, drawn["validation"].split, np.full(chosen.n_questions, protocols.TEST)]
+        joined = protocols.joined_cache(parts, splits)
+        found.append((fold, protocols.Unit(f"fold {fold + 1}", joined, np.arange(chosen.n_questions), unit.held_out,
+                                           unit.validation_tasks)))  # fmt: skip
     return found
 
 
@@ -115,25 +160,43 @@ def _run_all(jobs: int) -> list[float]:
     return [future.result() for future in futures]
 
 
-def _rules(cache: LogitCache, alpha: float) -> dict[str, float]:
+def _rules(cache: LogitCache, alpha: float, generated: bool = False) -> dict[str, float]:
     reward = RewardSettings(alpha=alpha)
+    if generated:  # as the protocol plays them: constants chosen on the validation tasks, the train tasks the prior
+        found = {}
+        for name in GENERATED_RULES:
+            answers = benchmark_registry.baseline(name, choose_on="validation")(cache, 0, alpha, Path("."))
+            found[name] = float(check_answers(answers, cache, name).rewards(cache, reward).mean())
+        return found
     fit = np.union1d(cache.select("train"), cache.select("validation"))
     setting = registry.Setting(cache, fit, cache.select("test"), reward=reward)
     return {name: float(registry.lookup(name).run(setting).rewards(cache, reward).mean()) for name in RULES}
 
 
 def selection(
-    cache: LogitCache, settings: dict[str, dict[str, Any]], seeds: int, out: Path, *, jobs: int = 1, alpha: float = 1.0
+    cache: LogitCache,
+    settings: dict[str, dict[str, Any]],
+    seeds: int,
+    out: Path,
+    *,
+    jobs: int = 1,
+    alpha: float = 1.0,
+    protocol: str = "unseen-tasks",
+    selection_tasks: int = SELECTION_TASKS,
 ) -> dict[str, Any]:
     """Every setting's and rule's reward per question on every inner fold (see the module's text), written to
     ``out/selection.json`` and returned:
     ``{"units": [[fold, held-out tasks]], "rules": {rule: [per unit]}, "settings": {name: [[per unit] per seed]}}``.
 
     The settings are checked first; then ``out`` is taken (:func:`~ensemble_env.files.output_folder`: new, empty or
-    made by this script, and without an earlier selection's runs) and held (:class:`~ensemble_env.files.RunLock`)."""
-    units = inner_units(cache)
-    base = protocols.learner_overrides("mappo", algorithms.get("mappo").config_class, cache.n_models, "team")
-    base["total_steps"] = protocols.PARTIAL_BUDGET_STEPS["default"]
+    made by this script, and without an earlier selection's runs) and held (:class:`~ensemble_env.files.RunLock`).
+    ``protocol="generated"``: the units of :func:`generated_units`."""
+    generated = protocol == "generated"
+    units = generated_units(cache, selection_tasks) if generated else inner_units(cache)
+    config_class = algorithms.get("mappo").config_class
+    base = protocols.learner_overrides("mappo", config_class, cache.n_models, "team", protocol=protocol)
+    budget = protocols.GENERATED_BUDGET_STEPS if generated else protocols.PARTIAL_BUDGET_STEPS
+    base["total_steps"] = budget["default"]
     base["passes"], base["checkpoints"] = algorithms.get("mappo").budget("default")
     runs = [_overrides(name, base, fields) for name, fields in settings.items()]  # refused now, not in a run
     out = output_folder(out, PROG)
@@ -146,10 +209,11 @@ def selection(
                 for _, unit in units:
                     _WORK.append((unit.cache, seed, overrides, alpha, out / "runs" / f"{len(_WORK):04d}"))
         per_setting = np.asarray(_run_all(jobs)).reshape(len(settings), seeds, len(units)).tolist()
-        rules = [_rules(unit.cache, alpha) for _, unit in units]
+        rules = [_rules(unit.cache, alpha, generated) for _, unit in units]
         found = {
+            "protocol": protocol,
             "units": [[k, list(unit.held_out)] for k, unit in units],
-            "rules": {name: [row[name] for row in rules] for name in RULES},
+            "rules": {name: [row[name] for row in rules] for name in rules[0]},
             "settings": dict(zip(settings, per_setting, strict=True)),
         }
         write_text(out / "selection.json", json.dumps(found, indent=1) + "\n")
@@ -189,24 +253,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=2, help="seeds 0..S-1 per setting (default: 2)")
     parser.add_argument("--jobs", type=int, default=1, help="processes for the learner runs (default: 1)")
     parser.add_argument("--out", required=True, type=Path, help="folder of the runs and selection.json")
+    parser.add_argument("--protocol", choices=("unseen-tasks", "generated"), default="unseen-tasks",
+                        help="the inner folds of the real training tasks (default), or generated tasks")  # fmt: skip
+    parser.add_argument("--selection-tasks", type=int, default=SELECTION_TASKS,
+                        help=f"--protocol generated: scored tasks per fold (default: {SELECTION_TASKS})")  # fmt: skip
     args = parser.parse_args(argv)
     if args.seeds < 1 or not 1 <= args.jobs <= 64:
         parser.error(f"--seeds must be >= 1 and --jobs in 1..64, got {args.seeds} and {args.jobs}")
     settings = dict(parse_setting(text) for text in args.set)  # FIXED_FIELDS: refused by selection
     if len(settings) != len(args.set):
         parser.error("--set: two settings share a name")
-    found = selection(resolve_cache(args.cache), settings, args.seeds, args.out, jobs=args.jobs)
-    global_team = np.asarray(found["rules"]["global_team"])
-    print(f"\n{len(found['units'])} inner folds of {args.cache}'s {FOLDS} folds: reward per question on the inner")
-    print("held-out tasks (mean over the inner folds); settings: per seed, their mean, and minus global_team")
-    print("| setting or rule | reward | per seed | - global_team |")
-    print("|---|---|---|---|")
+    found = selection(resolve_cache(args.cache), settings, args.seeds, args.out, jobs=args.jobs,
+                      protocol=args.protocol, selection_tasks=args.selection_tasks)  # fmt: skip
+    rules = {name: np.asarray(row) for name, row in found["rules"].items()}
+    global_team = rules["global_team"]
+    best = max((name for name in rules if name != "global_team"), key=lambda name: rules[name].mean())
+    if args.protocol == "generated":
+        print(f"\n{len(found['units'])} folds of {args.cache}, {args.selection_tasks} generated selection tasks each: "
+              "reward per question (mean over the folds)")  # fmt: skip
+    else:
+        print(f"\n{len(found['units'])} inner folds of {args.cache}'s {FOLDS} folds: reward per question on the inner")
+        print("held-out tasks (mean over the inner folds)")
+    print(f"settings: per seed, their mean, and minus global_team and minus the best rule here ({best})")
+    print(f"| setting or rule | reward | per seed | - global_team | - {best} |")
+    print("|---|---|---|---|---|")
     for name, rows in found["settings"].items():
         values = np.asarray(rows)
         seeds = ", ".join(f"{row.mean():+.4f}" for row in values)
-        print(f"| {name} | {values.mean():+.4f} | {seeds} | {(values - global_team).mean():+.4f} |")
-    for name, row in found["rules"].items():
-        print(f"| {name} | {np.mean(row):+.4f} | | {np.mean(np.asarray(row) - global_team):+.4f} |")
+        print(f"| {name} | {values.mean():+.4f} | {seeds} | {(values - global_team).mean():+.4f} "
+              f"| {(values - rules[best]).mean():+.4f} |")  # fmt: skip
+    for name, row in rules.items():
+        gaps = f"{(row - global_team).mean():+.4f} | {(row - rules[best]).mean():+.4f}"
+        print(f"| {name} | {row.mean():+.4f} | | {gaps} |")
     return 0
 
 

@@ -111,3 +111,29 @@ def test_the_script_scores_each_setting_and_each_rule_on_the_inner_held_out_task
     assert all(len(values) == 16 for values in found["rules"].values())
     assert f"| index | {np.mean(rows):+.4f} |" in printed
     assert f"| global_team | {np.mean(found['rules']['global_team']):+.4f} | | +0.0000 |" in printed
+
+
+def test_generated_selection_tasks_come_after_the_validation_tasks_and_never_from_the_test_stream(
+    partial_selection,
+) -> None:
+    """``--protocol generated``: per fold, the protocol's generated train and validation tasks, and as the scored
+    tasks further draws of the validation stream: none is a task of the protocol's test stream or a real task."""
+    cache = _cache()
+    plan = protocols.GeneratedPlan(train_tasks=4, validation_tasks=2, test_tasks=3, questions=(20, 30))
+    found = partial_selection.generated_units(cache, 3, plan)
+    assert [fold for fold, _ in found] == [0, 1, 2, 3]
+    protocol, _ = protocols.generated_units(cache, plan, k=4, seed=0)
+    for (_, unit), theirs in zip(found, protocol, strict=True):
+        names = np.asarray(unit.cache.task_names)[np.asarray(unit.cache.tasks)]
+        tested = set(names[unit.cache.select("test")])
+        assert len(tested) == 3 and not tested & set(cache.task_names)
+        for split in ("train", "validation"):  # the protocol's own generated tasks
+            mine, same = unit.cache.subset(unit.cache.select(split)), theirs.cache.subset(theirs.cache.select(split))
+            np.testing.assert_array_equal(mine.scores, same.scores)
+        their_names = np.asarray(theirs.cache.task_names)[np.asarray(theirs.cache.tasks)]
+        their_test = theirs.cache.subset(theirs.cache.select("test"))
+        assert not tested & set(their_names[theirs.cache.select("test")])
+        drawn = unit.cache.subset(unit.cache.select("test"))
+        assert not np.isin(drawn.scores[:, :, 0], their_test.scores[:, :, 0]).all(axis=1).any()  # other draws
+        first = protocols.GENERATED_FIRST["validation"] + plan.validation_tasks
+        assert min(int(name.rsplit("-", 1)[1]) for name in tested) == first

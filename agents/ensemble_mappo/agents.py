@@ -48,6 +48,7 @@ class Agents:
         decider_initial_prob: float = 0.5,
         critic: str = "central",
         decider_policy: str = "auto",
+        residual_gain: float = 1.0,
     ) -> Agents:
         """Networks sized for ``venv``'s observations (the global torch seed decides the initial weights).
 
@@ -59,7 +60,8 @@ class Agents:
         the same categorical scored per team from the task's record), "index" (:class:`TeamIndexActor`, the same
         categorical, each team's logit an index of its record with learned constants), "residual"
         (:class:`~ensemble_mappo.residual.TeamResidualActor`, the index plus a network of the team's and its members'
-        record) or "auto" (teams for pools of up to :data:`ensemble_env.game.actions.MAX_SUBSET_MODELS` models).
+        record, its network's output times ``residual_gain``) or "auto" (teams for pools of up to
+        :data:`ensemble_env.game.actions.MAX_SUBSET_MODELS` models).
         """
         layout = venv.layout
         if critic == "local":
@@ -79,12 +81,15 @@ class Agents:
         elif decider_policy == "index":
             decider = TeamIndexActor(layout.decider, venv.n_models, min_size, decider_initial_prob)
         elif decider_policy == "residual":
-            decider = TeamResidualActor(layout.decider, venv.n_models, hidden, min_size, decider_initial_prob)
+            decider = TeamResidualActor(
+                layout.decider, venv.n_models, hidden, min_size, decider_initial_prob, gain=residual_gain
+            )
         elif decider_policy == "bernoulli":
             decider = DeciderActor(layout.decider_size, venv.n_models, hidden, decider_initial_prob, min_size)
         else:
             raise ValueError(
-                f"decider_policy={decider_policy!r} is not 'auto', 'teams', 'scorer', 'index', 'residual' or 'bernoulli'"
+                f"decider_policy={decider_policy!r} is not 'auto', 'teams', 'scorer', 'index', 'residual' or "
+                "'bernoulli'"
             )
         return cls(
             decider=decider,

@@ -312,6 +312,10 @@ class TrainConfig(LearnerConfig):
     draws each model in or out (one Bernoulli per model, starting at ``decider_initial_prob``), changing a team one
     model at a time. "auto": teams for pools of
     up to 12 models, else bernoulli. Chosen on bbh5's validation split (docs/mappo.md)."""
+    decider_residual_gain: float = 1.0
+    """The residual decider's (``decider_policy="residual"``) multiple of its network's output added to the index;
+    0 switches the network off: the same checkpoint then plays the index decider with the constants the run learned
+    (the generated-task benchmark's ablation, ``mappo(residual off)``). Other deciders ignore it."""
     decider_credit: str = "expected"
     """The reward the decider's team is credited with for the question it answers. "sampled": the reward of the
     fusion agent's sampled answer (what the environment paid). "greedy": the reward the fusion agent's most
@@ -401,6 +405,7 @@ class TrainConfig(LearnerConfig):
         "offline_level": (0.5, 0.999, False),
         "decider_kl_coef": (0.0, math.inf, False),
         "decider_ent_coef": (-1.0, math.inf, False),
+        "decider_residual_gain": (0.0, 100.0, False),
     }
     #: the game this learner plays, by environment option: the values it plays and why (any other is refused when
     #: the config is made, before a run directory is written: a rollout would fail on it)

@@ -327,7 +327,10 @@ def evaluate_candidates(
     kind = algorithms.get(algorithms.name_of(config)).learner_class()
     options = kind.env_options(config, cache)
     if len(networks) < 2 or options.get("episodes") == "task" or not issubclass(kind, MAPPOLearner):
-        return [evaluate_agents(n, config, cache, split=split, seed=seed, source=s) for n, s in zip(networks, names)]
+        return [
+            evaluate_agents(n, config, cache, split=split, seed=seed, source=s)
+            for n, s in zip(networks, names, strict=True)
+        ]
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= LIMITS["seed"]:
         raise ValueError(f"seed must be an integer in [0, {LIMITS['seed']}], got {show(seed)}")
     torch.set_num_threads(config.threads)

@@ -150,7 +150,12 @@ class MAPPOLearner(Learner):
         super().__init__(config, venv)
         self.config: TrainConfig = config
         self.agents = agents or Agents.build(
-            venv, config.hidden_size, config.decider_initial_prob, config.critic, config.decider_policy
+            venv,
+            config.hidden_size,
+            config.decider_initial_prob,
+            config.critic,
+            config.decider_policy,
+            config.decider_residual_gain,
         )
         self.explained: dict[str, float] = {}
         self.last_stats: UpdateStats | None = None

@@ -19,7 +19,7 @@ per-team prior, so the network cannot learn one; it can only learn to read recor
 At the start g's output layer is zero: the decider is exactly the index decider at its start (the size prior, uniform
 over the teams at ``initial_prob`` 0.5), and encodes no rule. :attr:`TeamResidualActor.residual` (1, or 0 to switch
 the network off) scales g: the same checkpoint with the network off is the index decider with the constants the
-run learned, which measures the network's share.
+run learned, which measures the network's share (``decider_residual_gain=0``: the benchmark's ``mappo(residual off)``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from ensemble_mappo.networks import TeamIndexActor, layer_init, masked_logits
 
 __all__ = ["RESIDUAL_FEATURES", "RESIDUAL_GAIN", "TeamResidualActor"]
 
-#: the multiple of g's output added to the index (a smaller gain moves the network's share more slowly under Adam)
+#: the default multiple of g's output added to the index (``TrainConfig.decider_residual_gain``; a smaller gain
+#: moves the network's share more slowly under Adam)
 RESIDUAL_GAIN = 1.0
 #: the features g reads of each team, in order
 RESIDUAL_FEATURES = (
@@ -65,6 +66,8 @@ class TeamResidualActor(TeamIndexActor):
         Width of g's two hidden layers.
     min_team_size, initial_prob
         As :class:`~ensemble_mappo.networks.TeamIndexActor`'s.
+    gain
+        The multiple of g's output added to the index (the config's ``decider_residual_gain``; 0: the network off).
     """
 
     residual: Tensor
@@ -76,6 +79,8 @@ class TeamResidualActor(TeamIndexActor):
         hidden: int = 64,
         min_team_size: int = 0,
         initial_prob: float = 0.5,
+        *,
+        gain: float = RESIDUAL_GAIN,
     ) -> None:
         super().__init__(layout, n_models, min_team_size, initial_prob)
         if "task_record" not in layout:
@@ -88,7 +93,7 @@ class TeamResidualActor(TeamIndexActor):
         self.model_rates = slice(record.start + 1, record.start + 1 + n_models)
         self.model_counts = layout.get("task_record_count")  # None under full feedback: every model's count is n
         self.register_buffer("members", self.teams.bool(), persistent=False)
-        self.register_buffer("residual", torch.full((), RESIDUAL_GAIN), persistent=False)
+        self.register_buffer("residual", torch.full((), float(gain)), persistent=False)
         self.g = nn.Sequential(
             layer_init(nn.Linear(len(RESIDUAL_FEATURES), hidden)),
             nn.ReLU(),

@@ -162,7 +162,7 @@ def _script(name: str) -> Any:
     module = importlib.import_module(name.removesuffix(".py"))
     if name == "partial_selection.py":
         module._run_all = _fake_runs  # type: ignore[attr-defined]
-        module._rules = lambda cache, alpha: dict.fromkeys(module.RULES, 0.0)  # type: ignore[attr-defined]
+        module._rules = lambda cache, alpha, generated=False: dict.fromkeys(module.RULES, 0.0)  # type: ignore[attr-defined]
     else:
         module.benchmark = fake_benchmark  # type: ignore[attr-defined]
     return module

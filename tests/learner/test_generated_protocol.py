@@ -261,3 +261,24 @@ def test_the_task_bootstrap_resamples_seeds_and_whole_tasks() -> None:
         assert point == pytest.approx(expected)
     with pytest.raises(ValueError, match="resample must be one of questions, tasks"):
         stats.bootstrap_interval(values, tasks, macro=False, resample="seeds")
+
+
+def test_a_residual_decider_is_also_scored_with_its_network_off(tmp_path: Path, monkeypatch) -> None:
+    """With the residual decider, each run's deployed checkpoint also plays the test tasks with its network off:
+    ``mappo(residual off)`` in results.json, paired with mappo (``versus``), the same checkpoint (its
+    selected_iteration), other answers; the learner's own records do not keep the ablation's answers twice."""
+    monkeypatch.setitem(protocols.PARTIAL_LEARNER, "decider_policy", "residual")
+    path = save_cache(tmp_path / "small.h5", small_cache())
+    out = tmp_path / "out"
+    results = benchmark.benchmark(["mappo", "global_team"], [0], [path], out, protocol="generated", feedback="team",
+                                  folds=2, budget="tiny", generated=SMALL, progress=False, plot=False)  # fmt: skip
+    for entry in results["caches"].values():
+        assert "mappo(residual off)" in entry["mappo"]["versus"] and "global_team" in entry["mappo"]["versus"]
+        on, off = entry["mappo"]["runs"][0], entry["mappo(residual off)"]["runs"][0]
+        assert [f["selected_iteration"] for f in on["info"]["folds"]] == [
+            f["selected_iteration"] for f in off["info"]["folds"]
+        ]
+        assert all("ablations" not in f for f in on["info"]["folds"])
+        assert all(f["ablation"] == "residual off" for f in off["info"]["folds"])
+    text = (out / "results.md").read_text(encoding="utf-8")
+    assert "mappo(residual off)" in text

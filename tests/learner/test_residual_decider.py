@@ -69,3 +69,30 @@ def test_the_residual_decider_starts_from_the_size_prior_only() -> None:
     venv = make_env(cache, {"decider_extras": ("model_accuracy",)}, num_envs=2, split="train", episode_length=32)
     with pytest.raises(ValueError, match="team_record"):
         Agents.build(venv, 16, decider_policy="residual")
+
+
+def test_the_config_s_gain_scales_the_network_and_zero_plays_the_index_alone() -> None:
+    cache = make_cache(n_models=3, n_questions=480, n_tasks=8, accuracy=[0.5, 0.6, 0.7], seed=1)
+    options = protocols.learner_overrides("mappo", algorithms.get("mappo").config_class, 3, "team")["env"]
+    venv = make_env(cache, options, num_envs=4, split="train", episode_length=32)
+    obs, _ = venv.reset(seed=0)
+    for _ in range(5):
+        obs, *_ = venv.step({"decider": np.eye(3, dtype=np.int8)[[0, 1, 2, 0]], "fusion": np.zeros(4, dtype=np.int64)})
+    inputs = torch.from_numpy(obs["decider"])
+    deciders = {}
+    for gain in (1.0, 0.0, 2.0):
+        torch.manual_seed(0)
+        deciders[gain] = Agents.build(venv, 16, decider_policy="residual", residual_gain=gain).decider
+    state = deciders[1.0].state_dict()
+    state["g.4.weight"] = torch.randn_like(state["g.4.weight"])
+    for decider in deciders.values():
+        decider.load_state_dict(state)  # the same checkpoint: the gain is not part of it
+    with torch.no_grad():
+        on, off, double = (deciders[gain](inputs) for gain in (1.0, 0.0, 2.0))
+        index = deciders[0.0].index(inputs)
+    assert not torch.allclose(on, off)
+    torch.testing.assert_close(off, index)
+    torch.testing.assert_close(double - index, 2.0 * (on - index))
+    assert TrainConfig(decider_residual_gain=0.0).decider_residual_gain == 0.0
+    with pytest.raises(ValueError, match="decider_residual_gain"):
+        TrainConfig(decider_residual_gain=-1.0)

@@ -12,6 +12,7 @@ config recorded in its run key; None for any other name).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,19 @@ from ensemble_mappo.benchmark import protocols
 from ensemble_mappo.benchmark.answers import Algorithm, Answers
 from ensemble_mappo.config import RETIRED_FIELDS
 
-__all__ = ["BUDGETS", "LEARNERS", "budget_help", "learner", "learner_answers"]
+__all__ = ["ABLATIONS", "BUDGETS", "LEARNERS", "RESIDUAL_OFF", "ablation_name", "budget_help", "learner",
+           "learner_answers"]  # fmt: skip
 
 #: the budget levels of ``--budget`` (each algorithm's passes and kept checkpoints: :meth:`Algorithm.budget`)
 BUDGETS = ("tiny", "quick", "default")
 #: the learners: every registered algorithm
 LEARNERS = tuple(algorithms.ALGORITHMS)
+#: the key of a learner run's ``info`` that keeps its deployed checkpoint's test answers under each ablation (the
+#: residual decider's: the same checkpoint with its network switched off, :data:`RESIDUAL_OFF`), which the runner
+#: scores as an entry of their own (:func:`ablation_name`), paired with the learner
+ABLATIONS = "ablations"
+#: the residual decider's ablation: ``decider_residual_gain=0``, the index decider with the constants the run learned
+RESIDUAL_OFF = "residual off"
 
 
 def _require_validation(cache: LogitCache) -> None:
@@ -73,7 +81,8 @@ def learner_answers(
     ``selection`` is the rule (:mod:`ensemble_mappo.selection`; None: the algorithm's own, ``"safe"`` for MAPPO:
     a checkpoint only where its paired validation gain over the start is positive with confidence, else the start;
     ``"best"`` for RLAE). ``overrides``: config fields other than the defaults. Test is played once, after the
-    choice; the choice reads the validation split only.
+    choice; the choice reads the validation split only. A residual decider's checkpoint plays test a second time
+    with its network off (``info[ABLATIONS][RESIDUAL_OFF]``: its predictions and teams).
     """
     from ensemble_mappo.evaluation import evaluate_agents, policy_checkpoint, read_selection
     from ensemble_mappo.runs import read_config
@@ -100,7 +109,18 @@ def learner_answers(
         "validation": [{"iteration": row["update"], **{k: v for k, v in row.items() if k != "update"}}
                        for row in chosen["candidates"]],
     }  # fmt: skip
+    if getattr(config, "decider_policy", None) == "residual" and config.decider_residual_gain > 0:
+        off = dataclasses.replace(config, decider_residual_gain=0.0)
+        ablation = evaluate_agents(policy.networks, off, cache, split="test", seed=seed, source=str(policy.path))
+        info[ABLATIONS] = {RESIDUAL_OFF: {"predictions": np.asarray(ablation.answers).tolist(),
+                                          "teams": np.asarray(ablation.teams, dtype=np.int8).tolist()}}  # fmt: skip
     return Answers(test.questions, test.answers, np.asarray(test.teams, dtype=bool), info)
+
+
+def ablation_name(name: str, ablation: str) -> str:
+    """The results' name of learner ``name``'s deployed checkpoint played with ``ablation`` (e.g.
+    ``mappo(residual off)``)."""
+    return f"{name}({ablation})"
 
 
 def learner(

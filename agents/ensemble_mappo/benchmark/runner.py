@@ -26,7 +26,7 @@ from ensemble_env.game.reward import RewardSettings, check_alpha
 from ensemble_env.text import show
 from ensemble_mappo.benchmark import curves, marl_eval, protocols
 from ensemble_mappo.benchmark.answers import answers_to_json, check_answers
-from ensemble_mappo.benchmark.learners import BUDGETS
+from ensemble_mappo.benchmark.learners import ABLATIONS, BUDGETS, RESIDUAL_OFF, ablation_name
 from ensemble_mappo.benchmark.registry import (
     canonical,
     draws,
@@ -270,6 +270,7 @@ def benchmark(
             }
             _note(f"the hand rules' validation lines: {time.process_time() - started:.0f} CPU s")
             names = _with_best_rule(names, lines, feedback, records, seeds)
+        names = _with_ablations(names, records, {name: len(plan.units) for name, plan in plans.items()}, seeds)
         runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for cache_name, cache_plan in plans.items():
             for name in names:
@@ -388,6 +389,41 @@ def _with_best_rule(
                 records[(cache_name, curves.BEST_RULE, seed, k)] = {**record, "info": {**record.get("info", {}),
                                                                                      "rule": rule}}  # fmt: skip
     return {**names, curves.BEST_RULE: curves.BEST_RULE}
+
+
+def _with_ablations(
+    names: dict[str, str],
+    records: dict[tuple[str, str, int, int], dict[str, Any]],
+    units: Mapping[str, int],
+    seeds: Sequence[int],
+) -> dict[str, str]:
+    """``names`` with an entry per ablation every run of a learner played (:data:`~ensemble_mappo.benchmark.learners.
+    ABLATIONS` in its info, e.g. the residual decider's checkpoint with its network off: ``mappo(residual off)``),
+    whose records are the learner's with the ablation's answers (``records`` gains them; the learner's own records
+    lose the ablations' answers, which ``results.json`` need not hold twice)."""
+    found = dict(names)
+    for name in names:
+        keys = [(cache_name, name, seed, k) for cache_name, count in units.items() for seed in seeds
+                for k in range(count)]  # fmt: skip
+        played = [records[key].get("info", {}).get(ABLATIONS) for key in keys]
+        if not played or not all(isinstance(ablations, dict) for ablations in played):
+            continue
+        for ablation in played[0]:
+            if not all(ablation in ablations for ablations in played):
+                continue
+            derived = ablation_name(name, ablation)
+            for key, ablations in zip(keys, played, strict=True):
+                record = records[key]
+                info = {k: v for k, v in record.get("info", {}).items() if k != ABLATIONS}
+                answers = ablations[ablation]
+                records[(key[0], derived, key[2], key[3])] = _compact(
+                    {**record, "predictions": answers["predictions"], "teams": answers["teams"],
+                     "info": {**info, "ablation_of": name, "ablation": ablation}}
+                )  # fmt: skip
+            found[derived] = derived
+        for key in keys:
+            records[key] = {**records[key], "info": {k: v for k, v in records[key]["info"].items() if k != ABLATIONS}}
+    return found
 
 
 def _scored_name(cache_name: str, loaded: Mapping[str, Any], eval_cache: Any) -> str:
@@ -591,7 +627,7 @@ def _results(
                 "versus": {
                     reference: paired_differences(cache, group, runs[(cache_name, reference)], alpha, resample=unit,
                                                   scores=(scores[name], scores[reference]))
-                    for reference in REFERENCES
+                    for reference in (*REFERENCES, *(ablation_name(name, a) for a in (RESIDUAL_OFF,)))
                     if reference in names and reference != name
                 },
             }  # fmt: skip
