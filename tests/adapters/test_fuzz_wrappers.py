@@ -20,7 +20,7 @@ hostile input goes to the game and to the wrapper, and the two verdicts must agr
   naming the option otherwise.
 
 Cases run in the watchdog workers of tests/fuzzing.py. The default ``pytest`` runs a quick part, ``--run-slow`` a
-fifth of the full part, ``python tests/adapters/test_fuzz_wrappers.py --slow`` the full part and prints the rows of
+tenth of the full part, ``python tests/adapters/test_fuzz_wrappers.py --slow`` the full part and prints the rows of
 docs/reliability.md.
 """
 

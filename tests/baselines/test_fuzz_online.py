@@ -14,7 +14,7 @@ the argument; anything else (a refusal of a valid value, an invalid value taken,
 without the argument's name) is counted against the function.
 
 Cases run in the watchdog workers of tests/fuzzing.py; the default ``pytest`` runs a quick part, ``--run-slow`` a
-fifth of the full part, ``python tests/baselines/test_fuzz_online.py --slow`` the full part and prints its row.
+tenth of the full part, ``python tests/baselines/test_fuzz_online.py --slow`` the full part and prints its row.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@
   integer (None where the entry allows an unseeded draw), refused otherwise with a ValueError naming the seed.
 
 Cases run in the watchdog workers of tests/fuzzing.py; the default ``pytest`` runs a quick part, ``--run-slow`` a
-fifth of the full part, ``python tests/baselines/test_fuzz_partial_seeds.py --slow`` the full part and prints its row.
+tenth of the full part, ``python tests/baselines/test_fuzz_partial_seeds.py --slow`` the full part and prints its row.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ and the first offending id or value (its question and column); the command must 
 error line and no file. Otherwise the cache written must load with the ids given and features finite in float32.
 
 Cases run in the watchdog workers of tests/fuzzing.py; the default ``pytest`` runs a quick part, ``--run-slow`` a
-fifth of the full part, ``python tests/cache/test_fuzz_arrays.py --slow`` the full part and prints its row.
+tenth of the full part, ``python tests/cache/test_fuzz_arrays.py --slow`` the full part and prints its row.
 """
 
 from __future__ import annotations

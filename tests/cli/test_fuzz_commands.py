@@ -15,7 +15,7 @@
   the field, or converted when it is integers (strings for tasks).
 
 Cases run in the watchdog workers of tests/fuzzing.py; the default ``pytest`` runs a quick part, ``--run-slow`` a
-fifth of the full part, ``python tests/cli/test_fuzz_commands.py --slow`` the full part and prints the rows.
+tenth of the full part, ``python tests/cli/test_fuzz_commands.py --slow`` the full part and prints the rows.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ an accepted one only adds files or rewrites its own output (``selection.json`` i
 ``lost``. A refusal must be one line ``SCRIPT: error: ...`` with status 2.
 
 Cases run in the watchdog workers of tests/fuzzing.py; the default ``pytest`` runs a quick part, ``--run-slow`` a
-fifth of the full part, ``python tests/cli/test_fuzz_script_outputs.py --slow`` the full part and prints its row.
+tenth of the full part, ``python tests/cli/test_fuzz_script_outputs.py --slow`` the full part and prints its row.
 """
 
 from __future__ import annotations

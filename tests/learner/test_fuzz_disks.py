@@ -145,7 +145,7 @@ def _warm(workdir: Path) -> None:
 def suite_disks(workdir: Path, slow: bool) -> tuple[list[dict[str, Any]], int]:
     workdir.mkdir(parents=True, exist_ok=True)
     _warm(workdir)
-    cases = disk_cases(slow_size(40, share=10) if slow else 1, seed=101 if slow else 10)
+    cases = disk_cases(slow_size(40) if slow else 1, seed=101 if slow else 10)
     results = run_cases(MODULE, "disk_case", cases, workdir, CASE_SECONDS)
     writers = Counter(result["detail"].split(":", 1)[0] for result in results if result["outcome"] == "refused")
     print(f"train on a filling disk: the writer that failed: {dict(sorted(writers.items()))}", file=sys.stderr)

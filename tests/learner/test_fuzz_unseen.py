@@ -15,7 +15,7 @@ with one line naming ``--eval-cache`` and write no results; otherwise exit 0 wit
 garbage, a missing file) are refused in one line too.
 
 Cases run in the watchdog workers of tests/fuzzing.py; the default ``pytest`` runs a quick part, ``--run-slow`` a
-fifth of the full part, ``python tests/learner/test_fuzz_unseen.py --slow`` the full part and prints its row.
+tenth of the full part, ``python tests/learner/test_fuzz_unseen.py --slow`` the full part and prints its row.
 """
 
 from __future__ import annotations

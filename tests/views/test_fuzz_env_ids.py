@@ -6,7 +6,7 @@ repeats the id's options builds the id's game (its feedback checked on the built
 in one line naming the keyword; a game built with another feedback than the id's is ``wrong``.
 
 Cases run in the watchdog workers of tests/fuzzing.py; the default ``pytest`` runs a quick part, ``--run-slow`` a
-fifth of the full part, ``python tests/views/test_fuzz_env_ids.py --slow`` the full part and prints its row.
+tenth of the full part, ``python tests/views/test_fuzz_env_ids.py --slow`` the full part and prints its row.
 """
 
 from __future__ import annotations
