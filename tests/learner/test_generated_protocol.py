@@ -53,7 +53,7 @@ def test_the_learners_play_the_unseen_game_without_permuted_copies() -> None:
     for feedback in ("team", "all"):
         unseen = protocols.learner_overrides("mappo", config_class, 5, feedback)
         generated = protocols.learner_overrides("mappo", config_class, 5, feedback, "generated")
-        assert generated == {**unseen, "model_permutations": 0}
+        assert generated == {**unseen, **protocols.GENERATED_LEARNER} and generated["decider_policy"] == "residual"
     _, key = resolve("mappo", "tiny", "generated", "team")
     assert key["protocol"] == "generated" and key["total_steps"] == protocols.GENERATED_BUDGET_STEPS["tiny"]
     assert key["generated"] == protocols.GENERATED_LEARNER and key["learner"] == protocols.PARTIAL_LEARNER
@@ -159,7 +159,7 @@ def test_a_generated_benchmark_scores_each_algorithm_on_generated_and_real_tasks
     references = {"global_team", "greedy_team", "thompson_team", "bayes_team", "ftl_team", curves.BEST_RULE}
     for key in (generated, real):
         entry = stored["caches"][key]
-        assert set(entry["mappo"]["versus"]) == references & set(stats.REFERENCES)
+        assert set(entry["mappo"]["versus"]) == references & set(stats.REFERENCES) | {"mappo(residual off)"}
         assert set(entry["hindsight_team"]["versus"]) == references
         for run in entry["mappo"]["runs"]:
             assert [fold["unit"] for fold in run["info"]["folds"]] == ["fold 1", "fold 2"]

@@ -104,9 +104,20 @@ PARTIAL_LEARNER: dict[str, Any] = {
 #: were chosen with the decider on the folds' training tasks (65,536: worse), and keep the whole bbh5 benchmark,
 #: 4 folds x 5 seeds x 2 learners, within 30 CPU minutes (docs/benchmark.md)
 PARTIAL_BUDGET_STEPS = {"tiny": 4096, "quick": 16384, "default": 262144}
-#: what ``--protocol generated`` adds to the learners' settings (:func:`learner_overrides`): no model-permuted copies
-#: of the training tasks (the generator already makes tasks plentiful: 800 a fold)
-GENERATED_LEARNER: dict[str, Any] = {"model_permutations": 0}
+#: what ``--protocol generated`` adds to the learners' settings (:func:`learner_overrides`), under either feedback:
+#: :data:`PARTIAL_LEARNER`'s start, rollouts and checkpoint rule, no model-permuted copies of the training tasks (the
+#: generator already makes tasks plentiful: 800 a fold), and the residual decider (the index
+#: plus a network of each team's and its members' record, ``ensemble_mappo.residual``) at a discount of 0.99.
+#: Chosen with ``benchmarks/partial_selection.py --protocol generated`` (200 further tasks of each fold's validation
+#: stream, 4 folds x 2 seeds, docs/benchmark.md): residual at 0.99 +0.021 reward per question, index at 0.9 (the
+#: partial-feedback learner's) +0.017, residual at 0.9 +0.008, index at 0.99 +0.010, and at MAPPO's new rollout shape
+#: with 3x the steps for the same CPU: index +0.012, residual -0.007 (etc_team there +0.030)
+GENERATED_LEARNER: dict[str, Any] = {
+    **PARTIAL_LEARNER,
+    "model_permutations": 0,
+    "decider_policy": "residual",
+    "gamma": 0.99,
+}
 #: the learners' budget under ``--protocol generated``, in env steps per ``--budget`` level, under either feedback:
 #: partial feedback's (:data:`PARTIAL_BUDGET_STEPS`), since passes over a fold's 800 generated training tasks (about
 #: 160,000 questions) would be 25 million steps at full feedback's 160 passes
