@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 from test_convert import digest, write_run
 
+from ensemble_env import files
 from ensemble_env.cache import LogitCache, load_cache, save_cache
 from ensemble_env.cli import main
 from ensemble_env.files import OutputError, atomic_path, check_output, write_bytes, write_text
@@ -147,15 +148,23 @@ def test_a_name_of_up_to_255_bytes_is_written_through_a_shortened_temporary(tmp_
 
 
 def test_a_dead_writers_shortened_temporary_is_removed(tmp_path: Path) -> None:
+    """Whatever the length of the dead writer's process id: the shortened ``<name>`` part depends on it (a longer
+    id leaves fewer bytes for the name), so a file of a writer whose id is longer or shorter than ours is its own."""
     name = "c" * 252
     with atomic_path(tmp_path / name) as temporary:
-        stem = temporary.name.rsplit(".", 3)[0]  # ".<start>~<hash>"
         temporary.write_text("first")
     dead = subprocess.run(["python3", "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    stale = tmp_path / f"{stem}.{int(dead.stdout)}.abcd1234.tmp"
-    stale.write_text("partial")
+    limit = os.pathconf(tmp_path, "PC_NAME_MAX")
+    for pid in (int(dead.stdout), 9_999_999, 99):  # 9,999,999 is above Linux's largest process id
+        if pid == 99 and Path("/proc/99").exists():
+            continue  # a live process: its file is not stale
+        stem = files._temporary_stem(name, pid, limit)
+        assert "~" in stem  # shortened
+        (tmp_path / f".{stem}.{pid}.abcd1234.tmp").write_text("partial")
+    other = tmp_path / f".{files._temporary_stem('d' * 252, 9_999_999, limit)}.9999999.abcd1234.tmp"
+    other.write_text("another file's")
     write_text(tmp_path / name, "second")
-    assert listing(tmp_path) == [name]
+    assert listing(tmp_path) == sorted([name, other.name])
 
 
 def test_a_name_longer_than_the_filesystem_allows_is_refused(tmp_path: Path) -> None:

@@ -98,16 +98,20 @@ def _temporary_stem(name: str, pid: int, limit: int) -> str:
     return start + digest
 
 
-def _remove_stale_temporaries(target: Path, stem: str) -> None:
-    """Remove the temporary files of ``target`` left by writers that were killed (their process is gone)."""
-    pattern = re.compile(re.escape(f".{stem}.") + r"([0-9]+)\.[a-z0-9_]{8}" + re.escape(_TEMPORARY_SUFFIX))
+def _remove_stale_temporaries(target: Path, limit: int) -> None:
+    """Remove the temporary files of ``target`` left by writers that were killed (their process is gone). A
+    writer's ``<name>`` part depends on its process id's length when the name is shortened
+    (:func:`_temporary_stem`), so each candidate is matched against the part its own process id gives."""
+    pattern = re.compile(r"\.(.+)\.([0-9]+)\.[a-z0-9_]{8}" + re.escape(_TEMPORARY_SUFFIX))
     try:
         names = os.listdir(target.parent)
     except OSError:
         return
     for name in names:
         match = pattern.fullmatch(name)
-        if match is None or _process_alive(int(match.group(1))):
+        if match is None or match.group(1) != _temporary_stem(target.name, int(match.group(2)), limit):
+            continue
+        if _process_alive(int(match.group(2))):
             continue
         with contextlib.suppress(OSError):
             (target.parent / name).unlink()
@@ -221,7 +225,7 @@ def atomic_path(path: str | os.PathLike[str], *, inputs: Iterable[str | os.PathL
     limit = _name_max(target.parent)
     _check_target(target, limit)
     stem = _temporary_stem(target.name, os.getpid(), limit)
-    _remove_stale_temporaries(target, stem)
+    _remove_stale_temporaries(target, limit)
     try:
         handle, name = tempfile.mkstemp(
             dir=target.parent, prefix=_TEMPORARY.format(name=stem, pid=os.getpid()), suffix=_TEMPORARY_SUFFIX
