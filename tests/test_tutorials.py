@@ -68,8 +68,8 @@ def load_make_notebooks() -> ModuleType:
     return _load("make_notebooks", MAKE_NOTEBOOKS)
 
 
-def test_the_course_has_its_seven_lessons_listed_in_its_readme() -> None:
-    assert [path.name[:3] for path in LESSONS] == ["01_", "02_", "03_", "04_", "05_", "06_", "07_"]
+def test_the_course_has_its_eight_lessons_listed_in_its_readme() -> None:
+    assert [path.name[:3] for path in LESSONS] == ["01_", "02_", "03_", "04_", "05_", "06_", "07_", "08_"]
     readme = (COURSE / "README.md").read_text(encoding="utf-8")
     for path in LESSONS:
         assert f"({path.name})" in readme, f"docs/tutorials/README.md does not link {path.name}"
