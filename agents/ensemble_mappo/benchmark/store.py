@@ -91,7 +91,8 @@ def run_folder(out: Path, key: Mapping[str, Any], cache_name: str) -> Path:
     return out / "runs" / cache / f"{_safe(key['algorithm'])}-seed{key['seed']}-{digest}"
 
 
-def _size_limit(cache: LogitCache) -> int:
+def run_size_limit(cache: LogitCache) -> int:
+    """The most bytes a stored run of ``cache`` may hold (its answers to every test question, and its info)."""
     test = cache.select("test")
     return MAX_EXTRA_BYTES + BYTES_PER_NUMBER * test.size * (cache.n_models + 2)
 
@@ -207,7 +208,7 @@ def read_run(path: Path, key: Mapping[str, Any], cache: LogitCache, root: Path) 
     """The stored run at ``path`` (inside the folder ``root``), checked to be the run of ``key`` on ``cache``; None
     when there is no file; :class:`RunError` naming the file, the field and the value when it is not one."""
     try:
-        data = read_input(path, limit=_size_limit(cache), root=root)
+        data = read_input(path, limit=run_size_limit(cache), root=root)
         text = decode_text(path, data)
     except FileNotFoundError:
         return None
@@ -224,7 +225,7 @@ def write_run(path: Path, record: Mapping[str, Any], cache: LogitCache, inputs: 
         text = json.dumps(record, indent=1, allow_nan=False) + "\n"
     except (TypeError, ValueError, RecursionError) as error:
         raise ValueError(f"{where}: answers.info must be JSON-ready, without NaN or infinity ({error})") from None
-    data, limit = text.encode("utf-8"), _size_limit(cache)
+    data, limit = text.encode("utf-8"), run_size_limit(cache)
     if len(data) > limit:
         raise ValueError(f"{where}: the run is {len(data)} bytes, more than {limit}: answers.info is too large")
     check_record(_parse(where, text), record["key"], cache, where)
