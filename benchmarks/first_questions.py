@@ -84,14 +84,12 @@ def _records(folder: Path, unit: protocols.Unit) -> dict[tuple[str, int], dict[s
 
 
 def positions(folder: Path, cache_name: str, fold_seed: int, alpha: float) -> dict[str, np.ndarray]:
-    """Per algorithm, (P, 2) rows [team size, reward] of every generated test question, P its position in its task
-    (from 1), and the position: ``{"position": (Q,), name: (Q, 2), ...}`` over folds and seeds (rows of the
-    algorithms in one order: each algorithm's questions are the units' generated test questions, seed after seed)."""
+    """Per algorithm, (Q, 3) rows [position, team size, reward] of every generated test question it answered over
+    folds and seeds (a rule run once for every seed: once), the position of a question in its task from 1."""
     cache = resolve_cache(cache_name)
     units, _ = protocols.generated_units(cache, protocols.GeneratedPlan(), k=4, seed=fold_seed)
     reward = RewardSettings(alpha=alpha)
     rows: dict[str, list[np.ndarray]] = {}
-    where: dict[str, list[np.ndarray]] = {}
     for unit in units:
         test = unit.cache.select("test")
         generated = test[unit.parts() == 0]
@@ -108,11 +106,8 @@ def positions(folder: Path, cache_name: str, fold_seed: int, alpha: float) -> di
             correct = predictions == np.asarray(unit.cache.labels)[generated]
             size = teams.sum(axis=1)
             paid = reward.rewards(correct, size / unit.cache.n_models)
-            rows.setdefault(name, []).append(np.column_stack([size, paid]))
-            where.setdefault(name, []).append(position)
-    found = {name: np.concatenate(parts) for name, parts in rows.items()}
-    found["position"] = np.concatenate(next(iter(where.values())))
-    return found
+            rows.setdefault(name, []).append(np.column_stack([position, size, paid]))
+    return {name: np.concatenate(parts) for name, parts in rows.items()}
 
 
 @command(PROG)
@@ -124,23 +119,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alpha", type=float, default=1.0, help="the reward's size penalty (default: 1.0)")
     parser.add_argument("--questions", type=int, default=30, help="the first questions shown (default: 30)")
     parser.add_argument("--figure", type=Path, help="a PNG of team size and reward against the position")
+    parser.add_argument("--algorithms", nargs="+", metavar="NAME", help="the algorithms shown (default: every one)")
     args = parser.parse_args(argv)
     if not 10 < args.questions <= 150:
         parser.error(f"--questions must be in 11..150, got {args.questions}")
     if args.figure is not None:
         check_output(args.figure, [])
     found = positions(args.out, args.cache, args.fold_seed, args.alpha)
-    position = found.pop("position")
-    names = list(found)
-    buckets = [(f"{p}", position == p) for p in SHOWN]
-    buckets.append((f"{SHOWN[-1] + 1}-{args.questions}", (position > SHOWN[-1]) & (position <= args.questions)))
-    buckets.append((f"> {args.questions}", position > args.questions))
-    tasks = int((position == 1).sum())
-    print(f"{tasks} generated test tasks (folds x seeds): mean team size / mean reward per question by position")
+    names = list(found) if args.algorithms is None else args.algorithms
+    missing = [name for name in names if name not in found]
+    if missing:
+        parser.error(f"--algorithms: no run of {missing[0]!r} in {args.out} (found: {', '.join(found)})")
+    buckets = [(f"{p}", lambda q, p=p: q == p) for p in SHOWN]
+    buckets.append((f"{SHOWN[-1] + 1}-{args.questions}", lambda q: (q > SHOWN[-1]) & (q <= args.questions)))
+    buckets.append((f"> {args.questions}", lambda q: q > args.questions))
+    print("mean team size / mean reward per question by a question's position in its generated test task "
+          "(every fold; every seed, or once for a rule that draws nothing)")  # fmt: skip
     print("| position | " + " | ".join(names) + " |")
     print("|---" * (len(names) + 1) + "|")
-    for label, mask in buckets:
-        cells = [f"{found[name][mask, 0].mean():.2f} / {found[name][mask, 1].mean():+.3f}" for name in names]
+    for label, where in buckets:
+        cells = []
+        for name in names:
+            chosen = found[name][where(found[name][:, 0])]
+            cells.append(f"{chosen[:, 1].mean():.2f} / {chosen[:, 2].mean():+.3f}")
         print(f"| {label} | " + " | ".join(cells) + " |")
     if args.figure is not None:
         try:
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         shown = np.arange(1, args.questions + 1)
         figure, axes = plt.subplots(1, 2, figsize=(11, 4))
         for name in names:
-            means = np.array([found[name][position == p].mean(axis=0) for p in shown])
+            means = np.array([found[name][found[name][:, 0] == p, 1:].mean(axis=0) for p in shown])
             style = "-" if name.startswith(("mappo", "ippo")) else "--"
             axes[0].plot(shown, means[:, 0], style, label=name)
             axes[1].plot(shown, means[:, 1], style, label=name)

@@ -31,7 +31,7 @@ the plan's validation tasks: never a task of the protocol's test stream, nor a r
 protocol's do, and play the same selection tasks; the settings are paired against the best of them too.
 
     python benchmarks/partial_selection.py --protocol generated --out gsel --seeds 2 --jobs 2 \\
-        --set 'index:' --set 'residual: decider_policy="residual"'
+        --set 'residual 0.99 (the defaults):' --set 'index 0.9: decider_policy="index", gamma=0.9'
 
 ``--out`` is a new or empty folder, or one this script made (``ensemble_env.files.output_folder``): never a folder
 of another command's files (a ``train`` run, whose ``selection.json`` would be overwritten).

@@ -282,3 +282,12 @@ def test_a_residual_decider_is_also_scored_with_its_network_off(tmp_path: Path, 
         assert all(f["ablation"] == "residual off" for f in off["info"]["folds"])
     text = (out / "results.md").read_text(encoding="utf-8")
     assert "mappo(residual off)" in text
+
+
+def test_an_ablation_draws_no_learning_curve_of_its_own() -> None:
+    play = {"unit": "fold 1", "steps_per_iteration": 4, "validation": [{"iteration": 0, "validation_reward": -0.1}]}
+    results = {
+        "mappo": {"runs": [{"info": {"folds": [play]}}]},
+        "mappo(residual off)": {"runs": [{"info": {"folds": [{**play, "ablation_of": "mappo"}]}}]},
+    }
+    assert list(curves.learner_curves(results)) == ["mappo"]

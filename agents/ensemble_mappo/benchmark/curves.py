@@ -83,12 +83,15 @@ def best_rules(lines: Sequence[Mapping[str, float]], feedback: str) -> list[str 
 
 def learner_curves(per_algorithm: Mapping[str, Any]) -> dict[str, list[dict[str, np.ndarray]]]:
     """Per learner whose runs kept their validation plays: per fold, ``steps`` (P,) and ``rewards`` (S, P), the
-    validation reward per question of each seed's start and checkpoints."""
+    validation reward per question of each seed's start and checkpoints. An ablation of a learner (``mappo(residual
+    off)``: its info is the learner's, its validation plays the learner's own) draws no curve of its own."""
     curves: dict[str, list[dict[str, np.ndarray]]] = {}
     for name, entry in per_algorithm.items():
         runs = [run["info"] for run in entry.get("runs", [])]
         folds = [info.get("folds", [info]) for info in runs]
         if not folds or not all(fold and "validation" in fold[0] for fold in folds):
+            continue
+        if any("ablation_of" in fold[0] for fold in folds):
             continue
         per_fold = []
         for k in range(len(folds[0])):
