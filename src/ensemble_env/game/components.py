@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -211,7 +212,23 @@ class TaskDeck(Component):
             raise refusal("task_deck", (n_tasks,), deck[n_tasks], f"is outside [0, {n_tasks}] (the tasks dealt)")
 
 
-class PartialFeedback(Component):
+class CountRecord(Component):
+    """A part whose arrays are one named tuple of per-copy counts (:attr:`record`), zeroed when a copy's episode
+    begins: partial feedback's and the task records'."""
+
+    record: Any = None  # a NamedTuple of arrays (Feedback, TaskRecord), None before build
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        assert self.record is not None
+        return self.record._asdict()
+
+    def reset(self, start: EpisodeStart) -> None:
+        assert self.record is not None
+        for counts in self.record:
+            counts[start.env_ids] = 0
+
+
+class PartialFeedback(CountRecord):
     """``feedback="team"``: what was revealed (:class:`~ensemble_env.game.records.Feedback`); its kernels
     (:mod:`ensemble_env.game.feedback`) note E_t before the step kernel and rewrite the window blocks after each
     observation, in the step's and the observation's numba call; the window statistics are the revealed ones."""
@@ -235,20 +252,11 @@ class PartialFeedback(Component):
         self.tables, self.state, self.settings = tables, state, settings
         self.record = build_feedback(self.config.window, self.num_envs, self.n_models, self.records, self.team_record)
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        assert self.record is not None
-        return self.record._asdict()
-
     def over(self, state: CopyState, arrays: Mapping[str, np.ndarray]) -> Component:
         part = PartialFeedback(self.config, self.n_models, self.num_envs, self.records, self.team_record)
         part.tables, part.state, part.settings = self.tables, state, self.settings
         part.record = Feedback(**{name: arrays[name] for name in Feedback._fields})
         return part
-
-    def reset(self, start: EpisodeStart) -> None:
-        assert self.record is not None
-        for counts in self.record:
-            counts[start.env_ids] = 0
 
     def wrap_step(self, inner: Step) -> Step:
         """E_t noted, the step kernel and the window blocks over what was revealed, in one call
@@ -341,7 +349,7 @@ def _record_bytes(n_models: int, records: bool, team_record: bool) -> int:
     return 8 * (n_models + (2**n_models - 1 if team_record else 0)) if records else 0
 
 
-class TaskRecords(Component):
+class TaskRecords(CountRecord):
     """A record extra (``task_record``, ``team_record``, ``member_record``): the counts of the task's answered
     questions (:class:`~ensemble_env.game.records.TaskRecord`); its kernels (:mod:`ensemble_env.game.task_record`)
     add each answered question to them after the step kernel and write the record blocks after each observation.
@@ -373,21 +381,12 @@ class TaskRecords(Component):
             return Feedback(**{name: arrays[name] for name in Feedback._fields})
         return no_feedback(self.num_envs)
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        assert self.record is not None
-        return self.record._asdict()
-
     def over(self, state: CopyState, arrays: Mapping[str, np.ndarray]) -> Component:
         part = TaskRecords(self.cache, self.questions, self.num_envs, self.team_record)
         part.state, part.settings, part.tables = state, self.settings, self.tables
         part.record = TaskRecord(**{name: arrays[name] for name in TaskRecord._fields})
         part.feedback = part._revealed(arrays)
         return part
-
-    def reset(self, start: EpisodeStart) -> None:
-        assert self.record is not None
-        for counts in self.record:
-            counts[start.env_ids] = 0
 
     def wrap_step(self, inner: Step) -> Step:
         """The step, then q_t's outcome joins the task's record and the record blocks are written."""
