@@ -1,33 +1,33 @@
-"""Shared fixtures: a hand-built tiny logit cache and a raw HDF5 writer for building (invalid) cache files."""
+"""Shared fixtures: a hand-built tiny logit cache and a raw HDF5 writer for building (invalid) cache files; the slow
+marker. The helpers the fixtures are built from, and every helper shared by test modules, are in the package
+``testing`` of this folder."""
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import h5py
 import numpy as np
 import pytest
+from testing.caches import tiny_fields
+from testing.conversions import BBH_DATA
 
 from ensemble_env.cache import LogitCache
 
 # -- the test folders ------------------------------------------------------------------------------------
 # tests/ mirrors the package: one folder per part (cache/, game/, views/, baselines/, cli/, adapters/, learner/);
-# the top-level modules' tests and the whole-repository checks sit here. No folder has an __init__.py: pytest's
+# the top-level modules' tests and the whole-repository checks sit here. No test folder has an __init__.py: pytest's
 # default (prepend) import mode puts a test file's own folder on sys.path and imports it by its basename, so
-# basenames are unique across tests/. Tests also import across folders (the helper ``fuzzing`` of this folder,
-# ``from test_convert import write_run`` of cache/), so tests/ and each folder in it go on sys.path here, before
-# any test module is imported, whichever tests are run. The fuzz workers, which copy sys.path, inherit them.
+# basenames are unique across tests/. No test module imports another (tests/test_architecture.py checks it): what
+# several share is in the package testing/ of this folder, and the fuzz suites' watchdog is fuzzing.py; so tests/
+# goes on sys.path here, before any test module is imported, whichever tests are run. The fuzz workers, which copy
+# sys.path, inherit it.
 TESTS = Path(__file__).resolve().parent
-_FOLDERS = sorted(path for path in TESTS.iterdir() if path.is_dir() and not path.name.startswith(("_", ".")))
-for _folder in [TESTS, *_FOLDERS]:
-    if str(_folder) not in sys.path:
-        sys.path.insert(0, str(_folder))
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
 
 # -- the slow marker ---------------------------------------------------------------------------------
 # Heavy checks (real-data training, adapter loops) carry @pytest.mark.slow. A plain `pytest` skips them;
@@ -48,72 +48,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # -- tiny cache ------------------------------------------------------------------------------------
-# 6 questions, 3 models ("m0", "m1", "m2"), C = 3 choices, score_kind "loglik".
-# Question 3 has only 2 choices: its third score (5.0, the largest of the row) is padding that must be ignored.
-#
-#   question | task  | split | n_choices | label | pred m0 | pred m1 | pred m2
-#   ---------+-------+-------+-----------+-------+---------+---------+--------
-#       0    | alpha | train |     3     |   0   |  0  ok  |  0  ok  |  1
-#       1    | alpha | train |     3     |   1   |  1  ok  |  2      |  1  ok
-#       2    | beta  | train |     3     |   2   |  2  ok  |  2  ok  |  0
-#       3    | beta  | train |     2     |   1   |  1  ok  |  0      |  1  ok
-#       4    | alpha | test  |     3     |   0   |  0  ok  |  1      |  2
-#       5    | beta  | test  |     3     |   2   |  1      |  2  ok  |  0
-#
-# Correct on: m0 every question but 5 (5/6), m1 questions 0, 2, 5 (3/6), m2 questions 1, 3 (2/6).
-_TINY_SCORES = [
-    [[-0.5, -1.5, -2.5], [-1.0, -2.0, -3.0], [-2.0, -0.5, -1.0]],
-    [[-2.0, -0.2, -3.0], [-1.0, -1.5, -0.5], [-3.0, -1.0, -2.0]],
-    [[-1.0, -2.0, -0.1], [-2.0, -2.0, -1.0], [-0.3, -1.3, -2.3]],
-    [[-2.0, -1.0, 5.0], [-0.5, -1.5, 5.0], [-1.2, -0.2, 5.0]],
-    [[-0.1, -1.0, -2.0], [-1.0, -0.1, -2.0], [-2.0, -1.0, -0.1]],
-    [[-1.0, -0.5, -2.0], [-3.0, -2.0, -1.0], [0.0, -1.0, -2.0]],
-]
-
-
-def _tiny_fields() -> dict[str, Any]:
-    """Fresh (writable) constructor arguments of the tiny cache; also the baseline of ``write_cache``."""
-    return {
-        "scores": np.array(_TINY_SCORES, dtype=np.float64),
-        "labels": np.array([0, 1, 2, 1, 0, 2], dtype=np.int64),
-        "models": ("m0", "m1", "m2"),
-        "score_kind": "loglik",
-        "n_choices": np.array([3, 3, 3, 2, 3, 3], dtype=np.int64),
-        "tasks": np.array([0, 0, 1, 1, 0, 1], dtype=np.int64),
-        "task_names": ("alpha", "beta"),
-        "split": np.array([0, 0, 0, 0, 1, 1], dtype=np.int64),
-        "question_ids": tuple(f"q{i}" for i in range(6)),
-        "costs": np.array([1.0, 2.0, 4.0]),
-        "features": np.arange(12, dtype=np.float64).reshape(6, 2) / 10,
-        "source": "hand-built tiny cache (tests/conftest.py)",
-    }
-
-
-#: the folder of the benchmark scripts (they import their siblings by name)
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-
-
-def import_benchmark(monkeypatch: pytest.MonkeyPatch, name: str) -> ModuleType:
-    """The benchmark script ``name`` as the scripts import each other: a sibling on ``sys.path``, freshly imported
-    (forget it afterwards with ``sys.modules.pop(name, None)``)."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    monkeypatch.delitem(sys.modules, name, raising=False)
-    return importlib.import_module(name)
-
-
-def flip_labels(cache: LogitCache, questions: Any) -> LogitCache:
-    """``cache`` with the label of each of ``questions`` moved to the next valid choice (every answer that was right
-    there is now wrong): the label-flip checks' one way of hiding what a fit or a choice must not read."""
-    labels = np.asarray(cache.labels).copy()
-    questions = np.asarray(questions)
-    labels[questions] = (labels[questions] + 1) % np.asarray(cache.n_choices)[questions]
-    return dataclasses.replace(cache, labels=labels)
+# Its table (who is right on which question) and its fields are in testing/caches.py.
 
 
 @pytest.fixture
 def tiny_cache() -> LogitCache:
-    """The hand-built 3-model, 6-question cache documented in the table above (built in memory)."""
-    return LogitCache(**_tiny_fields())
+    """The hand-built 3-model, 6-question cache of the table in testing/caches.py (built in memory)."""
+    return LogitCache(**tiny_fields())
 
 
 # -- raw HDF5 writer -------------------------------------------------------------------------------
@@ -151,7 +92,7 @@ def write_cache(tmp_path: Path) -> Callable[..., Path]:
         drop: Iterable[str] = (),
         **overrides: Any,
     ) -> Path:
-        data = _tiny_fields()
+        data = tiny_fields()
         root = {
             "format": "ensemble-logit-cache",
             "format_version": 1,
@@ -185,7 +126,16 @@ def write_cache(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
-# -- the bbh5 build, made once per session ---------------------------------------------------------------
+# -- the real BBH samples and the bbh5 build, made once per session -----------------------------------------------
+
+
+@pytest.fixture
+def bbh_data() -> Path:
+    """The folder of the real BBH samples (``../shared/data/bbh-leaderboard`` or ``ENSEMBLE_ENV_BBH_DATA``); skips
+    without it."""
+    if not (BBH_DATA / "reference_accuracy.json").is_file():
+        pytest.skip(f"the BBH samples are not at {BBH_DATA} (set ENSEMBLE_ENV_BBH_DATA to their folder)")
+    return BBH_DATA
 
 
 @pytest.fixture(scope="session")
@@ -194,19 +144,13 @@ def bbh5_build() -> LogitCache:
     costs), made once: the rebuild test and the CLI's text-features test both compare with it. Skips without the
     shared data or scikit-learn."""
     import importlib.util
-    import os
 
-    data = Path(
-        os.environ.get(
-            "ENSEMBLE_ENV_BBH_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "bbh-leaderboard"
-        )
-    )
-    if not (data / "reference_accuracy.json").is_file():
-        pytest.skip(f"the BBH samples are not at {data} (set ENSEMBLE_ENV_BBH_DATA to their folder)")
+    if not (BBH_DATA / "reference_accuracy.json").is_file():
+        pytest.skip(f"the BBH samples are not at {BBH_DATA} (set ENSEMBLE_ENV_BBH_DATA to their folder)")
     pytest.importorskip("sklearn")
     script = Path(__file__).resolve().parents[1] / "scripts" / "build_bbh5.py"
     spec = importlib.util.spec_from_file_location("build_bbh5", script)
     assert spec is not None and spec.loader is not None
     build_bbh5 = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build_bbh5)
-    return build_bbh5.build(data)
+    return build_bbh5.build(BBH_DATA)

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import import_benchmark
+from testing.benchmarks import import_benchmark
 
 
 @pytest.fixture

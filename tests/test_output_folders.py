@@ -21,8 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import import_benchmark
-from test_fuzz_script_outputs import fake_benchmark, snapshot, train_run
+from testing.benchmarks import fake_benchmark, folder_snapshot, import_benchmark, train_run
 
 from ensemble_env.cache import save_cache
 from ensemble_env.cache.logit_cache import SPLITS
@@ -113,11 +112,11 @@ def test_a_folder_of_other_files_is_refused_in_one_line_and_left_as_it_was(
             mark.symlink_to(tmp_path / "elsewhere.json")
         else:
             mark.write_text('{"by": "small_sample.py"}', encoding="utf-8")
-    before = snapshot(tmp_path)
+    before = folder_snapshot(tmp_path)
     with pytest.raises(OutputError, match=message) as caught:
         output_folder(target if kind != "empty path" else "", "small_sample.py")
     assert "\n" not in str(caught.value) and str(caught.value).startswith("--out")
-    assert snapshot(tmp_path) == before
+    assert folder_snapshot(tmp_path) == before
 
 
 def test_a_read_only_folder_is_refused_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,24 +139,24 @@ def test_a_read_only_folder_is_refused_naming_it(tmp_path: Path, monkeypatch: py
 def test_partial_selection_never_writes_over_a_train_run(partial_selection, tmp_path: Path, capsys) -> None:
     path = save_cache(tmp_path / "c.h5", small_cache())
     run_dir = train_run(tmp_path / "run")
-    before = snapshot(run_dir)
+    before = folder_snapshot(run_dir)
     code, err = run(
         partial_selection.main, ["--cache", str(path), "--set", "a: gamma=0.5", "--out", str(run_dir)], capsys
     )
     assert code == 2 and err.count("\n") == 1, err
     assert err.startswith(f"partial_selection.py: error: --out {run_dir}: the folder holds files partial_selection.py")
-    assert snapshot(run_dir) == before  # selection.json, config.json, ... untouched; no mark, no lock left
+    assert folder_snapshot(run_dir) == before  # selection.json, config.json, ... untouched; no mark, no lock left
 
 
 def test_small_sample_never_writes_over_the_other_script_s_folder(small_sample, tmp_path: Path, capsys) -> None:
     path = save_cache(tmp_path / "c.h5", small_cache())
     other = output_folder(tmp_path / "sel", "partial_selection.py")
     (other / "selection.json").write_text("{}", encoding="utf-8")
-    before = snapshot(other)
+    before = folder_snapshot(other)
     code, err = run(small_sample.main, ["--cache", str(path), "--sizes", "10", "--seeds", "1", "--out", str(other)],
                     capsys)  # fmt: skip
     assert code == 2 and "holds the outputs of partial_selection.py (made-by.json)" in err, err
-    assert snapshot(other) == before
+    assert folder_snapshot(other) == before
 
 
 # -- class 4: small_sample.py's cuts and their arguments ------------------------------------------------------------
@@ -169,16 +168,16 @@ def test_a_cut_is_reused_only_with_the_arguments_it_was_cut_with(small_sample, t
     assert run(small_sample.main, [*argv, "--cache", str(first)], capsys)[0] == 0
     record = json.loads((out / "cut10.json").read_text(encoding="utf-8"))
     assert (record["size"], record["cut_seed"], record["cache"]) == (10, 0, str(first))
-    kept = snapshot(out)
+    kept = folder_snapshot(out)
     assert run(small_sample.main, [*argv, "--cache", str(first)], capsys)[0] == 0  # the same arguments: reused
-    assert snapshot(out) == kept
+    assert folder_snapshot(out) == kept
     for extra, differs in (
         (["--cache", str(second)], f"was cut with cache {str(first)!r} (digest {record['digest'][:12]}), not cache"),
         (["--cache", str(first), "--cut-seed", "1"], "was cut with --cut-seed 0, not --cut-seed 1"),
     ):
         code, err = run(small_sample.main, [*argv, *extra], capsys)
         assert code == 2 and differs in err and err.count("\n") == 1, err
-        assert snapshot(out) == kept  # the old cut and its runs are left as they were
+        assert folder_snapshot(out) == kept  # the old cut and its runs are left as they were
     (out / "cut10.json").unlink()  # a cut whose record is gone: its arguments are unknown
     code, err = run(small_sample.main, [*argv, "--cache", str(first)], capsys)
     assert code == 2 and "has no record of the arguments it was cut with" in err, err

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_convert import digest, write_run
+from testing.conversions import digest, write_run
 
 from ensemble_env import files
 from ensemble_env.cache import LogitCache, load_cache, save_cache

@@ -12,7 +12,8 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-from conftest import flip_labels, import_benchmark
+from testing.benchmarks import import_benchmark
+from testing.caches import flip_labels
 
 from ensemble_env.cache import save_cache
 from ensemble_env.files import output_folder

@@ -10,7 +10,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-from conftest import import_benchmark
+from testing.benchmarks import import_benchmark
 
 from ensemble_env.baselines.comparison import compare
 from ensemble_env.cache.logit_cache import SPLITS

@@ -13,7 +13,7 @@ import torch
 from benchmarl.algorithms import IppoConfig, MappoConfig
 from benchmarl.experiment import Experiment, ExperimentConfig
 from benchmarl.models.mlp import MlpConfig
-from benchmarl_runs import run_benchmarl
+from testing.benchmarl_runs import run_benchmarl
 
 import ensemble_env
 from ensemble_env import save_cache

@@ -14,7 +14,7 @@ import torch
 from benchmarl.algorithms import IddpgConfig, IppoConfig, IsacConfig, MaddpgConfig, MappoConfig, MasacConfig
 from benchmarl.experiment import Experiment, ExperimentConfig
 from benchmarl.models.mlp import MlpConfig
-from benchmarl_runs import run_benchmarl
+from testing.benchmarl_runs import run_benchmarl
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 import ensemble_env

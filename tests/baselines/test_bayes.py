@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import flip_labels
+from testing.caches import flip_labels
 
 from ensemble_env.baselines import BaselineResult, bayes, online, partial, registry, routing, unseen
 from ensemble_env.baselines.bayes import RIDGE, TeamPrior

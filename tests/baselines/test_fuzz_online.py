@@ -29,11 +29,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-if __name__ == "__main__":  # run as a script: the helper is in tests/ (under pytest, tests/conftest.py adds it)
+if __name__ == "__main__":  # run as a script: the helpers are in tests/ (under pytest, tests/conftest.py adds it)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "adapters"))
 from fuzzing import BAD, bad, count, run_cases, slow_size, suites_main
-from test_fuzz_wrappers import DTYPES, NUMBERS, OTHERS, build, buildable
+from testing.hostile import DTYPES, NUMBERS, OTHERS, build, buildable
 
 CASE_SECONDS = 60.0
 MODULE = "test_fuzz_online"
@@ -409,5 +408,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONHASHSEED", "0")
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     sys.exit(main())

@@ -27,12 +27,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-if __name__ == "__main__":  # run as a script: the helpers are in tests/ (under pytest, tests/conftest.py adds them)
+if __name__ == "__main__":  # run as a script: the helpers are in tests/ (under pytest, tests/conftest.py adds it)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "adapters"))
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fuzzing import BAD, bad, count, run_cases, slow_size, suites_main
-from test_fuzz_wrappers import DTYPES, NUMBERS, OTHERS, build, buildable
+from testing.hostile import DTYPES, NUMBERS, OTHERS, build, buildable
+from testing.rules import naive_choices
 
 CASE_SECONDS = 60.0
 MODULE = "test_fuzz_partial_seeds"
@@ -149,8 +148,6 @@ def _choice_valid(arguments: dict[str, Any]) -> bool:
 
 
 def _naive(arguments: dict[str, Any]) -> list[int]:
-    from test_partial import naive_choices  # the rule written out, in the rules' own tests
-
     rewards = np.asarray(arguments["rewards"], dtype=np.float64)
     constants = arguments["constants"]
     bounds = np.asarray(arguments["bounds"], dtype=np.float64)

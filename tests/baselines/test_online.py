@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import flip_labels
+from testing.caches import flip_labels
 
 from ensemble_env import datasets
 from ensemble_env.baselines import BaselineResult, comparison, online, registry, routing, unseen

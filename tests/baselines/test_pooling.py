@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import flip_labels
+from testing.caches import flip_labels
 
 from ensemble_env.baselines import pooling, routing
 from ensemble_env.baselines.registry import Setting, lookup

@@ -1,6 +1,6 @@
 """Tests of ensemble_env.baselines.report: the ``cache info`` summary, error correlations, team statistics and plots.
 
-Expected values come from the table of the tiny cache in tests/conftest.py (who is right on which question):
+Expected values come from the table of the tiny cache in tests/testing/caches.py (who is right on which question):
 m0 is right on questions 0-4, m1 on 0, 2, 5, m2 on 1, 3; alpha holds questions 0, 1, 4, beta 2, 3, 5;
 questions 0-3 are train, 4-5 test.
 """

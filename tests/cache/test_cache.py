@@ -1,6 +1,6 @@
 """Tests of ensemble_env.cache: LogitCache, load_cache, save_cache and the rules of docs/cache-format.md.
 
-The tiny cache (tests/conftest.py) has a table of which model is right on which question; the expected
+The tiny cache (tests/testing/caches.py) has a table of which model is right on which question; the expected
 values below are written by hand from that table and from the scores, not computed with the module.
 """
 
@@ -18,6 +18,15 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
+from testing.caches import (
+    ARRAY_FIELDS,
+    COMPUTED_FIELDS,
+    TEXTS,
+    assert_same_cache,
+    cache_fields,
+    names_field,
+    rebuild,
+)
 
 from ensemble_env.cache import (
     CacheError,
@@ -28,7 +37,7 @@ from ensemble_env.cache import (
     save_cache,
 )
 
-# from the table in conftest.py
+# from the table in testing/caches.py
 EXPECTED_PREDS = np.array([[0, 0, 1], [1, 2, 1], [2, 2, 0], [1, 0, 1], [0, 1, 2], [1, 2, 0]])
 EXPECTED_CORRECT = np.array(
     [
@@ -40,44 +49,12 @@ EXPECTED_CORRECT = np.array(
         [False, True, False],
     ]
 )
-ARRAY_FIELDS = ("scores", "labels", "n_choices", "tasks", "split", "costs", "features")
-NAME_FIELDS = ("models", "task_names", "question_ids", "feature_names", "question_text")
-COMPUTED_FIELDS = ("probs", "preds", "correct")
-
-
-def _fields(cache: LogitCache) -> dict[str, Any]:
-    """Constructor arguments that rebuild ``cache`` in memory (path left to its default)."""
-    return {f.name: getattr(cache, f.name) for f in dataclasses.fields(cache) if f.init and f.name != "path"}
-
-
-def _rebuild(cache: LogitCache, **changes: Any) -> LogitCache:
-    return LogitCache(**{**_fields(cache), **changes})
 
 
 def _changed(array: np.ndarray, index: Any, value: Any) -> np.ndarray:
     copy = np.array(array)
     copy[index] = value
     return copy
-
-
-def _names(path: Path | str, field: str) -> str:
-    """Regex: the message names the file and the field."""
-    return re.escape(f"{path}: field '{field}'")
-
-
-def _assert_same_cache(actual: LogitCache, expected: LogitCache) -> None:
-    for name in ARRAY_FIELDS + COMPUTED_FIELDS:
-        got, want = getattr(actual, name), getattr(expected, name)
-        if want is None:
-            assert got is None, name
-            continue
-        assert got.dtype == want.dtype, name
-        np.testing.assert_array_equal(got, want, err_msg=name)
-    for name in NAME_FIELDS:
-        assert getattr(actual, name) == getattr(expected, name), name
-    assert actual.score_kind == expected.score_kind
-    assert actual.feature_kind == expected.feature_kind
-    assert actual.source == expected.source
 
 
 # -- the tiny cache itself ---------------------------------------------------------------------------
@@ -110,13 +87,13 @@ def test_defaults_when_optional_fields_are_absent() -> None:
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_round_trip_preserves_every_field(tiny_cache: LogitCache, tmp_path: Path, dtype: type) -> None:
-    cache = _rebuild(tiny_cache, scores=tiny_cache.scores.astype(dtype))
+    cache = rebuild(tiny_cache, scores=tiny_cache.scores.astype(dtype))
     target = tmp_path / "cache.h5"
     assert save_cache(target, cache) == target
     loaded = load_cache(target)
     assert loaded.scores.dtype == np.dtype(dtype)
     assert loaded.path == str(target)
-    _assert_same_cache(loaded, cache)
+    assert_same_cache(loaded, cache)
     np.testing.assert_array_equal(loaded.correct, EXPECTED_CORRECT)
 
 
@@ -125,13 +102,9 @@ def test_round_trip_without_optional_fields_and_without_compression(tmp_path: Pa
         scores=np.array([[[0.2, 0.8], [0.6, 0.4]]]), labels=np.array([1]), models=("a", "b"), score_kind="prob"
     )
     loaded = load_cache(save_cache(tmp_path / "plain.h5", cache, compression=None))
-    _assert_same_cache(loaded, cache)
+    assert_same_cache(loaded, cache)
     assert loaded.question_ids is None and loaded.costs is None and loaded.features is None
     assert loaded.source == ""
-
-
-# texts with what a writer must keep: non-ASCII, newlines, an empty text, trailing spaces, a long text
-TEXTS = ("Was ist 2 + 2?\nOptions: (A) 4 (B) 5", "¿Qué?", "", "trailing  ", "x" * 3000, "q5 \u00e9t\u00e9 \U0001f600")
 
 
 @pytest.mark.parametrize("compression", ["gzip", None])
@@ -139,12 +112,12 @@ def test_round_trip_of_question_text_and_feature_metadata(
     tiny_cache: LogitCache, tmp_path: Path, compression: str | None
 ) -> None:
     features = np.linspace(-1, 1, 18, dtype=np.float32).reshape(6, 3)
-    cache = _rebuild(
+    cache = rebuild(
         tiny_cache, question_text=TEXTS, features=features, feature_names=("f0", "f1", "f2"), feature_kind="test-kind"
     )
     target = save_cache(tmp_path / "text.h5", cache, compression=compression)
     loaded = load_cache(target)
-    _assert_same_cache(loaded, cache)
+    assert_same_cache(loaded, cache)
     assert loaded.question_text == TEXTS and loaded.features.dtype == np.float32
     with h5py.File(target, "r") as h5file:
         assert h5py.check_string_dtype(h5file["question_text"].dtype).length is not None  # fixed-length strings
@@ -168,7 +141,7 @@ def test_hand_written_question_text_and_feature_attributes(write_cache: Callable
 
 def test_round_trip_of_per_question_costs(tiny_cache: LogitCache, tmp_path: Path) -> None:
     costs = np.arange(18, dtype=np.float32).reshape(6, 3)
-    loaded = load_cache(save_cache(tmp_path / "c.h5", _rebuild(tiny_cache, costs=costs)))
+    loaded = load_cache(save_cache(tmp_path / "c.h5", rebuild(tiny_cache, costs=costs)))
     assert loaded.costs.dtype == np.float32
     np.testing.assert_array_equal(loaded.costs, costs)
 
@@ -177,7 +150,7 @@ def test_hand_written_file_loads_like_the_tiny_cache(tiny_cache: LogitCache, wri
     path = write_cache()
     loaded = load_cache(path)
     assert loaded.path == str(path)
-    _assert_same_cache(loaded, tiny_cache)
+    assert_same_cache(loaded, tiny_cache)
 
 
 def test_loads_names_given_as_str_path(write_cache: Callable[..., Path]) -> None:
@@ -216,7 +189,7 @@ def test_probs_are_zero_beyond_n_choices(tiny_cache: LogitCache) -> None:
 
 @pytest.mark.parametrize("kind", ["loglik", "logit"])
 def test_softmax_rows_sum_to_one(tiny_cache: LogitCache, kind: str) -> None:
-    cache = _rebuild(tiny_cache, score_kind=kind)
+    cache = rebuild(tiny_cache, score_kind=kind)
     np.testing.assert_allclose(cache.probs.sum(axis=2), 1.0, rtol=1e-6)
 
 
@@ -448,8 +421,8 @@ def _features_with_kind(kind: Any) -> Callable[[h5py.File, str], None]:
 def test_invalid_file_is_refused_at_load(
     make: Overrides, field: str, fragment: str, write_cache: Callable[..., Path], tiny_cache: LogitCache
 ) -> None:
-    path = write_cache(**make(_fields(tiny_cache)))
-    with pytest.raises(CacheError, match=_names(path, field)) as excinfo:
+    path = write_cache(**make(cache_fields(tiny_cache)))
+    with pytest.raises(CacheError, match=names_field(path, field)) as excinfo:
         load_cache(path)
     assert isinstance(excinfo.value, ValueError)
     assert fragment in str(excinfo.value)
@@ -528,8 +501,8 @@ INVALID_IN_MEMORY = [
 def test_invalid_in_memory_cache_is_refused_at_construction(
     tiny_cache: LogitCache, change: dict[str, Any], field: str
 ) -> None:
-    with pytest.raises(CacheError, match=_names("<memory>", field)):
-        _rebuild(tiny_cache, **change)
+    with pytest.raises(CacheError, match=names_field("<memory>", field)):
+        rebuild(tiny_cache, **change)
 
 
 @pytest.mark.parametrize(
@@ -541,25 +514,27 @@ def test_invalid_in_memory_cache_is_refused_at_construction(
     ],
 )
 def test_bad_question_text_names_the_question(tiny_cache: LogitCache, texts: tuple[Any, ...], message: str) -> None:
-    with pytest.raises(CacheError, match=_names("<memory>", "question_text") + ": " + re.escape(message)):
-        _rebuild(tiny_cache, question_text=texts)
+    with pytest.raises(CacheError, match=names_field("<memory>", "question_text") + ": " + re.escape(message)):
+        rebuild(tiny_cache, question_text=texts)
 
 
 def test_non_finite_feature_names_question_and_column(tiny_cache: LogitCache) -> None:
     features = _changed(tiny_cache.features, (3, 1), np.inf)
-    with pytest.raises(CacheError, match=_names("<memory>", "features") + ": question 3 has a non-finite feature inf"):
-        _rebuild(tiny_cache, features=features)
+    with pytest.raises(
+        CacheError, match=names_field("<memory>", "features") + ": question 3 has a non-finite feature inf"
+    ):
+        rebuild(tiny_cache, features=features)
 
 
 def test_nan_in_memory_names_question_and_model(tiny_cache: LogitCache) -> None:
     scores = _changed(tiny_cache.scores, (2, 1, 2), np.nan)
-    with pytest.raises(CacheError, match=_names("<memory>", "scores") + ".*question 2, model 'm1', choice 2"):
-        _rebuild(tiny_cache, scores=scores)
+    with pytest.raises(CacheError, match=names_field("<memory>", "scores") + ".*question 2, model 'm1', choice 2"):
+        rebuild(tiny_cache, scores=scores)
 
 
 def test_custom_path_is_named_in_errors(tiny_cache: LogitCache) -> None:
-    with pytest.raises(CacheError, match=_names("from/somewhere.h5", "labels")):
-        _rebuild(tiny_cache, labels=np.full(6, 9), path=Path("from/somewhere.h5"))
+    with pytest.raises(CacheError, match=names_field("from/somewhere.h5", "labels")):
+        rebuild(tiny_cache, labels=np.full(6, 9), path=Path("from/somewhere.h5"))
 
 
 # -- atomic write, read-only arrays ------------------------------------------------------------------
@@ -575,7 +550,7 @@ def test_save_replaces_an_existing_file(tiny_cache: LogitCache, tmp_path: Path) 
     target = tmp_path / "cache.h5"
     save_cache(target, tiny_cache.subset(np.array([0, 1])))
     save_cache(target, tiny_cache)
-    _assert_same_cache(load_cache(target), tiny_cache)
+    assert_same_cache(load_cache(target), tiny_cache)
 
 
 def test_save_into_missing_folder_raises(tiny_cache: LogitCache, tmp_path: Path) -> None:
@@ -607,7 +582,7 @@ def test_failed_save_keeps_previous_file_and_leaves_no_temporary(
     if existing:
         assert sorted(os.listdir(tmp_path)) == ["cache.h5"]
         assert target.read_bytes() == before
-        _assert_same_cache(load_cache(target), previous)
+        assert_same_cache(load_cache(target), previous)
     else:
         assert os.listdir(tmp_path) == []
 
@@ -634,7 +609,7 @@ def test_save_does_not_modify_the_cache(tiny_cache: LogitCache, tmp_path: Path) 
 def test_construction_leaves_caller_arrays_writable_and_unchanged(tiny_cache: LogitCache) -> None:
     inputs = {name: np.array(getattr(tiny_cache, name)) for name in ARRAY_FIELDS}
     copies = {name: array.copy() for name, array in inputs.items()}
-    cache = _rebuild(tiny_cache, **inputs)
+    cache = rebuild(tiny_cache, **inputs)
     for name, array in inputs.items():
         assert array.flags.writeable, name
         np.testing.assert_array_equal(array, copies[name], err_msg=name)
@@ -702,7 +677,7 @@ def test_subset_keeps_the_given_questions_in_order(tiny_cache: LogitCache) -> No
 
 
 def test_subset_keeps_question_text_and_feature_metadata(tiny_cache: LogitCache) -> None:
-    cache = _rebuild(tiny_cache, question_text=TEXTS, feature_names=("x", "y"), feature_kind="k")
+    cache = rebuild(tiny_cache, question_text=TEXTS, feature_names=("x", "y"), feature_kind="k")
     sub = cache.subset(np.array([5, 0]))
     assert sub.question_text == (TEXTS[5], TEXTS[0])
     assert sub.feature_names == ("x", "y") and sub.feature_kind == "k"
@@ -711,7 +686,7 @@ def test_subset_keeps_question_text_and_feature_metadata(tiny_cache: LogitCache)
 
 def test_subset_with_boolean_mask_and_per_question_costs(tiny_cache: LogitCache) -> None:
     costs = np.arange(18, dtype=np.float64).reshape(6, 3)
-    cache = _rebuild(tiny_cache, costs=costs)
+    cache = rebuild(tiny_cache, costs=costs)
     sub = cache.subset(cache.split == 1)
     assert sub.question_ids == ("q4", "q5")
     np.testing.assert_array_equal(sub.costs, costs[[4, 5]])
@@ -767,7 +742,7 @@ def test_default_cache_loads_validates_and_is_small() -> None:
         np.testing.assert_allclose(cache.probs.sum(axis=2), 1.0, rtol=1e-5)
     default = load_default_cache()
     assert default is load_default_cache()
-    _assert_same_cache(default, cache)
+    assert_same_cache(default, cache)
 
 
 # -- regressions: malformed files and aliasing that once escaped the validation ----------------------------
@@ -798,18 +773,18 @@ def test_regression_crash_instead_of_cache_error(
     write_cache: Callable[..., Path], overrides: dict[str, Any], field: str
 ) -> None:
     path = write_cache(**overrides)
-    with pytest.raises(CacheError, match=_names(path, field)):
+    with pytest.raises(CacheError, match=names_field(path, field)):
         load_cache(path)
 
 
 def test_regression_models_none_in_memory(tiny_cache: LogitCache) -> None:
-    with pytest.raises(CacheError, match=_names("<memory>", "models")):
-        _rebuild(tiny_cache, models=None)
+    with pytest.raises(CacheError, match=names_field("<memory>", "models")):
+        rebuild(tiny_cache, models=None)
 
 
 def test_regression_cache_aliases_caller_arrays(tiny_cache: LogitCache) -> None:
     scores = np.array(tiny_cache.scores)
-    cache = _rebuild(tiny_cache, scores=scores)
+    cache = rebuild(tiny_cache, scores=scores)
     scores[0, 0, 0] = np.nan  # after validation
     assert not np.isnan(cache.scores[0, 0, 0])
 

@@ -22,7 +22,7 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
-from test_cache import TEXTS, _assert_same_cache, _names, _rebuild
+from testing.caches import TEXTS, assert_same_cache, names_field, rebuild
 
 from ensemble_env.cache import CacheError, LogitCache, load_cache, save_cache
 from ensemble_env.cache import guard as cache_guard
@@ -34,7 +34,7 @@ from ensemble_env.files import atomic_path
 
 
 def test_saved_file_carries_checksums_on_data_and_metadata(tiny_cache: LogitCache, tmp_path: Path) -> None:
-    cache = _rebuild(tiny_cache, question_text=TEXTS, feature_names=("f0", "f1"), feature_kind="k")
+    cache = rebuild(tiny_cache, question_text=TEXTS, feature_names=("f0", "f1"), feature_kind="k")
     target = save_cache(tmp_path / "cache.h5", cache)
     assert superblock_version(target) == 3  # HDF5 1.10 format: superblock, object headers, chunk indexes checksummed
     with h5py.File(target, "r") as h5file:
@@ -48,8 +48,8 @@ def test_saved_file_carries_checksums_on_data_and_metadata(tiny_cache: LogitCach
 
 
 def test_saving_twice_gives_identical_bytes(tiny_cache: LogitCache, tmp_path: Path) -> None:
-    first = save_cache(tmp_path / "a.h5", _rebuild(tiny_cache, question_text=TEXTS))
-    second = save_cache(tmp_path / "b.h5", _rebuild(tiny_cache, question_text=TEXTS))
+    first = save_cache(tmp_path / "a.h5", rebuild(tiny_cache, question_text=TEXTS))
+    second = save_cache(tmp_path / "b.h5", rebuild(tiny_cache, question_text=TEXTS))
     assert first.read_bytes() == second.read_bytes()
 
 
@@ -58,8 +58,8 @@ def test_strings_hdf5_cannot_store_are_refused(tiny_cache: LogitCache, name: str
     values = list(getattr(tiny_cache, name) or ("f0", "f1"))
     for bad in ("a\x00b", "a\ud800b"):
         values[1] = bad
-        with pytest.raises(CacheError, match=_names("<memory>", name) + ".*(NUL|UTF-8)"):
-            _rebuild(tiny_cache, **{name: tuple(values)})
+        with pytest.raises(CacheError, match=names_field("<memory>", name) + ".*(NUL|UTF-8)"):
+            rebuild(tiny_cache, **{name: tuple(values)})
 
 
 def test_a_small_file_declaring_a_huge_dataset_is_refused_before_reading(tmp_path: Path) -> None:
@@ -70,7 +70,9 @@ def test_a_small_file_declaring_a_huge_dataset_is_refused_before_reading(tmp_pat
         h5file.create_dataset("labels", shape=(2**26,), dtype=np.int64, chunks=True, compression="gzip")
         h5file.create_dataset("models", data=["a", "b", "c"], dtype=h5py.string_dtype())
     assert path.stat().st_size < 20_000
-    with pytest.raises(CacheError, match=_names(path, "scores") + ": declares 6442450944 bytes of data, more than"):
+    with pytest.raises(
+        CacheError, match=names_field(path, "scores") + ": declares 6442450944 bytes of data, more than"
+    ):
         load_cache(path)
 
 
@@ -87,19 +89,19 @@ def test_every_h5py_failure_becomes_a_cache_error_naming_the_field(
         return original(self, key)
 
     monkeypatch.setattr(h5py.Dataset, "__getitem__", getitem)
-    with pytest.raises(CacheError, match=_names(path, "labels") + r": cannot be read \(" + type(error).__name__):
+    with pytest.raises(CacheError, match=names_field(path, "labels") + r": cannot be read \(" + type(error).__name__):
         load_cache(path)
 
 
 def test_messages_stay_short_whatever_the_value(tiny_cache: LogitCache, tmp_path: Path) -> None:
     long_name = "m" * 100_000
     with pytest.raises(CacheError) as excinfo:
-        _rebuild(tiny_cache, models=(long_name, "m1", long_name))
+        rebuild(tiny_cache, models=(long_name, "m1", long_name))
     assert len(str(excinfo.value)) < 500
-    path = save_cache(tmp_path / "cache.h5", _rebuild(tiny_cache, question_text=("q" * 100_000,) * 6))
+    path = save_cache(tmp_path / "cache.h5", rebuild(tiny_cache, question_text=("q" * 100_000,) * 6))
     with h5py.File(path, "r+") as h5file:
         h5file.attrs.create("score_kind", np.bytes_(b"k" * 100_000))
-    with pytest.raises(CacheError, match=_names(path, "score_kind")) as excinfo:
+    with pytest.raises(CacheError, match=names_field(path, "score_kind")) as excinfo:
         load_cache(path)
     assert len(str(excinfo.value)) < len(str(path)) + 500
 
@@ -138,13 +140,13 @@ def _old_format(path: Path, cache: LogitCache) -> Path:
 
 def _old_cache(tiny_cache: LogitCache) -> LogitCache:
     texts = tuple(f"question {i}" for i in range(6))
-    return _rebuild(tiny_cache, question_text=texts, feature_names=("a", "b"), feature_kind="kind")
+    return rebuild(tiny_cache, question_text=texts, feature_names=("a", "b"), feature_kind="kind")
 
 
 def test_caches_in_the_old_format_still_load(tiny_cache: LogitCache, tmp_path: Path) -> None:
     path = _old_format(tmp_path / "old.h5", _old_cache(tiny_cache))
     assert superblock_version(path) == 0
-    _assert_same_cache(load_cache(path), _old_cache(tiny_cache))
+    assert_same_cache(load_cache(path), _old_cache(tiny_cache))
 
 
 def _hanging_file(path: Path, tiny_cache: LogitCache) -> Path:
@@ -161,7 +163,7 @@ def _hanging_file(path: Path, tiny_cache: LogitCache) -> Path:
 
 def test_a_file_without_checksums_that_hangs_hdf5_is_refused_in_time(tiny_cache: LogitCache, tmp_path: Path) -> None:
     path = _hanging_file(tmp_path / "old.h5", tiny_cache)
-    with pytest.raises(CacheError, match=_names(path, "format") + ": reading did not finish within 2 s; "):
+    with pytest.raises(CacheError, match=names_field(path, "format") + ": reading did not finish within 2 s; "):
         load_cache(path, timeout=2)
     fine = _old_format(tmp_path / "fine.h5", _old_cache(tiny_cache))
     assert load_cache(fine, timeout=2).n_questions == 6  # a new helper serves the next file
@@ -411,7 +413,7 @@ def test_a_full_disk_is_a_clear_error_not_a_crash(tiny_cache: LogitCache, small_
     before = target.read_bytes()
     found, done = _write_bbh5(target)  # bbh5 is 1.8 MB
     _assert_clean_failure(target, before, found, done, errno.ENOSPC)
-    _assert_same_cache(load_cache(target), tiny_cache)
+    assert_same_cache(load_cache(target), tiny_cache)
 
 
 def test_a_read_only_file_system_is_a_clear_error(tiny_cache: LogitCache, small_filesystem: Path) -> None:
@@ -468,7 +470,7 @@ def test_a_disk_failing_when_the_file_is_synced_is_a_clear_error(
 
     monkeypatch.setattr(os, "fsync", fsync)
     with pytest.raises(OSError) as excinfo:
-        save_cache(target, _rebuild(tiny_cache, source="another"))
+        save_cache(target, rebuild(tiny_cache, source="another"))
     error = excinfo.value
     assert isinstance(error, CacheWriteError) and isinstance(error, CacheError) and error.errno == code
     assert error.strerror == os.strerror(code) and error.filename == str(target)
@@ -486,7 +488,7 @@ def test_a_file_name_too_long_is_a_clear_error(tiny_cache: LogitCache, tmp_path:
 
 def test_caches_saved_at_once_from_threads_are_all_whole(tiny_cache: LogitCache, tmp_path: Path) -> None:
     """The files made in memory at the same time are told apart (HDF5 refuses a second in-memory file of a name)."""
-    caches = [_rebuild(tiny_cache, source=f"copy {k}") for k in range(6)]
+    caches = [rebuild(tiny_cache, source=f"copy {k}") for k in range(6)]
     failures: list[BaseException] = []
 
     def save(k: int) -> None:
@@ -503,7 +505,7 @@ def test_caches_saved_at_once_from_threads_are_all_whole(tiny_cache: LogitCache,
         thread.join()
     assert failures == []
     for k, cache in enumerate(caches):
-        _assert_same_cache(load_cache(tmp_path / f"{k}-3.h5"), cache)
+        assert_same_cache(load_cache(tmp_path / f"{k}-3.h5"), cache)
 
 
 def test_the_in_memory_writer_gives_the_bytes_hdf5_wrote_to_disk(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_convert import MODELS, SCORES, _write_alpha, digest, record_lines, records, write_run
+from testing.conversions import MODELS, SCORES, digest, record_lines, records, write_alpha, write_run
 
 from ensemble_env.cache.convert import (
     MAX_FILE_BYTES,
@@ -43,7 +43,7 @@ def _with_raw_loglik(tmp_path: Path, raw: str, layout: str = "new") -> Path:
     """The alpha samples file with the JSON text ``raw`` as the log-likelihood of record 2, choice 1."""
     rows = records("org__alpha", "suite_colors", layout)
     rows[2]["filtered_resps"][1][0] = "@@RAW@@"
-    path = _write_alpha(tmp_path, rows, layout)
+    path = write_alpha(tmp_path, rows, layout)
     path.write_text(path.read_text(encoding="utf-8").replace('"@@RAW@@"', raw), encoding="utf-8")
     return path
 
@@ -88,7 +88,7 @@ def test_nesting_up_to_the_limit_is_read(tmp_path: Path) -> None:
     for _ in range(95):  # an unused field, nested 95 levels (plus the record's own level)
         value = [value]
     rows[0]["metrics"] = value
-    assert len(read_samples(_write_alpha(tmp_path, rows))) == 5
+    assert len(read_samples(write_alpha(tmp_path, rows))) == 5
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_hostile_fields_are_refused_with_the_line(
 ) -> None:
     rows = records("org__alpha", "suite_colors")
     rows[1].update(change)
-    path = _write_alpha(tmp_path, rows)
+    path = write_alpha(tmp_path, rows)
     path.write_text(path.read_text(encoding="utf-8").replace("@@SURROGATE@@", "bad \\ud800 text"), encoding="utf-8")
     with pytest.raises(ConversionError, match=re.escape(f"{path.name}, line 2: field '{field}': ")) as excinfo:
         read_samples(path)
@@ -189,7 +189,7 @@ def test_a_question_with_absurdly_many_choices_is_refused_before_padding(tmp_pat
 
 @pytest.mark.parametrize("element", ["1.5", "true", '"text"', "null"])
 def test_an_array_element_that_is_not_an_object_is_refused_with_its_line(tmp_path: Path, element: str) -> None:
-    path = _write_alpha(tmp_path, layout="old")
+    path = write_alpha(tmp_path, layout="old")
     text = path.read_text(encoding="utf-8")
     path.write_text(text.replace("[\n  {", f"[\n  {element},\n  {{", 1), encoding="utf-8")
     with pytest.raises(ConversionError, match=re.escape(f"{path.name}, line 2: expected a JSON object")):
@@ -362,7 +362,7 @@ def test_a_number_not_in_ascii_digits_is_refused_by_name(tmp_path: Path, text: s
     problem = f"{text!r} is not a number written in ASCII ({character}); numbers are read only as written with"
     rows = records("org__alpha", "suite_colors")
     rows[2]["filtered_resps"][1][0] = text
-    path = _write_alpha(tmp_path, rows)
+    path = write_alpha(tmp_path, rows)
     with pytest.raises(ConversionError) as excinfo:
         read_samples(path)
     assert str(excinfo.value).startswith(
@@ -390,7 +390,7 @@ def test_integers_not_in_ascii_digits_are_refused(tmp_path: Path) -> None:
     rows = records("org__alpha", "suite_colors")
     rows[0]["target"] = "１"  # not a choice, and not an index in ASCII digits
     with pytest.raises(ConversionError, match="field 'target': '１' is neither one of the 2 choices"):
-        read_samples(_write_alpha(tmp_path, rows))
+        read_samples(write_alpha(tmp_path, rows))
 
 
 def test_a_header_row_is_still_skipped(tmp_path: Path) -> None:
@@ -431,7 +431,7 @@ def _duplicated(record: dict[str, Any], path: tuple[str, ...], value: Any, first
 def test_a_key_written_twice_with_two_values_is_refused_naming_file_line_and_key(tmp_path: Path, first: bool) -> None:
     """Python's json keeps the last of two keys silently: the log-likelihoods read would depend on which."""
     rows = records("org__alpha", "suite_colors")
-    path = _write_alpha(tmp_path, rows)
+    path = write_alpha(tmp_path, rows)
     other = [["-9.0", "False"] for _ in rows[2]["filtered_resps"]]
     lines = path.read_text(encoding="utf-8").split("\n")
     lines[2] = _duplicated(rows[2], ("filtered_resps",), other, first)
@@ -445,14 +445,14 @@ def test_a_key_written_twice_with_two_values_is_refused_naming_file_line_and_key
 
 def test_a_nested_duplicated_key_and_the_old_layout(tmp_path: Path) -> None:
     rows = records("org__alpha", "suite_colors")
-    path = _write_alpha(tmp_path, rows)
+    path = write_alpha(tmp_path, rows)
     lines = path.read_text(encoding="utf-8").split("\n")
     lines[1] = _duplicated(rows[1], ("doc", "question"), "another question")  # an unused field: refused too
     path.write_text("\n".join(lines), encoding="utf-8")
     with pytest.raises(ConversionError, match=rf"{path.name}, line 2: field 'question': appears twice in one object"):
         read_samples(path)
     old = records("org__alpha", "suite_colors", "old")
-    path = _write_alpha(tmp_path / "old", old, "old")
+    path = write_alpha(tmp_path / "old", old, "old")
     starts = record_lines(path)
     text = path.read_text(encoding="utf-8")
     head, tail = text.split('"target": 1,', 1)  # the third record's target (an index): written twice
@@ -467,7 +467,7 @@ def test_a_nested_duplicated_key_and_the_old_layout(tmp_path: Path) -> None:
 def test_a_key_repeated_with_the_identical_value_is_accepted(tmp_path: Path) -> None:
     """Identical duplicates lose nothing and are accepted; a value of another JSON type is not identical."""
     rows = records("org__alpha", "suite_colors")
-    path = _write_alpha(tmp_path, rows)
+    path = write_alpha(tmp_path, rows)
     expected = read_samples(path)
     lines = path.read_text(encoding="utf-8").split("\n")
     lines[0] = _duplicated(rows[0], ("filtered_resps",), rows[0]["filtered_resps"])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_convert import BBH_DATA, BBH_MODEL_ORDER
+from testing.conversions import BBH_MODEL_ORDER
 
 from ensemble_env import datasets
 from ensemble_env.cache import SPLITS, LogitCache, default_cache_path, load_cache, load_default_cache, save_cache
@@ -24,13 +24,6 @@ BBH_TASKS = (
     "sports_understanding", "temporal_sequences", "tracking_shuffled_objects_five_objects",
     "tracking_shuffled_objects_three_objects", "web_of_lies",
 )  # fmt: skip
-
-
-@pytest.fixture
-def bbh_data() -> Path:
-    if not (BBH_DATA / "reference_accuracy.json").is_file():
-        pytest.skip(f"the BBH samples are not at {BBH_DATA} (set ENSEMBLE_ENV_BBH_DATA to their folder)")
-    return BBH_DATA
 
 
 # -- the registry ------------------------------------------------------------------------------------

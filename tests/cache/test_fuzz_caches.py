@@ -21,8 +21,8 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
-from conftest import _tiny_fields
 from fuzzing import BAD, bad, count, judge_error, run_cases, slow_size
+from testing.caches import tiny_fields
 
 from ensemble_env import datasets
 from ensemble_env.cache import CacheError, LogitCache, load_cache, save_cache
@@ -37,8 +37,8 @@ TEXTS = ("Is red a colour?", "2 + 2 = ?", "Café or tea?", "A\nmulti-line questi
 
 
 def rich_tiny() -> LogitCache:
-    """The tiny cache of conftest.py with every optional field: texts, feature names and kind, (Q, N) costs."""
-    fields = _tiny_fields()
+    """The tiny cache of testing/caches.py with every optional field: texts, feature names and kind, (Q, N) costs."""
+    fields = tiny_fields()
     fields["costs"] = np.arange(18, dtype=np.float64).reshape(6, 3) / 4
     return LogitCache(**fields, question_text=TEXTS, feature_names=("f0", "f1"), feature_kind="hand")
 

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pytest
 from fuzzing import BAD, bad, count, judge_error, run_cases, slow_size
-from test_convert import record_lines, write_run
+from testing.conversions import record_lines, write_run
 
 from ensemble_env.cache.convert import ConversionError, from_lm_eval, parse_float
 from ensemble_env.cli import main

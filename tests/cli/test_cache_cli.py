@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_convert import BBH_DATA, LABELS, SPLIT, digest, records, write_run, write_samples
+from testing.conversions import BBH_DATA, LABELS, SPLIT, digest, records, write_run, write_samples
 
 from ensemble_env.cache import LogitCache, default_cache_path, load_cache, save_cache
 from ensemble_env.cli import main

@@ -16,6 +16,7 @@ from pathlib import Path
 import numba
 import numpy as np
 import pytest
+from testing.tables import decimals_per_column, table_rows
 
 from ensemble_env import cli, datasets
 from ensemble_env.cache import LogitCache, save_cache
@@ -209,29 +210,6 @@ def test_table_commands_have_json() -> None:
 # -- tables --------------------------------------------------------------------------------------------------
 
 
-def _table_rows(text: str, header_start: str) -> list[list[str]]:
-    """The rows of the plain-text table whose header line starts with ``header_start`` (up to a blank line or a line
-    of text, such as the notes under the baselines table)."""
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
-    rows = []
-    for line in lines[start + 2 :]:
-        cells = re.split(r"\s{2,}", line.strip())
-        if len(cells) < 2:
-            break
-        rows.append(cells)
-    return rows
-
-
-def _decimals_per_column(rows: list[list[str]]) -> dict[int, set[int]]:
-    decimals: dict[int, set[int]] = {}
-    for row in rows:
-        for column, cell in enumerate(row):
-            if re.fullmatch(r"[+-]?\d+\.\d+", cell):
-                decimals.setdefault(column, set()).add(len(cell.split(".")[1]))
-    return decimals
-
-
 def test_tables_keep_names_whole_and_give_a_column_one_format(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -239,14 +217,14 @@ def test_tables_keep_names_whole_and_give_a_column_one_format(
     code, info, _ = _run(capsys, "cache", "info", str(path))
     assert code == 0
     assert "m0 an-organisation__a-model-with-a-very-long-name-v0.1 (accuracy" in info
-    rows = _table_rows(info, "task ")
+    rows = table_rows(info, "task ")
     assert [row[0] for row in rows[:2]] == ["tracking_shuffled_objects_seven_objects_and_more", "b"]
-    assert all(len(found) == 1 for found in _decimals_per_column(rows).values())
+    assert all(len(found) == 1 for found in decimals_per_column(rows).values())
     code, table, _ = _run(capsys, "baselines", str(path), "--only", "best_single,mean_probability_vote,oracle")
     assert code == 0 and "models: an-organisation__a-model-with-a-very-long-name-v0.1, short" in table
-    per_task = _table_rows(table, "task ")
+    per_task = table_rows(table, "task ")
     assert [row[0] for row in per_task] == ["tracking_shuffled_objects_seven_objects_and_more", "b"]
-    assert all(len(found) == 1 for found in _decimals_per_column(_table_rows(table, "baseline ")).values())
+    assert all(len(found) == 1 for found in decimals_per_column(table_rows(table, "baseline ")).values())
 
 
 # -- closed pipes --------------------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import importlib
 import io
 import json
@@ -37,13 +36,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-if __name__ == "__main__":  # run as a script: the helper is in tests/ (under pytest, tests/conftest.py adds it)
+if __name__ == "__main__":  # run as a script: the helpers are in tests/ (under pytest, tests/conftest.py adds it)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fuzzing import BAD, bad, count, run_cases, slow_size, suites_main
+from testing.benchmarks import BENCHMARKS, fake_benchmark, folder_snapshot, train_run
 
 CASE_SECONDS = 120.0
 MODULE = "test_fuzz_script_outputs"
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPTS = ("partial_selection.py", "small_sample.py")
 TARGETS = [
     "new", "nested new", "empty", "own", "own with runs", "other script", "train run", "other files", "a file",
@@ -66,31 +65,6 @@ OFFLINE, TEAMS = 11, 5
 
 
 # -- the world a case runs in ------------------------------------------------------------------------------------------
-def snapshot(folder: Path) -> dict[str, str]:
-    """Every file under ``folder`` by relative path, with the SHA-256 of its bytes (links and folders by kind): what
-    must be the same after a refused case."""
-    found = {}
-    for path in sorted(folder.rglob("*")):
-        key = str(path.relative_to(folder))
-        if path.is_symlink():
-            found[key] = f"link {os.readlink(path)}"
-        elif path.is_dir():
-            found[key] = "folder"
-        else:
-            found[key] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return found
-
-
-def train_run(folder: Path) -> Path:
-    """A folder holding a ``train`` run's files (what a run leaves; their bytes are what must survive)."""
-    (folder / "checkpoints").mkdir(parents=True)
-    (folder / "config.json").write_text('{"algorithm": "mappo"}\n', encoding="utf-8")
-    (folder / "selection.json").write_text('{"update": 3, "rule": "safe"}\n', encoding="utf-8")
-    (folder / "progress.csv").write_text("update,env/reward\n1,0.5\n", encoding="utf-8")
-    (folder / "checkpoints" / "update_0.pt").write_bytes(b"weights")
-    return folder
-
-
 def _target(world: Path, kind: str, script: str) -> Path:
     """Make the folder of ``kind`` in ``world``; its path (what ``--out`` gets)."""
     out = world / "out"
@@ -177,15 +151,6 @@ def _fake_runs(jobs: int) -> list[float]:
     return [0.0] * len(work)
 
 
-def fake_benchmark(algorithms: list[str], seeds: Any, caches: list[str], out: Path, **_: Any) -> dict[str, Any]:
-    """What ``small_sample.stress`` reads of ``benchmark``'s results, without training (the cut file must exist)."""
-    assert Path(caches[0]).is_file()
-    interval = {"mean": 0.0, "low": 0.0, "high": 0.0}
-    mine = {"runs": [{"info": {"selected_iteration": 0}}], "aggregate": {"reward": interval},
-            "versus": {name: {"reward": interval} for name in algorithms[1:]}}  # fmt: skip
-    return {"caches": {caches[0]: {algorithms[0]: mine}}}
-
-
 def _run(script: str, argv: list[str]) -> tuple[int, list[str]]:
     module = _script(script)
     err = io.StringIO()
@@ -230,10 +195,10 @@ def out_case(case: dict[str, Any]) -> tuple[str, str]:
     cache = _cache(world, "a")
     out = _target(world, kind, script)
     ok = kind in VALID_TARGETS or (kind == "own with runs" and script == "small_sample.py")
-    before = snapshot(world)
+    before = folder_snapshot(world)
     code, lines = _run(script, _argv(script, cache, out))
     judged = _judge(script, code, lines, ok, f"--out ({kind})")
-    after = snapshot(world)
+    after = folder_snapshot(world)
     allowed = {"out/selection.json"} if kind == "own" and script == "partial_selection.py" else set()
     lost = _changed(before, after, allowed if code == 0 else set())
     if lost:
@@ -250,12 +215,12 @@ def cut_case(case: dict[str, Any]) -> tuple[str, str]:
                                                 seed=first["seed"], size=first["size"]))  # fmt: skip
     if code != 0:
         return "bad_error", f"the first run failed: {lines[:2]}"
-    before = snapshot(world)
+    before = folder_snapshot(world)
     ok = first["size"] != then["size"] or (first["cache"], first["seed"]) == (then["cache"], then["seed"])
     code, lines = _run("small_sample.py", _argv("small_sample.py", _cache(world, then["cache"]), out,
                                                 seed=then["seed"], size=then["size"]))  # fmt: skip
     judged = _judge("small_sample.py", code, lines, ok, f"cut ({first} then {then})")
-    lost = _changed(before, snapshot(world), set())
+    lost = _changed(before, folder_snapshot(world), set())
     if lost:
         return "lost", f"changed or removed {lost[:4]}"
     if judged is None:  # the cut the run used is the cut of the arguments it was given

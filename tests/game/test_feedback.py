@@ -16,10 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_env import assert_same
-from test_snapshot import _through_savez
-from test_unseen import CORRECT, LABELS, TASKS, TEAMS, hand_cache
-from test_window import ALL, definitions
+from testing.game import ALL, CORRECT, LABELS, TASKS, TEAMS, assert_same, definitions, hand_cache, through_savez
 
 import ensemble_env
 from ensemble_env import LogitCache
@@ -249,8 +246,8 @@ def test_with_the_whole_pool_answering_team_feedback_shows_what_all_shows() -> N
 
 
 def test_hand_values_under_team_feedback() -> None:
-    """Task a (q0 q2 q4 q5, tables of ``test_unseen``), window 2, answered by E_0 = every model, then {m0 m1}, {m1},
-    {m0 m2}; the committed team is {m0 m2}. Each value written out from the tables."""
+    """Task a (q0 q2 q4 q5, the tables of ``testing.game``), window 2, answered by E_0 = every model, then {m0 m1},
+    {m1}, {m0 m2}; the committed team is {m0 m2}. Each value written out from the tables."""
     assert list(np.flatnonzero(TASKS == 0)) == [0, 2, 4, 5] and list(LABELS[[0, 2, 4, 5]]) == [0, 1, 0, 1]
     env = ensemble_env.unseen_parallel_env(
         hand_cache(), version=2, split="all", tasks=["a"], window=2, metrics=("disagreement", "plurality_accuracy")
@@ -351,7 +348,7 @@ def test_snapshot_round_trip_under_team_feedback(synthetic: LogitCache, autorese
     expected = [first.step(action) for action in later]
     second = v2_engine(synthetic, autoreset)
     second.reset(seed=99)
-    second.set_state(_through_savez(snapshot))
+    second.set_state(through_savez(snapshot))
     for action, want in zip(later, expected, strict=True):
         assert_same(second.step(action), want)
     assert_same(second.state(), first.state())

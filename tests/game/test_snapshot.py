@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
+from testing.game import through_savez
 
 import ensemble_env
 from ensemble_env import LogitCache
@@ -50,14 +49,6 @@ def _play(venv: EnsembleVectorEnv, actions: list[dict[str, np.ndarray]]) -> list
     return trace
 
 
-def _through_savez(snapshot: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    buffer = io.BytesIO()
-    np.savez(buffer, **snapshot)
-    buffer.seek(0)
-    with np.load(buffer, allow_pickle=False) as stored:
-        return {name: stored[name] for name in stored.files}
-
-
 @pytest.mark.parametrize("encoding", sorted(DECIDER_ENCODINGS))
 @pytest.mark.parametrize("autoreset", [True, False])
 @pytest.mark.parametrize("order", ["shuffled", "sequential"])
@@ -77,7 +68,7 @@ def test_set_state_replays_bit_identically(cache, encoding: str, autoreset: bool
 
     restored = _engine(cache, autoreset, **options)
     restored.reset(seed=99)  # a different state, overwritten by set_state
-    restored.set_state(_through_savez(snapshot))
+    restored.set_state(through_savez(snapshot))
     np.testing.assert_array_equal(restored.state(), _state_at(cache, autoreset, options, before))
     got = _play(restored, after)
     for step_expected, step_got in zip(expected, got, strict=True):

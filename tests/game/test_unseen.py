@@ -10,12 +10,11 @@ earlier observation), exact snapshots and crafted ones refused, and today's game
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pettingzoo
 import pytest
 from pettingzoo.test import api_test, parallel_api_test, seed_test
+from testing.game import CORRECT, LABELS, P0, TASKS, TEAMS, hand_cache, through_savez
 
 import ensemble_env
 from ensemble_env import UNSEEN_ENV_ID, LogitCache
@@ -25,42 +24,6 @@ from ensemble_env.game.config import RECORD_EXTRAS, UNSEEN_GAME, EnvConfig, unse
 from ensemble_env.game.records import Counter
 from ensemble_env.game.snapshot import SNAPSHOT_KEYS
 from ensemble_env.synthetic import make_cache
-
-#: p(choice 0) of models m0 m1 m2 on each question (2 choices, p(choice 1) = 1 - p(choice 0); multiples of 1/8, so
-#: every sum of a team's votes is exact and the ties are real), the labels and the tasks, in cache order
-P0 = np.array([[7, 2, 3], [6, 1, 2], [1, 5, 7], [5, 6, 1], [3, 7, 6], [2, 3, 1], [2, 1, 7]]) / 8
-LABELS = np.array([0, 1, 1, 0, 0, 1, 0])
-TASKS = np.array([0, 1, 0, 1, 0, 0, 1])  # task "a": q0 q2 q4 q5; task "b": q1 q3 q6
-
-#: right (1) or wrong of each model on each question (its argmax is the label)
-CORRECT = np.array([[1, 0, 0], [0, 1, 1], [1, 0, 0], [1, 1, 0], [0, 1, 1], [1, 1, 1], [0, 0, 1]])
-#: right or wrong of each team's mean vote (choice 0 when its p(0) sum is at least its p(1) sum: ties go to 0), in
-#: the subset encoding's order: {m0}, {m1}, {m0 m1}, {m2}, {m0 m2}, {m1 m2}, {m0 m1 m2}
-TEAMS = np.array(
-    [
-        [1, 0, 1, 0, 1, 0, 1],  # q0: {m0 m1 m2} 12/8 vs 12/8, a tie: 0, right
-        [0, 1, 1, 1, 0, 1, 1],  # q1: {m0 m2} 8/8 vs 8/8: 0, wrong
-        [1, 0, 1, 0, 0, 0, 0],  # q2: {m0 m2} a tie: 0, wrong; {m1 m2} 12/8 vs 4/8
-        [1, 1, 1, 0, 0, 0, 1],  # q3: {m0 m1 m2} a tie: 0, right
-        [0, 1, 1, 1, 1, 1, 1],  # q4
-        [1, 1, 1, 1, 1, 1, 1],  # q5
-        [0, 0, 0, 1, 1, 1, 0],  # q6: {m1 m2} a tie: 0, right
-    ]
-)
-
-
-def hand_cache(labels: np.ndarray = LABELS) -> LogitCache:
-    """The 3-model, 7-question, 2-task cache of the tables above."""
-    probs = np.stack([P0, 1 - P0], axis=2)
-    return LogitCache(
-        scores=probs,
-        labels=labels,
-        models=("m0", "m1", "m2"),
-        score_kind="prob",
-        tasks=TASKS,
-        task_names=("a", "b"),
-        split=np.zeros(7, dtype=int),
-    )
 
 
 @pytest.fixture(scope="module")
@@ -320,14 +283,6 @@ def test_no_label_is_shown_before_its_question_is_answered(task: str) -> None:
 # -- snapshots ----------------------------------------------------------------------------------------------------
 
 
-def _through_savez(snapshot: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    buffer = io.BytesIO()
-    np.savez(buffer, **snapshot)
-    buffer.seek(0)
-    with np.load(buffer, allow_pickle=False) as stored:
-        return {name: stored[name] for name in stored.files}
-
-
 def _actions(rng: np.random.Generator, n_envs: int) -> dict[str, np.ndarray]:
     return {"decider": rng.integers(0, 2, (n_envs, 4)).astype(np.int8), "fusion": rng.integers(0, 3, n_envs)}
 
@@ -350,7 +305,7 @@ def test_snapshot_round_trip_mid_episode(synthetic: LogitCache, autoreset: bool)
     expected = [first.step(action) for action in later]
     second = venv()
     second.reset(seed=99)
-    second.set_state(_through_savez(snapshot))
+    second.set_state(through_savez(snapshot))
     for action, want in zip(later, expected, strict=True):
         got = second.step(action)
         for agent in ("decider", "fusion"):

@@ -10,9 +10,10 @@ from collections import deque
 
 import numpy as np
 import pytest
+from testing.game import ALL, definitions
 
 import ensemble_env
-from ensemble_env import LogitCache, metrics
+from ensemble_env import metrics
 from ensemble_env.game.window import (
     count_planes,
     n_triples,
@@ -24,16 +25,6 @@ from ensemble_env.game.window import (
     update_plurality,
 )
 from ensemble_env.synthetic import make_cache
-
-ALL = tuple(metrics.METRICS)
-
-
-def definitions(cache: LogitCache, questions: list[int], members: np.ndarray) -> list[float]:
-    rows = np.array(questions, dtype=np.int64)
-    correct = cache.correct[rows][:, members]
-    preds = cache.preds[rows][:, members]
-    labels = cache.labels[rows]
-    return [metrics.window_statistic(name, correct, preds, labels, cache.max_choices) for name in ALL]
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from conftest import flip_labels
+from testing.caches import flip_labels
 
 from ensemble_env.baselines import comparison
 from ensemble_env.synthetic import make_cache

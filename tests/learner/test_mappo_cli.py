@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from test_cli import _decimals_per_column, _table_rows  # noqa: E402
+from testing.tables import decimals_per_column, table_rows  # noqa: E402
 
 from ensemble_env import datasets  # noqa: E402
 from ensemble_env.baselines import comparison  # noqa: E402
@@ -95,11 +95,11 @@ def test_evaluate_tables_keep_names_whole_format_columns_alike_and_list_static_t
     # stderr is no terminal here (a pipe, a log): the waits still say what they are for, in whole lines
     waits = ["playing the test split with the run's policy", "fitting the baselines on train and scoring them on test"]
     _assert_waits(err, waits)
-    tables = [_table_rows(text, header) for header in ("task ", "model ", "baseline ")]
+    tables = [table_rows(text, header) for header in ("task ", "model ", "baseline ")]
     assert [row[0] for row in tables[0]] == ["iris", "wine", "breast_cancer", "digits", "diabetes"]
     assert [row[0] for row in tables[1]][:2] == ["logreg", "naive_bayes"]
     for rows in tables:  # e.g. a mean cost of 3.5 printed 3.50 like 2.35 above it
-        assert all(len(found) == 1 for found in _decimals_per_column(rows).values()), rows
+        assert all(len(found) == 1 for found in decimals_per_column(rows).values()), rows
     names = [row[0].split(" ", 1)[-1] for row in tables[2]]
     assert names[:2] == ["best_single", "static_team"] and names[-1] == "mappo"
     # the baselines numbered without gaps, as in `demo` and `baselines`; the policy is no baseline: its name alone
@@ -123,10 +123,10 @@ def test_report_prints_3_5_as_3_50_under_2_25() -> None:
         teams.sum(axis=1).astype(float), np.ones(8),
     )  # fmt: skip
     text = format_report(evaluation, cache, None)
-    rows = _table_rows(text, "task ")
+    rows = table_rows(text, "task ")
     assert [row[-2:] for row in rows] == [["3.50", "3.50"], ["2.25", "2.25"]]
     assert "mean cost 2.88 (36% of the whole pool)" in text.splitlines()[2]
-    assert [row[2] for row in _table_rows(text, "model ")][:2] == ["1.00", "1.00"]  # cost/question, not "1"
+    assert [row[2] for row in table_rows(text, "model ")][:2] == ["1.00", "1.00"]  # cost/question, not "1"
 
 
 def test_evaluate_scores_the_baselines_on_the_runs_reward(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import flip_labels  # noqa: E402
+from testing.caches import flip_labels  # noqa: E402
 
 from ensemble_env import LogitCache  # noqa: E402
 from ensemble_env.baselines import registry, weights  # noqa: E402

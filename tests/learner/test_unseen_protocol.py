@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import flip_labels  # noqa: E402
+from testing.caches import flip_labels  # noqa: E402
 
 import ensemble_env  # noqa: E402
 from ensemble_env.cache import LogitCache, save_cache  # noqa: E402
@@ -126,7 +126,7 @@ def test_parallel_runs_equal_serial_ones_and_the_folds_are_reported(tmp_path: Pa
 def write_lm_eval_pool(root: Path, tasks: dict[str, int], seed: int) -> Path:
     """An lm-evaluation-harness ``--output_path`` folder of three models on ``tasks`` ({name: questions}): random
     log-likelihoods over 2-4 choices, the models of differing skill (the first right most often)."""
-    from test_convert import new_record, write_samples
+    from testing.conversions import new_record, write_samples
 
     rng = np.random.default_rng(seed)
     models = ("org__strong", "org__middle", "org__weak")

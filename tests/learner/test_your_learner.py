@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from conftest import flip_labels
+from testing.caches import flip_labels
 
 from ensemble_env.cache import save_cache
 from ensemble_env.synthetic import make_cache

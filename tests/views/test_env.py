@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 from pettingzoo.test import api_test, parallel_api_test, render_test
+from testing.game import assert_same
 
 import ensemble_env
 from ensemble_env import LogitCache
@@ -415,21 +416,6 @@ def rollout(env: ensemble_env.EnsembleParallelEnv, seed: int, steps: int) -> lis
         step = env.step(actions)
         trace.append(step)
     return trace
-
-
-def assert_same(a: object, b: object) -> None:
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys()
-        for key in a:
-            assert_same(a[key], b[key])
-    elif isinstance(a, list | tuple):
-        assert isinstance(b, list | tuple) and len(a) == len(b)
-        for x, y in zip(a, b, strict=True):
-            assert_same(x, y)
-    elif isinstance(a, np.ndarray):
-        np.testing.assert_array_equal(a, b)
-    else:
-        assert a == b
 
 
 def test_500_steps_deterministic_from_one_seed(synthetic: LogitCache) -> None:
