@@ -3,6 +3,7 @@ part imports only from itself or the parts below it, no private name crosses a m
 stay importable, and every file the docs and docstrings cite exists; each module holds one concept (fewer than
 :data:`MAX_MODULE_LINES` lines), each numba kernel takes at most :data:`MAX_KERNEL_PARAMETERS` parameters (its state
 travels as named records), and the RLAE learner shares no block of code with the rest of the learners (it reuses).
+In the tests, no module imports a test module (what several share is in the package tests/testing/).
 
 The imports are read with ``ast`` (module level and inside functions alike), not by importing anything.
 """
@@ -473,3 +474,79 @@ def test_the_vocabulary_checker_finds_a_second_definition() -> None:
     assert _vocabularies('FEEDBACKS = ("all", "team")\n') == [(1, "FEEDBACKS")]
     assert _vocabularies('FEEDBACK = "team"\nchoices = ["none", "team", "all"]\n') == [(1, "FEEDBACK"), (2, "choices")]
     assert _vocabularies("FEEDBACK = FEEDBACK_LEVELS[:2]\n") == []
+
+
+# -- the tests: no test module imports another ---------------------------------------------------------------------
+
+TESTS = ROOT / "tests"
+
+
+def _is_test_module(dotted: str) -> bool:
+    """A test module's name (``test_*``) or ``conftest``, alone or as the last part of a dotted or relative name."""
+    last = dotted.rpartition(".")[2]
+    return last.startswith("test_") or last == "conftest"
+
+
+def _test_module_imports(source: str, own: str = "") -> list[tuple[int, str]]:
+    """(line, module) of each import in ``source`` of a test module or of ``conftest`` other than ``own``: ``import``
+    and ``from ... import`` (absolute or relative, at module level or inside a function; ``from PACKAGE import
+    test_x`` included) and ``importlib.import_module`` or ``__import__`` of a constant name."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            names = [base] if node.module else []
+            names += [f"{base.rstrip('.')}.{alias.name}" if node.module else base + alias.name for alias in node.names]
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("importlib.import_module", "__import__"):
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                names = [first.value]
+        found += [(node.lineno, name) for name in names if _is_test_module(name) and name.rpartition(".")[2] != own]
+    return sorted(found)
+
+
+def test_no_test_module_imports_another() -> None:
+    """What several test modules use is in the package tests/testing/ (or a fixture of tests/conftest.py): no module
+    under tests/ imports a test module (a ``test_*.py`` file) or ``conftest``, which would run or collect one test
+    file's module from another and tie them together."""
+    paths = sorted(TESTS.rglob("*.py"))
+    assert TESTS / "testing" / "__init__.py" in paths and TESTS / "conftest.py" in paths
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in paths
+        for line, module in _test_module_imports(path.read_text(encoding="utf-8"), own=path.stem)
+    ]
+    assert found == []
+
+
+def test_the_test_import_checker_finds_every_form() -> None:
+    source = (
+        "from test_convert import write_run\n"
+        "import test_env as env\n"
+        "from .test_window import ALL\n"
+        "from . import test_snapshot\n"
+        "from tests.cache.test_cache import rebuild\n"
+        "from tests.game import test_unseen\n"
+        "from conftest import flip_labels\n"
+        "def late():\n"
+        "    from test_partial import naive_choices\n"
+        "importlib.import_module('test_cli')\n"
+        "from testing.game import assert_same\n"
+        "import fuzzing\n"
+        "from test_own import helper\n"
+        "importlib.import_module(MODULE)\n"
+    )
+    assert _test_module_imports(source, own="test_own") == [
+        (1, "test_convert"),
+        (2, "test_env"),
+        (3, ".test_window"),
+        (4, ".test_snapshot"),
+        (5, "tests.cache.test_cache"),
+        (6, "tests.game.test_unseen"),
+        (7, "conftest"),
+        (9, "test_partial"),
+        (10, "test_cli"),
+    ]
