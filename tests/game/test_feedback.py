@@ -4,8 +4,9 @@ the outputs of the team that answered it, nothing else.
 An output no team revealed never changes anything the agents get (the perturbation test, with its counterpart under
 ``feedback="all"``, where it does); the revealed statistics equal their definitions on the revealed rows over long
 runs (pools of 5, 13 and 70 models); with the whole pool answering every question, ``"team"`` shows what ``"all"``
-shows; the records by hand on a tiny cache; no label before its question is answered; snapshots exact and crafted
-ones refused; today's game never runs the feedback kernels.
+shows; the records by hand on a tiny cache; snapshots exact while the window holds the episode; today's game never
+runs the feedback kernels. What v2 shares with v1 is checked over both in tests/game/test_unseen.py: the registration
+and PettingZoo's tests, no label shown before its question is answered, snapshot round trips and crafted ones refused.
 """
 
 from __future__ import annotations
@@ -16,7 +17,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from testing.game import ALL, CORRECT, LABELS, TASKS, TEAMS, assert_same, definitions, hand_cache, through_savez
+from testing.game import (
+    ALL,
+    CORRECT,
+    LABELS,
+    TASKS,
+    TEAMS,
+    assert_same,
+    definitions,
+    hand_cache,
+    random_team,
+)
 
 import ensemble_env
 from ensemble_env import LogitCache
@@ -25,7 +36,6 @@ from ensemble_env.game.components import PartialFeedback
 from ensemble_env.game.config import EnvConfig, unseen_game
 from ensemble_env.game.feedback import revealed_masks
 from ensemble_env.game.records import Counter
-from ensemble_env.game.snapshot import SNAPSHOT_KEYS
 from ensemble_env.game.task_record import record_count
 from ensemble_env.synthetic import make_cache
 
@@ -35,14 +45,6 @@ def synthetic() -> LogitCache:
     """5 models; probabilities as the scores (``score_kind="prob"``), so that a test can rewrite one model's row."""
     cache = make_cache(n_models=5, n_questions=400, n_tasks=3, n_choices=(2, 4, 3), error_correlation=0.3, seed=7)
     return dataclasses.replace(cache, scores=cache.probs.astype(np.float64), score_kind="prob")
-
-
-def random_team(rng: np.random.Generator, n_models: int, whole: float = 0.3) -> np.ndarray:
-    """The whole pool with probability ``whole`` (so that smaller teams find rows that revealed them), else random
-    bits."""
-    if rng.random() < whole:
-        return np.ones(n_models, dtype=np.int8)
-    return rng.integers(0, 2, n_models).astype(np.int8)
 
 
 def count(n: float) -> np.float32:
@@ -283,97 +285,7 @@ def test_hand_values_under_team_feedback() -> None:
     assert_same([TEAMS[[0, 2, 4], 1], TEAMS[[0, 5], 3], TEAMS[0, 5]], [[0, 0, 1], [0, 1], 0])
 
 
-# -- no label before its question is answered ----------------------------------------------------------------
-
-
-def observations(env: ensemble_env.EnsembleParallelEnv, actions: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    obs, _ = env.reset(seed=0)
-    trace = [(obs["decider"], obs["fusion"], env.state())]
-    for action in actions:
-        if not env.agents:
-            break
-        obs, *_ = env.step(action)
-        trace.append((obs["decider"], obs["fusion"], env.state()))
-    return trace
-
-
-@pytest.mark.parametrize("task", ["a", "b"])
-def test_no_label_is_shown_before_its_question_is_answered(task: str) -> None:
-    """Flip the labels of the questions after q_t: every observation up to step t is the same under v2."""
-    questions = np.flatnonzero(TASKS == (0 if task == "a" else 1))
-    rng = np.random.default_rng(1)
-    actions = [{"decider": random_team(rng, 3), "fusion": int(rng.integers(2))} for _ in questions]
-    options = {"version": 2, "split": "all", "tasks": [task], "window": 2}
-    base = observations(ensemble_env.unseen_parallel_env(hand_cache(), **options), actions)
-    for t in range(questions.size - 1):
-        labels = LABELS.copy()
-        labels[questions[t + 1 :]] = 1 - labels[questions[t + 1 :]]
-        flipped = observations(ensemble_env.unseen_parallel_env(hand_cache(labels), **options), actions)
-        for k in range(t + 2):  # the reset's observation, then those after steps 0 .. t
-            assert_same(flipped[k], base[k])
-
-
 # -- snapshots --------------------------------------------------------------------------------------------------
-
-
-def v2_engine(cache: LogitCache, autoreset: bool = True) -> ensemble_env.EnsembleVectorEnv:
-    config = EnvConfig(**unseen_game(5, version=2), split="all", window=3)
-    return ensemble_env.EnsembleVectorEnv(cache, config, num_envs=3, autoreset=autoreset)
-
-
-def played(cache: LogitCache, steps: int, autoreset: bool = True) -> ensemble_env.EnsembleVectorEnv:
-    venv = v2_engine(cache, autoreset)
-    venv.reset(seed=4)
-    rng = np.random.default_rng(2)
-    for _ in range(steps):
-        venv.step({"decider": np.stack([random_team(rng, 5) for _ in range(3)]), "fusion": rng.integers(0, 3, 3)})
-    return venv
-
-
-@pytest.mark.parametrize("autoreset", [True, False])
-def test_snapshot_round_trip_under_team_feedback(synthetic: LogitCache, autoreset: bool) -> None:
-    first = played(synthetic, 40, autoreset)  # window 3: most of each episode has left the window
-    snapshot = first.get_state()
-    assert set(snapshot) == {
-        *SNAPSHOT_KEYS,
-        *("task_deck", "model_right", "team_right"),
-        *("revealed", "seen", "seen_right", "model_seen", "team_seen"),
-    }
-    assert "feedback='team'" in str(snapshot["signature"])
-    rng = np.random.default_rng(9)
-    later = [
-        {"decider": np.stack([random_team(rng, 5) for _ in range(3)]), "fusion": rng.integers(0, 3, 3)}
-        for _ in range(150 if autoreset else 20)
-    ]
-    expected = [first.step(action) for action in later]
-    second = v2_engine(synthetic, autoreset)
-    second.reset(seed=99)
-    second.set_state(through_savez(snapshot))
-    for action, want in zip(later, expected, strict=True):
-        assert_same(second.step(action), want)
-    assert_same(second.state(), first.state())
-
-
-@pytest.mark.parametrize(
-    ("field", "index", "change", "message"),
-    [
-        ("revealed", (0, 0, 0), 1 << 7, r"set_state: revealed\[0, 0\] = \d+ sets a bit beyond the N=5 models"),
-        ("seen", (1, 2), 1, r"set_state: seen\[1, 2\] = \d+ is not \d+, the count the 3 rows of copy 1's window"),
-        ("seen_right", (2, 0), -1, r"set_state: seen_right\[2, 0\] = -?\d+ is not \d+"),
-        ("model_seen", (0, 1), 100, r"set_state: model_seen\[0, 1\] = \d+ is not the count of copy 0's window rows"),
-        ("team_right", (1, 30), 100, r"set_state: team_right\[1, 30\] = \d+ is not the count of copy 1's window"),
-    ],
-)
-def test_a_crafted_snapshot_is_refused(
-    synthetic: LogitCache, field: str, index: tuple[int, ...], change: int, message: str
-) -> None:
-    venv = played(synthetic, 8)
-    snapshot = venv.get_state()
-    before = {name: array.copy() for name, array in snapshot.items()}
-    snapshot[field][index] += np.asarray(change).astype(snapshot[field].dtype)
-    with pytest.raises(ValueError, match=message):
-        venv.set_state(snapshot)
-    assert all(np.array_equal(venv.get_state()[name], before[name]) for name in before)  # nothing changed
 
 
 def test_a_snapshot_is_exact_while_the_window_holds_the_episode(synthetic: LogitCache) -> None:

@@ -6,6 +6,10 @@ PettingZoo's own tests on the registered id, every record checked by hand on a t
 episode is one task (all its questions, in cache order), the deck of tasks, the observations never tell the task
 (two tasks with the same outcomes look the same) nor a label not yet revealed (flipping later labels changes no
 earlier observation), exact snapshots and crafted ones refused, and today's game untouched.
+
+The registration, PettingZoo's tests, the labels not yet revealed and the snapshots are checked on both versions of
+the game: v1 and ``ensemble_env/EnsembleUnseen-v2``, the same game under partial feedback (its own checks are in
+test_feedback.py).
 """
 
 from __future__ import annotations
@@ -14,10 +18,10 @@ import numpy as np
 import pettingzoo
 import pytest
 from pettingzoo.test import api_test, parallel_api_test, seed_test
-from testing.game import CORRECT, LABELS, P0, TASKS, TEAMS, hand_cache, through_savez
+from testing.game import CORRECT, LABELS, P0, TASKS, TEAMS, assert_same, hand_cache, random_team, through_savez
 
 import ensemble_env
-from ensemble_env import UNSEEN_ENV_ID, LogitCache
+from ensemble_env import UNSEEN_ENV_ID, UNSEEN_V2_ENV_ID, LogitCache
 from ensemble_env.game import task_record
 from ensemble_env.game.components import TaskRecords
 from ensemble_env.game.config import RECORD_EXTRAS, UNSEEN_GAME, EnvConfig, unseen_game
@@ -71,23 +75,48 @@ def test_the_records_need_task_episodes_and_small_pools() -> None:
     assert set(RECORD_EXTRAS) <= {*unseen_game(3)["decider_extras"], *unseen_game(3)["fusion_extras"]}
 
 
-def test_registered_for_both_apis(synthetic: LogitCache) -> None:
-    env = pettingzoo.make("parallel", UNSEEN_ENV_ID, cache=synthetic)
-    assert env.engine.config == EnvConfig(**unseen_game(4))
+#: the two versions of the unseen-task game: (id, feedback)
+VERSIONS = {1: (UNSEEN_ENV_ID, "all"), 2: (UNSEEN_V2_ENV_ID, "team")}
+
+
+@pytest.mark.parametrize("version", [1, 2], ids=["v1", "v2"])
+def test_registered_for_both_apis(synthetic: LogitCache, version: int) -> None:
+    """Each id builds its version's game for both APIs: one task per episode, no task in sight, the records; under
+    partial feedback (v2) each statistic and record with its count. Another feedback than the id's is refused."""
+    env_id, feedback = VERSIONS[version]
+    env = pettingzoo.make("parallel", env_id, cache=synthetic)
+    assert env.engine.config == EnvConfig(**unseen_game(4, version=version)) and env.engine.config.feedback == feedback
     layout = env.engine.layout
-    assert list(layout.decider)[-3:] == ["model_accuracy", "task_record", "team_record"]
-    assert "task" not in layout.decider and "task" not in layout.fusion and list(layout.fusion)[-1] == "member_record"
+    assert "task" not in layout.decider and "task" not in layout.fusion
+    if version == 1:
+        assert list(layout.decider)[2:] == ["statistics", "model_accuracy", "task_record", "team_record"]
+        assert list(layout.fusion)[-1:] == ["member_record"]
+    else:  # partial feedback: what was revealed, counted
+        assert list(layout.decider)[2:] == [
+            *("statistics", "statistics_count", "model_accuracy", "model_accuracy_count"),
+            *("task_record", "task_record_count", "team_record", "team_record_count"),
+        ]
+        assert list(layout.fusion)[-2:] == ["member_record", "member_record_count"]
     sizes = {name: part.stop - part.start for name, part in (*layout.decider.items(), *layout.fusion.items())}
     assert (sizes["task_record"], sizes["team_record"], sizes["member_record"]) == (5, 15, 5)
+    if version == 2:
+        assert (sizes["task_record_count"], sizes["team_record_count"]) == (4, 15)
     assert env.state_space.shape == (layout.decider_size + layout.fusion_size,)
-    aec = pettingzoo.make("aec", UNSEEN_ENV_ID, cache=synthetic, alpha=0.5)
-    assert aec.unwrapped.engine.config.alpha == 0.5 and aec.unwrapped.engine.config.episodes == "task"
+    aec = pettingzoo.make("aec", env_id, cache=synthetic, alpha=0.5)
+    config = aec.unwrapped.engine.config
+    assert config.alpha == 0.5 and config.episodes == "task" and config.feedback == feedback
+    assert ensemble_env.unseen_vector_env(2, synthetic, version=version).config.feedback == feedback
+    other = "team" if feedback == "all" else "all"
+    with pytest.raises(ValueError, match=rf"EnsembleUnseen-v{version} is the game with feedback='{feedback}'"):
+        pettingzoo.make("parallel", env_id, cache=synthetic, feedback=other)
 
 
-def test_pettingzoo_api_tests(synthetic: LogitCache) -> None:
-    parallel_api_test(pettingzoo.make("parallel", UNSEEN_ENV_ID, cache=synthetic, window=20), num_cycles=300)
-    api_test(pettingzoo.make("aec", UNSEEN_ENV_ID, cache=synthetic, window=20), num_cycles=200)
-    seed_test(lambda: pettingzoo.make("aec", UNSEEN_ENV_ID, cache=synthetic, episode_length=30), num_cycles=200)
+@pytest.mark.parametrize("version", [1, 2], ids=["v1", "v2"])
+def test_pettingzoo_api_tests(synthetic: LogitCache, version: int) -> None:
+    env_id, _ = VERSIONS[version]
+    parallel_api_test(pettingzoo.make("parallel", env_id, cache=synthetic, window=20), num_cycles=300)
+    api_test(pettingzoo.make("aec", env_id, cache=synthetic, window=20), num_cycles=200)
+    seed_test(lambda: pettingzoo.make("aec", env_id, cache=synthetic, episode_length=30), num_cycles=200)
 
 
 # -- the records, by hand -------------------------------------------------------------------------------------
@@ -228,24 +257,26 @@ def _twin_cache() -> LogitCache:
     )
 
 
-def _play(env: ensemble_env.EnsembleParallelEnv, seed: int, actions_seed: int = 0) -> tuple[list, list]:
-    """Observations (decider, fusion, state) from the reset to the episode's end, and the questions answered."""
+def _play(env: ensemble_env.EnsembleParallelEnv, seed: int, actions_seed: int = 0) -> tuple[list, list, list]:
+    """Observations (decider, fusion, state) from the reset to the episode's end, the questions answered, and the
+    team committed at each step (the one that answers the next question)."""
     rng = np.random.default_rng(actions_seed)
     obs, _ = env.reset(seed=seed)
-    trace, questions = [(obs["decider"], obs["fusion"], env.state())], []
+    trace, questions, teams = [(obs["decider"], obs["fusion"], env.state())], [], []
     while env.agents:
         actions = {"decider": rng.integers(0, 2, 3).astype(np.int8), "fusion": int(rng.integers(0, 2))}
         obs, _, _, _, infos = env.step(actions)
         trace.append((obs["decider"], obs["fusion"], env.state()))
         questions.append(int(infos["fusion"]["question"]))
-    return trace, questions
+        teams.append(actions["decider"])
+    return trace, questions, teams
 
 
 def test_two_tasks_with_the_same_outcomes_look_the_same() -> None:
     env = ensemble_env.unseen_parallel_env(_twin_cache(), split="all", reward_history=2)
     traces = {}
     for seed in range(20):
-        trace, questions = _play(env, seed)
+        trace, questions, _ = _play(env, seed)
         traces[env.cache.task_names[env.cache.tasks[questions[0]]]] = trace
         if len(traces) == 2:
             break
@@ -258,88 +289,123 @@ def test_two_tasks_with_the_same_outcomes_look_the_same() -> None:
     shown = ensemble_env.parallel_env(_twin_cache(), episodes="task", split="all", decider_extras=("task",))
     shown_traces = {}
     for seed in range(20):
-        trace, questions = _play(shown, seed)
+        trace, questions, _ = _play(shown, seed)
         shown_traces[int(shown.cache.tasks[questions[0]])] = trace
     assert not np.array_equal(shown_traces[0][0][0], shown_traces[1][0][0])
 
 
 @pytest.mark.parametrize("task", ["a", "b"])
-def test_no_label_is_shown_before_its_question_is_answered(task: str) -> None:
+@pytest.mark.parametrize("version", [1, 2], ids=["v1", "v2"])
+def test_no_label_is_shown_before_its_question_is_answered(version: int, task: str) -> None:
     """Flip the labels of the questions after q_t: every observation up to step t stays the same (and a later one
-    changes, so the flip is seen once revealed)."""
+    changes, so the flip is seen once revealed: under full feedback (v1) always, under partial feedback (v2) when the
+    team that answered q_{t+1} held a model; the teams played include the empty one)."""
     questions = np.flatnonzero(TASKS == (0 if task == "a" else 1))
-    base, _ = _play(ensemble_env.unseen_parallel_env(hand_cache(), split="all", tasks=[task]), seed=0)
+    options = {"split": "all", "tasks": [task], **({"version": 2, "window": 2} if version == 2 else {})}
+    base, _, teams = _play(ensemble_env.unseen_parallel_env(hand_cache(), **options), seed=0)
+    assert {bool(team.any()) for team in teams[: questions.size - 1]} == {True, False}  # an empty team answers too
     for t in range(questions.size - 1):
         labels = LABELS.copy()
         later = questions[t + 1 :]
         labels[later] = 1 - labels[later]
-        flipped, _ = _play(ensemble_env.unseen_parallel_env(hand_cache(labels), split="all", tasks=[task]), seed=0)
+        flipped, _, _ = _play(ensemble_env.unseen_parallel_env(hand_cache(labels), **options), seed=0)
         for k in range(t + 2):  # the reset's observation, then those after steps 0 .. t
             for got, expected in zip(flipped[k], base[k], strict=True):
                 np.testing.assert_array_equal(got, expected, err_msg=f"step {k - 1}, labels flipped after q_{t}")
-        assert not np.array_equal(flipped[t + 2][0], base[t + 2][0])  # revealed at step t + 1
+        shown = not np.array_equal(flipped[t + 2][0], base[t + 2][0])  # revealed at step t + 1
+        assert shown == (version == 1 or bool(teams[t].any())), (t, teams[t])
 
 
 # -- snapshots ----------------------------------------------------------------------------------------------------
 
 
 def _actions(rng: np.random.Generator, n_envs: int) -> dict[str, np.ndarray]:
-    return {"decider": rng.integers(0, 2, (n_envs, 4)).astype(np.int8), "fusion": rng.integers(0, 3, n_envs)}
+    return {"decider": np.stack([random_team(rng, 4) for _ in range(n_envs)]), "fusion": rng.integers(0, 3, n_envs)}
+
+
+def _venv(cache: LogitCache, version: int, autoreset: bool = True, **options: object) -> ensemble_env.EnsembleVectorEnv:
+    config = EnvConfig(**unseen_game(cache.n_models, version=version), **options)
+    return ensemble_env.EnsembleVectorEnv(cache, config, num_envs=3, autoreset=autoreset)
+
+
+#: the round trips: each version's game (v2 in a window of 3: most of each episode has left the window), the steps
+#: played before the snapshot, and the arrays the version adds to the snapshot
+ROUND_TRIPS = {
+    1: ({"split": "test", "window": 5}, 7, {"task_deck", "model_right", "team_right"}),
+    2: (
+        {"split": "all", "window": 3},
+        40,
+        {"task_deck", "model_right", "team_right", "revealed", "seen", "seen_right", "model_seen", "team_seen"},
+    ),
+}
 
 
 @pytest.mark.parametrize("autoreset", [True, False])
-def test_snapshot_round_trip_mid_episode(synthetic: LogitCache, autoreset: bool) -> None:
-    def venv() -> ensemble_env.EnsembleVectorEnv:
-        return ensemble_env.EnsembleVectorEnv(
-            synthetic, EnvConfig(**unseen_game(4), split="test", window=5), num_envs=3, autoreset=autoreset
-        )
-
-    first = venv()
+@pytest.mark.parametrize("version", [1, 2], ids=["v1", "v2"])
+def test_snapshot_round_trip_mid_episode(synthetic: LogitCache, version: int, autoreset: bool) -> None:
+    """A snapshot taken mid-episode, through ``np.savez``, restored into an engine reset otherwise: every later step
+    gives what the first engine gave (across episode ends with auto-reset), and both deal the same next episode."""
+    options, steps, arrays = ROUND_TRIPS[version]
+    first = _venv(synthetic, version, autoreset, **options)
     first.reset(seed=4)
     rng = np.random.default_rng(1)
-    for _ in range(7):
+    for _ in range(steps):
         first.step(_actions(rng, 3))
     snapshot = first.get_state()
-    assert set(snapshot) == {*SNAPSHOT_KEYS, "task_deck", "model_right", "team_right"}
-    later = [_actions(rng, 3) for _ in range(60 if autoreset else 20)]  # across episode ends with auto-reset
+    assert set(snapshot) == {*SNAPSHOT_KEYS, *arrays}
+    if version == 2:
+        assert "feedback='team'" in str(snapshot["signature"])
+    else:
+        assert "feedback" not in str(snapshot["signature"])
+    later = [_actions(rng, 3) for _ in range(150 if autoreset else 20)]
     expected = [first.step(action) for action in later]
-    second = venv()
+    second = _venv(synthetic, version, autoreset, **options)
     second.reset(seed=99)
     second.set_state(through_savez(snapshot))
     for action, want in zip(later, expected, strict=True):
-        got = second.step(action)
-        for agent in ("decider", "fusion"):
-            np.testing.assert_array_equal(got[0][agent], want[0][agent])
-            np.testing.assert_array_equal(got[1][agent], want[1][agent])
-        np.testing.assert_array_equal(got[4]["fusion"]["question"], want[4]["fusion"]["question"])
-    np.testing.assert_array_equal(second.state(), first.state())
+        assert_same(second.step(action), want)
+    assert_same(second.state(), first.state())
     first.reset()  # the generator and the deck moved on identically
     second.reset()
     np.testing.assert_array_equal(first.state(), second.state())
 
 
-def _played(synthetic: LogitCache) -> ensemble_env.EnsembleVectorEnv:
-    venv = ensemble_env.unseen_vector_env(3, synthetic, split="test", window=5)
+#: the snapshots the crafted ones are made of: each version's game and its steps (v2 in a window of 3)
+PLAYED = {1: ({"split": "test", "window": 5}, 6), 2: ({"split": "all", "window": 3}, 8)}
+
+
+def _played(synthetic: LogitCache, version: int = 1) -> ensemble_env.EnsembleVectorEnv:
+    options, steps = PLAYED[version]
+    venv = ensemble_env.unseen_vector_env(3, synthetic, version=version, **options)
     venv.reset(seed=4)
     rng = np.random.default_rng(2)
-    for _ in range(6):
+    for _ in range(steps):
         venv.step(_actions(rng, 3))
     return venv
 
 
+CRAFTED = [
+    (1, "model_right", (1, 2), 1, r"set_state: model_right\[1, 2\] = \d+ is not \d+, the count the 6 questions"),
+    (1, "team_right", (2, 14), -1, r"set_state: team_right\[2, 14\] = -?\d+ is not \d+, the count"),
+    (1, "task_deck", (3,), 1, r"set_state: task_deck\[3\] = 4 is outside \[0, 3\] \(the tasks dealt\)"),
+    (2, "revealed", (0, 0, 0), 1 << 7, r"set_state: revealed\[0, 0\] = \d+ sets a bit beyond the N=4 models"),
+    (2, "seen", (1, 2), 1, r"set_state: seen\[1, 2\] = \d+ is not \d+, the count the 3 rows of copy 1's window"),
+    (2, "seen_right", (2, 0), -1, r"set_state: seen_right\[2, 0\] = -?\d+ is not \d+"),
+    (2, "model_seen", (0, 1), 100, r"set_state: model_seen\[0, 1\] = \d+ is not the count of copy 0's window rows"),
+    (2, "team_right", (1, 14), 100, r"set_state: team_right\[1, 14\] = \d+ is not the count of copy 1's window"),
+]
+
+
 @pytest.mark.parametrize(
-    ("field", "change", "message"),
-    [
-        ("model_right", (1, 2, 1), r"set_state: model_right\[1, 2\] = \d+ is not \d+, the count the 6 questions"),
-        ("team_right", (2, 14, -1), r"set_state: team_right\[2, 14\] = -?\d+ is not \d+, the count"),
-        ("task_deck", (3, 1), r"set_state: task_deck\[3\] = 4 is outside \[0, 3\] \(the tasks dealt\)"),
-    ],
+    ("version", "field", "index", "change", "message"), CRAFTED, ids=[f"v{v}-{f}" for v, f, *_ in CRAFTED]
 )
-def test_a_crafted_snapshot_is_refused(synthetic: LogitCache, field: str, change: tuple, message: str) -> None:
-    venv = _played(synthetic)
+def test_a_crafted_snapshot_is_refused(
+    synthetic: LogitCache, version: int, field: str, index: tuple[int, ...], change: int, message: str
+) -> None:
+    venv = _played(synthetic, version)
     snapshot = venv.get_state()
     before = {name: array.copy() for name, array in snapshot.items()}
-    snapshot[field][change[:-1]] += change[-1]
+    snapshot[field][index] += np.asarray(change).astype(snapshot[field].dtype)
     with pytest.raises(ValueError, match=message):
         venv.set_state(snapshot)
     after = venv.get_state()

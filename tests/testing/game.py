@@ -1,6 +1,6 @@
 """The game in the tests: the unseen-task game's hand cache and its tables (``ensemble_env/EnsembleUnseen-v1`` and
-``-v2`` are checked by hand on it), every window statistic by its definition, a snapshot's round trip through
-``np.savez``, and a deep equality of everything an environment gives."""
+``-v2`` are checked by hand on it), random teams, every window statistic by its definition, a snapshot's round trip
+through ``np.savez``, and a deep equality of everything an environment gives."""
 
 from __future__ import annotations
 
@@ -47,6 +47,14 @@ def hand_cache(labels: np.ndarray = LABELS) -> LogitCache:
         task_names=("a", "b"),
         split=np.zeros(7, dtype=int),
     )
+
+
+def random_team(rng: np.random.Generator, n_models: int, whole: float = 0.3) -> np.ndarray:
+    """The whole pool with probability ``whole`` (so that smaller teams find rows that revealed them under partial
+    feedback), else random bits (the empty team among them)."""
+    if rng.random() < whole:
+        return np.ones(n_models, dtype=np.int8)
+    return rng.integers(0, 2, n_models).astype(np.int8)
 
 
 # -- the window statistics by definition ---------------------------------------------------------------------------

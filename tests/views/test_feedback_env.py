@@ -1,17 +1,15 @@
-"""The PettingZoo views under partial feedback: ``ensemble_env/EnsembleUnseen-v2`` registered for both APIs,
-PettingZoo's API, parallel API and seed tests on it and on ``Ensemble-v1`` with ``feedback="team"``, and the
-pictures, which show no output of a model outside the team."""
+"""The PettingZoo views under partial feedback: PettingZoo's API, parallel API and seed tests on ``Ensemble-v1`` with
+``feedback="team"`` (``ensemble_env/EnsembleUnseen-v2``'s registration and tests are with v1's, in
+tests/game/test_unseen.py), and the pictures, which show no output of a model outside the team."""
 
 from __future__ import annotations
 
 import numpy as np
-import pettingzoo
 import pytest
 from pettingzoo.test import api_test, parallel_api_test, render_test, seed_test
 
 import ensemble_env
-from ensemble_env import UNSEEN_V2_ENV_ID, LogitCache
-from ensemble_env.game.config import EnvConfig, unseen_game
+from ensemble_env import LogitCache
 from ensemble_env.synthetic import make_cache
 from ensemble_env.views.render import _ABSENT, _RIGHT, _WRONG, STRIP_STEPS, FrameGeometry
 
@@ -19,34 +17,6 @@ from ensemble_env.views.render import _ABSENT, _RIGHT, _WRONG, STRIP_STEPS, Fram
 @pytest.fixture(scope="module")
 def synthetic() -> LogitCache:
     return make_cache(n_models=4, n_questions=300, n_tasks=3, n_choices=(2, 4, 3), seed=5)
-
-
-def test_registered_for_both_apis(synthetic: LogitCache) -> None:
-    env = pettingzoo.make("parallel", UNSEEN_V2_ENV_ID, cache=synthetic)
-    assert env.engine.config == EnvConfig(**unseen_game(4, version=2)) and env.engine.config.feedback == "team"
-    assert list(env.engine.layout.decider)[2:] == [
-        *("statistics", "statistics_count", "model_accuracy", "model_accuracy_count"),
-        *("task_record", "task_record_count", "team_record", "team_record_count"),
-    ]
-    assert list(env.engine.layout.fusion)[-2:] == ["member_record", "member_record_count"]
-    sizes = {name: part.stop - part.start for name, part in env.engine.layout.decider.items()}
-    assert [sizes[name] for name in ("task_record", "task_record_count", "team_record", "team_record_count")] == [
-        5,
-        4,
-        15,
-        15,
-    ]
-    aec = pettingzoo.make("aec", UNSEEN_V2_ENV_ID, cache=synthetic, alpha=0.5)
-    assert aec.unwrapped.engine.config.alpha == 0.5 and aec.unwrapped.engine.config.feedback == "team"
-    assert ensemble_env.unseen_vector_env(2, synthetic, version=2).config.feedback == "team"
-    with pytest.raises(ValueError, match=r"EnsembleUnseen-v2 is the game with feedback='team'"):
-        pettingzoo.make("parallel", UNSEEN_V2_ENV_ID, cache=synthetic, feedback="all")
-
-
-def test_pettingzoo_api_tests_unseen_v2(synthetic: LogitCache) -> None:
-    parallel_api_test(pettingzoo.make("parallel", UNSEEN_V2_ENV_ID, cache=synthetic, window=20), num_cycles=300)
-    api_test(pettingzoo.make("aec", UNSEEN_V2_ENV_ID, cache=synthetic, window=20), num_cycles=200)
-    seed_test(lambda: pettingzoo.make("aec", UNSEEN_V2_ENV_ID, cache=synthetic, episode_length=30), num_cycles=200)
 
 
 def test_pettingzoo_api_tests_with_team_feedback(synthetic: LogitCache) -> None:
