@@ -476,6 +476,46 @@ def test_the_vocabulary_checker_finds_a_second_definition() -> None:
     assert _vocabularies("FEEDBACK = FEEDBACK_LEVELS[:2]\n") == []
 
 
+# -- a config names its algorithm: nothing but the registry infers it ------------------------------------------------
+
+#: the module that may infer an algorithm from a config's fields (:func:`ensemble_mappo.algorithms.saved_name`, for
+#: runs saved before configs named theirs); every other reads ``config.algorithm``
+REGISTRY = "ensemble_mappo.algorithms"
+#: the names of the functions that inferred an algorithm from a config's fields (gone with issue 50)
+INFERENCES = ("name_of", "saved_name")
+
+
+def _inference_calls(source: str) -> list[tuple[int, str]]:
+    """(line, name) of each call of a function of :data:`INFERENCES` in ``source``, by name or as an attribute."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name in INFERENCES:
+                found.append((node.lineno, name))
+    return found
+
+
+def test_no_algorithm_is_inferred_outside_the_registry() -> None:
+    """``config.algorithm`` names the algorithm everywhere; the one inference, for runs saved before the field, is
+    the registry's own (runs.py calls it once, at load)."""
+    calls = [
+        (module, name)
+        for module, path in MODULES.items()
+        if module != REGISTRY
+        for _, name in _inference_calls(path.read_text(encoding="utf-8"))
+    ]
+    assert calls == [("ensemble_mappo.runs", "saved_name")]
+    text = "\n".join(path.read_text(encoding="utf-8") for module, path in MODULES.items() if module != REGISTRY)
+    assert "name_of(" not in text.replace("names_of(", "")
+
+
+def test_the_inference_checker_finds_every_form() -> None:
+    source = "x = name_of(config)\ny = algorithms.name_of(config)\nz = a.saved_name(saved)\nnames_of(p, f, v)\n"
+    assert _inference_calls(source) == [(1, "name_of"), (2, "name_of"), (3, "saved_name")]
+
+
 # -- the tests: no test module imports another ---------------------------------------------------------------------
 
 TESTS = ROOT / "tests"

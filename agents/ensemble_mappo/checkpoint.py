@@ -330,7 +330,7 @@ def read_checkpoint(run_dir: str | Path, run: RunConfig | None = None) -> Checkp
     env = unpack_arrays(payload["env"], f"{path}: env")
     checkpoint = Checkpoint(
         path,
-        algorithms.name_of(config),
+        config.algorithm,
         config,
         iteration,
         global_step,

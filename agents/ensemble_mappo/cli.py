@@ -237,14 +237,13 @@ def _run_training(
     config: Any, cache: Any, cache_path: str | None, out: Path, args: argparse.Namespace, budget: Any
 ) -> int:
     """Train (``budget``: the run's, :func:`ensemble_mappo.training.check_run`'s: the plan that runs)."""
-    from ensemble_mappo.algorithms import name_of
     from ensemble_mappo.evaluation import read_selection
     from ensemble_mappo.runs import TENSORBOARD_DIR
     from ensemble_mappo.training import train
 
     where = f"the default built-in cache {datasets.DEFAULT!r}" if cache_path is None else cache_path
     schedule = f" ({config.mode})" if hasattr(config, "mode") else ""
-    print(f"{name_of(config)}{schedule} on {where}: {cache.n_models} models, train split; run directory {out}")
+    print(f"{config.algorithm}{schedule} on {where}: {cache.n_models} models, train split; run directory {out}")
     print(budget.describe())
     board = out / TENSORBOARD_DIR
     if args.resume and "tensorboard" not in args.logger and os.path.lexists(board):

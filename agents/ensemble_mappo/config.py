@@ -3,7 +3,10 @@
 :class:`LearnerConfig` holds the fields every learner shares (the budget, the rollout's shape, the PPO epochs,
 the optimizer, the checkpoints chosen on validation, the environment's options), each declared once, with its
 validation. An algorithm's config subclasses it: :class:`TrainConfig` is MAPPO's (and IPPO's, ``critic="local"``),
-:class:`~ensemble_mappo.rlae_config.RLAEConfig` RLAE's; a subclass adds its own fields and gives shared fields
+:class:`~ensemble_mappo.rlae_config.RLAEConfig` RLAE's. A config names its algorithm (``algorithm``, set by the
+registry, :mod:`ensemble_mappo.algorithms`), and a field the algorithm fixes that says otherwise is refused when the
+config is made (``ALGORITHMS``: each algorithm of the class and its fixed fields); a subclass adds its own fields and
+gives shared fields
 defaults of its own, with the reason in their docstrings (re-declared, or in one table: ``defaults=`` of the class
 statement, :meth:`LearnerConfig.__init_subclass__`). The ``ensemble-env train`` options and
 the hyperparameter tables of docs/mappo.md and docs/rlae.md are generated from the fields (:func:`field_docs`,
@@ -17,6 +20,8 @@ the hyperparameter tables of docs/mappo.md and docs/rlae.md are generated from t
 0.5
 >>> config.gamma, config.fusion_gamma  # each action's consequence is one question's reward
 (0.0, 0.0)
+>>> config.algorithm, config_from_dict({"algorithm": "ippo"}).critic  # IPPO: MAPPO's config, critic="local"
+('mappo', 'local')
 """
 
 from __future__ import annotations
@@ -91,7 +96,6 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "decider_start": DECIDER_STARTS,
     "selection": SELECTIONS,
     "offline_estimator": ("certified", "pooled", "mean"),
-    "algorithm": ("rlae_ppo", "rlae_mappo"),
 }
 
 #: where ``train`` logs each update (``train --logger``, ``train(loggers=...)``): "csv" (``progress.csv``, always
@@ -151,8 +155,13 @@ C = TypeVar("C", bound="LearnerConfig")
 
 @dataclass(frozen=True)
 class LearnerConfig:
-    """The fields every learner shares: budget, rollout, PPO epochs, optimizer, checkpoints, environment."""
+    """The fields every learner shares: its algorithm, budget, rollout, PPO epochs, optimizer, checkpoints,
+    environment."""
 
+    algorithm: str = ""
+    """The algorithm the config configures: a name of :data:`ensemble_mappo.algorithms.ALGORITHMS` whose config is
+    this class (one of its :attr:`ALGORITHMS`); a field the algorithm fixes that says otherwise is refused. The
+    registry sets it (``train --algorithm``); a run's ``config.json`` records it."""
     seed: int = 0
     """Seed of every random choice: network initialisation, action sampling, minibatches, episode starts."""
     passes: float = 160.0
@@ -224,6 +233,9 @@ class LearnerConfig:
     )
     #: the docstrings of the shared fields a subclass gave its own defaults (see :meth:`__init_subclass__`)
     DEFAULT_DOCS: ClassVar[dict[str, str]] = {}
+    #: the algorithms this class configures (the values of ``algorithm``), each with the fields it fixes: IPPO is
+    #: MAPPO's config with ``critic="local"``. The registry's entries (:mod:`ensemble_mappo.algorithms`) read them
+    ALGORITHMS: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def __init_subclass__(cls, defaults: dict[str, tuple[Any, str | None]] | None = None, **options: Any) -> None:
         """``class X(LearnerConfig, defaults={name: (value, docstring)})``: X's own defaults of shared fields, in one
@@ -241,6 +253,11 @@ class LearnerConfig:
         cls.DEFAULT_DOCS = {**cls.DEFAULT_DOCS, **docs}
 
     def __post_init__(self) -> None:
+        if not isinstance(self.algorithm, str) or self.algorithm not in self.ALGORITHMS:
+            raise ValueError(
+                f"algorithm={show(self.algorithm)} is not one of {', '.join(map(repr, self.ALGORITHMS))} (the "
+                f"algorithms {type(self).__name__} configures)"
+            )
         choices = {name: values for name, values in CHOICES.items() if hasattr(self, name)}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
@@ -283,6 +300,20 @@ class LearnerConfig:
         except (TypeError, ValueError) as error:
             raise ValueError(f"env: {error}") from None
         object.__setattr__(self, "env", {key: _plain(value) for key, value in self.env.items()})
+        self._check_algorithm()
+
+    def _check_algorithm(self) -> None:
+        """Refuse a field the config's algorithm fixes that says otherwise (``critic="local"`` is IPPO's, not
+        MAPPO's), naming the field, its value and the algorithm it belongs to."""
+        for name, fixed in self.ALGORITHMS[self.algorithm].items():
+            value = getattr(self, name)
+            if value != fixed:
+                owners = [other for other, sets in self.ALGORITHMS.items() if name in sets and sets[name] == value]
+                hint = f" ({name}={show(value)} is algorithm={owners[0]!r})" if owners else ""
+                raise ValueError(
+                    f"{name}={show(value)} contradicts algorithm={self.algorithm!r}, which sets "
+                    f"{name}={show(fixed)}{hint}"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field (what ``config.json`` of a run holds)."""
@@ -291,8 +322,12 @@ class LearnerConfig:
 
 @dataclass(frozen=True)
 class TrainConfig(LearnerConfig):
-    """Hyperparameters of one MAPPO run (``ensemble-env train``); defaults follow the MAPPO paper where it has one."""
+    """Hyperparameters of one MAPPO or IPPO run (``ensemble-env train``); defaults follow the MAPPO paper where it has
+    one."""
 
+    algorithm: str = "mappo"
+    """"mappo": a centralized critic of the state (``critic="central"``). "ippo": each agent's critic reads its own
+    observation only (``critic="local"``). Set by ``train --algorithm``; the registry's entries fix ``critic``."""
     mode: str = "joint"
     """"joint": both actors learn together (MAPPO proper). "two-stage" (the RL-Focal paper's schedule): the
     decider learns first with the plurality vote as the fuser, then the fusion agent learns with the decider
@@ -393,6 +428,7 @@ class TrainConfig(LearnerConfig):
     """Standardise each agent's advantages over each rollout (as MAPPO does)."""
 
     DEFAULT_ENV: ClassVar[dict[str, Any]] = DEFAULT_ENV_OPTIONS
+    ALGORITHMS: ClassVar[dict[str, dict[str, Any]]] = {"mappo": {"critic": "central"}, "ippo": {"critic": "local"}}
     RANGES: ClassVar[dict[str, tuple[float, float, bool]]] = {
         **SHARED_RANGES,
         "gamma": (0.0, 1.0, False),
@@ -490,7 +526,9 @@ def config_from_dict(
     keys and mistyped values.
 
     ``merge_env``: a partial ``env`` table adds to the class's default environment options (a config file's); False
-    takes it as it is (a run's saved config, which holds the options the run was trained with).
+    takes it as it is (a run's saved config, which holds the options the run was trained with). A field the config's
+    ``algorithm`` fixes that ``values`` leaves out takes the algorithm's value (``{"algorithm": "ippo"}`` is IPPO's
+    config, ``critic="local"``); one that ``values`` gives otherwise is refused.
     """
     if not isinstance(values, dict):
         raise ValueError(f"{where}: expected a table of training options (field = value), got {show(values)}")
@@ -501,7 +539,9 @@ def config_from_dict(
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; the keys are {', '.join(known)}")
-    cleaned = dict(values)
+    algorithm = values.get("algorithm", known["algorithm"].default)
+    fixed = config_class.ALGORITHMS.get(algorithm, {}) if isinstance(algorithm, str) else {}
+    cleaned = {**{name: value for name, value in fixed.items() if name not in values}, **values}
     if merge_env and isinstance(values.get("env"), dict):  # a partial env table adds to the default options
         cleaned["env"] = {**config_class.DEFAULT_ENV, **values["env"]}
     for name, value in values.items():

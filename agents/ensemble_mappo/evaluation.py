@@ -263,7 +263,7 @@ def evaluate_agents(
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= LIMITS["seed"]:
         raise ValueError(f"seed must be an integer in [0, {LIMITS['seed']}], got {show(seed)}")
     torch.set_num_threads(config.threads)
-    name = algorithms.name_of(config)
+    name = config.algorithm
     kind = algorithms.get(name).learner_class()
     options = kind.env_options(config, cache)
     if options.get("episodes") == "task":  # tasks never seen: each task played once, from an empty history
@@ -324,7 +324,7 @@ def evaluate_candidates(
     from ensemble_mappo.mappo import MAPPOLearner
 
     names = list(sources) or [f"networks {k}" for k in range(len(networks))]
-    kind = algorithms.get(algorithms.name_of(config)).learner_class()
+    kind = algorithms.learner_of(config)
     options = kind.env_options(config, cache)
     if len(networks) < 2 or options.get("episodes") == "task" or not issubclass(kind, MAPPOLearner):
         return [
@@ -356,7 +356,7 @@ def evaluate_candidates(
     for k in range(len(networks)):
         joined = {key: getattr(record, key)[:, k] for key in ("question", "answer", "correct", "cost")}
         joined |= {"teams": record.team[:, k], "reward": np.asarray(storage.rewards[:, k], dtype=np.float64)}
-        evaluation = _evaluation(joined, cache, venv, algorithms.name_of(config), split, ("", 0, 0), None)
+        evaluation = _evaluation(joined, cache, venv, config.algorithm, split, ("", 0, 0), None)
         evaluations.append(_exact_rewards(evaluation, cache))
     return evaluations
 
@@ -434,7 +434,7 @@ def _task_episodes(
     """A frozen evaluation of task episodes (``episodes="task"``): one copy per task of the split, each dealt its
     own task and playing all of its questions in cache order from an empty history; the answers are gathered in
     the cache's order. Every question of the split is answered once."""
-    name = algorithms.name_of(config)
+    name = config.algorithm
     kind = algorithms.get(name).learner_class()
     questions = cache.select(split, tasks=options.get("tasks"))
     tasks = np.asarray(cache.tasks)[questions]

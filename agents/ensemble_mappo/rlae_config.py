@@ -67,13 +67,13 @@ class RLAEConfig(LearnerConfig, defaults=RLAE_DEFAULTS):
     """Hyperparameters of one RLAE run (``ensemble-env train --algorithm rlae_ppo|rlae_mappo``); its defaults of the
     shared fields are :data:`RLAE_DEFAULTS`."""
 
-    env: dict[str, Any] = field(default_factory=dict)
-    """Environment options added to the RLAE game's (``decider=False``, ``fusion_action="weights"``, the context
-    extras, ``reward_history=0``; see :meth:`env_options`), e.g. ``{"alpha": 0.5}``."""
     algorithm: str = "rlae_ppo"
     """"rlae_ppo": one agent sets the N weights from the fusion observation (``fusion_agents="one"``). "rlae_mappo":
     N agents ``weight_i`` each set their model's weight from their own observation, one shared actor that also reads
     the agent's one-hot id, a centralized critic of ``state()``."""
+    env: dict[str, Any] = field(default_factory=dict)
+    """Environment options added to the RLAE game's (``decider=False``, ``fusion_action="weights"``, the context
+    extras, ``reward_history=0``; see :meth:`env_options`), e.g. ``{"alpha": 0.5}``."""
     vf_coef: float = 0.5
     """Weight of the critic's loss."""
     initial_concentration: float = 5.0
@@ -81,6 +81,7 @@ class RLAEConfig(LearnerConfig, defaults=RLAE_DEFAULTS):
     the start): every weight starts near 1/2, so the first answers are near the mean vote, with a spread of about
     1 / (2 sqrt(kappa + 3)) around it (5: about 0.18; 5 against 20 on bbh5's validation split)."""
 
+    ALGORITHMS: ClassVar[dict[str, dict[str, Any]]] = {name: {} for name in RLAE_ALGORITHMS}
     RANGES: ClassVar[dict[str, tuple[float, float, bool]]] = {
         **SHARED_RANGES,
         "vf_coef": (0.0, math.inf, True),

@@ -99,7 +99,9 @@ TENSORBOARD_DIR = "tensorboard"
 RUN_FILES = (CONFIG_NAME, PROGRESS_NAME, CHECKPOINT_NAME, CANDIDATES_DIR, SELECTION_NAME)
 #: config fields that runs written before the field existed lack, with the value those runs were trained
 #: with. A field added to a config needs an entry here, or the runs written before it are refused (their
-#: config would otherwise silently get the new field's default, which they were not trained with).
+#: config would otherwise silently get the new field's default, which they were not trained with). Runs written
+#: before the config's ``algorithm`` field lack it too: theirs is the file's ``algorithm``, or for a run written
+#: before the registry the one :func:`ensemble_mappo.algorithms.saved_name` infers (:func:`config_entry`).
 LEGACY_FIELDS: dict[str, Any] = {
     "decider_policy": "bernoulli",
     "decider_credit": "sampled",  # the environment's reward, the sampled answer's
@@ -175,7 +177,7 @@ def write_config(run_dir: str | Path, config: LearnerConfig, cache: LogitCache, 
         "n_questions": int(cache.n_questions),
         "digest": cache_digest(cache),
     }
-    entry = {"algorithm": algorithms.name_of(config), "config": config.to_dict(), "run": run}
+    entry = {"algorithm": config.algorithm, "config": config.to_dict(), "run": run}
     text = json.dumps(entry, indent=2, allow_nan=False)
     return files.write_text(Path(run_dir) / CONFIG_NAME, text + "\n")
 
@@ -183,7 +185,8 @@ def write_config(run_dir: str | Path, config: LearnerConfig, cache: LogitCache, 
 def read_config(run_dir: str | Path) -> RunConfig:
     """Read and check ``run_dir/config.json``: a JSON object of exactly ``algorithm`` (a registered one; a MAPPO
     run written before the field existed lacks it), ``config`` (every field of the algorithm's config, each value
-    valid; :data:`LEGACY_FIELDS` may be missing) and ``run`` (the cache, its models, tasks and size). Raises
+    valid, its ``algorithm`` the file's; :data:`LEGACY_FIELDS` may be missing) and ``run`` (the cache, its models,
+    tasks and size). Raises
     :class:`RunFileError` naming the file, the field and the value; FileNotFoundError when there is no run there."""
     folder = run_folder(run_dir)
     path = folder / CONFIG_NAME
@@ -214,7 +217,7 @@ def read_config(run_dir: str | Path) -> RunConfig:
     models = names_of(path, "run.models", run["models"], nonempty=True)
     tasks = names_of(path, "run.tasks", run["tasks"], nonempty=False)
     n_questions = whole_number(path, "run.n_questions", run["n_questions"], low=1)
-    return RunConfig(path, algorithms.name_of(config), config, cache, models, tasks, n_questions, digest)
+    return RunConfig(path, config.algorithm, config, cache, models, tasks, n_questions, digest)
 
 
 def run_cache(run: RunConfig, cache_arg: str | None = None) -> LogitCache:
@@ -305,15 +308,18 @@ def exact_keys(path: Path, field: str, data: Mapping[str, Any], keys: Sequence[s
 
 
 def config_entry(path: Path, field: str, saved: Any, algorithm: str | None) -> LearnerConfig:
-    """A run's saved config (config.json's, or a checkpoint's copy) of ``algorithm`` (None: a MAPPO or IPPO run
-    written before the registry, by its ``critic``): every field there, every value valid."""
+    """A run's saved config (config.json's, or a checkpoint's copy) of ``algorithm``, the file's (None: a run
+    written before the registry; its config's own ``algorithm``, or for a run written before configs named theirs,
+    the one :func:`ensemble_mappo.algorithms.saved_name` infers): every field there, every value valid, its
+    ``algorithm`` (given to a config saved without one) the file's."""
     if not isinstance(saved, dict):
         raise refuse(path, field, f"expected an object of training options, got {describe(saved)}")
     if algorithm is None:
-        algorithm = "ippo" if saved.get("critic") == "local" else "mappo"
+        algorithm = algorithms.saved_name(saved)
     entry = algorithms.get(algorithm)
+    legacy = {**LEGACY_FIELDS, "algorithm": entry.name}  # a config saved before it named its algorithm: the run's
     names = [item.name for item in fields(entry.config_class)]
-    missing = [name for name in names if name not in saved and name not in LEGACY_FIELDS]
+    missing = [name for name in names if name not in saved and name not in legacy]
     if missing:
         raise refuse(
             path, field, f"lacks {', '.join(missing)} (a run's config holds every field; was the file edited?)"
@@ -325,7 +331,7 @@ def config_entry(path: Path, field: str, saved: Any, algorithm: str | None) -> L
                 path, f"{field}.{name}", f"expected {kind} (a retired field, not read), got {describe(saved[name])}"
             )
     saved = {name: value for name, value in saved.items() if name not in RETIRED_FIELDS}
-    values = {**{name: LEGACY_FIELDS[name] for name in names if name not in saved and name in LEGACY_FIELDS}, **saved}
+    values = {**{name: legacy[name] for name in names if name not in saved and name in legacy}, **saved}
     try:
         return entry.from_dict(values, where=f"{path}: {field}", merge_env=False)
     except ValueError as error:  # it names the file and the field already

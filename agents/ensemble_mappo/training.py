@@ -140,7 +140,7 @@ def train(
         out,
         budget,
         venv.cache.models,
-        algorithm=algorithms.name_of(config),
+        algorithm=config.algorithm,
         start=start,
         resumed=resume,
         progress=progress,
@@ -367,7 +367,7 @@ def _payload(iteration: int, run: Setup, optimizer: dict[str, Tensor], generator
     """What a checkpoint of ``run`` after ``iteration`` updates holds, with the optimizer's and the sampling
     generator's states."""
     return {
-        "algorithm": algorithms.name_of(run.config),
+        "algorithm": run.config.algorithm,
         "config": run.config.to_dict(),
         "iteration": iteration,
         "global_step": iteration * run.budget.batch_size,

@@ -54,19 +54,19 @@ cache = datasets.load("bbh5")
 #
 # Short runs of the reference learner with its defaults (the decider reads the task and the 64 text
 # features of $q_{t+1}$, the fusion agent the task of $q_t$), once with the centralized critic on the state
-# (`critic="central"`, MAPPO) and once with a critic per agent on that agent's own observation
-# (`critic="local"`, IPPO). Everything else, seeds included, is the same.
+# (`algorithm="mappo"`: `critic="central"`) and once with a critic per agent on that agent's own observation
+# (`algorithm="ippo"`: `critic="local"`). Everything else, seeds included, is the same.
 
 # %%
 PASSES = course.budget(default=20.0, quick=2.0)
 SEEDS = course.budget(default=[0, 1], quick=[0])
-CRITICS = {"MAPPO (central critic)": "central", "IPPO (local critics)": "local"}
+CRITICS = {"MAPPO (central critic)": ("mappo", "central"), "IPPO (local critics)": ("ippo", "local")}
 runs = {}
-for name, critic in CRITICS.items():
+for name, (algorithm, critic) in CRITICS.items():
     for seed in SEEDS:
         out = course.output_dir() / f"04_{critic}_seed{seed}"
         shutil.rmtree(out, ignore_errors=True)
-        train(config_from_dict({"seed": seed, "passes": PASSES, "critic": critic}), cache, out, progress=False)
+        train(config_from_dict({"seed": seed, "passes": PASSES, "algorithm": algorithm}), cache, out, progress=False)
         summary = evaluate_run(out, cache, split="test").summary(cache)
         runs[name, seed] = summary, course.read_progress(out / "progress.csv"), out
         print(

@@ -263,11 +263,11 @@ def test_the_task_bootstrap_resamples_seeds_and_whole_tasks() -> None:
         stats.bootstrap_interval(values, tasks, macro=False, resample="seeds")
 
 
-def test_a_residual_decider_is_also_scored_with_its_network_off(tmp_path: Path, monkeypatch) -> None:
+def test_a_residual_decider_is_also_scored_with_its_network_off(tmp_path: Path) -> None:
     """With the residual decider, each run's deployed checkpoint also plays the test tasks with its network off:
     ``mappo(residual off)`` in results.json, paired with mappo (``versus``), the same checkpoint (its
     selected_iteration), other answers; the learner's own records do not keep the ablation's answers twice."""
-    monkeypatch.setitem(protocols.PARTIAL_LEARNER, "decider_policy", "residual")
+    assert protocols.GENERATED_LEARNER["decider_policy"] == "residual"  # the generated protocol's decider
     path = save_cache(tmp_path / "small.h5", small_cache())
     out = tmp_path / "out"
     results = benchmark.benchmark(["mappo", "global_team"], [0], [path], out, protocol="generated", feedback="team",

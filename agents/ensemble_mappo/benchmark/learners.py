@@ -38,6 +38,10 @@ LEARNERS = tuple(algorithms.ALGORITHMS)
 ABLATIONS = "ablations"
 #: the residual decider's ablation: ``decider_residual_gain=0``, the index decider with the constants the run learned
 RESIDUAL_OFF = "residual off"
+#: the algorithms whose runs were stored before their config had an ``algorithm`` field (MAPPO's config gained it in
+#: issue 50): their run keys leave the field out (the key names the algorithm already), so those runs are still read
+#: back; RLAE's config always had it, and its keys keep it
+KEYS_WITHOUT_ALGORITHM = ("mappo", "ippo")
 
 
 def _require_validation(cache: LogitCache) -> None:
@@ -150,7 +154,7 @@ def learner(
         if unseen:
             overrides = {**protocols.learner_overrides(name, entry.config_class, cache.n_models, feedback, protocol),
                          **steps}  # fmt: skip
-        if protocol == "generated" and "question_features" in overrides:
+        if protocol == "generated" and entry.unseen == "decider":  # a decider's first team, computed once
             overrides = _with_first_team(name, cache, seed, alpha, overrides, passes, checkpoints)
         return learner_answers(
             cache, seed, alpha, out_dir, algorithm=name, passes=passes, checkpoints=checkpoints, overrides=overrides
@@ -158,14 +162,15 @@ def learner(
 
     # the learner's whole configuration is part of the run key: a run of other defaults is not reused
     config = learner_config(name, 0, 1.0, passes=passes, checkpoints=checkpoints).to_dict()
-    defaults = {key: value for key, value in config.items() if key not in ("seed", "env")}
+    left_out = ("seed", "env", *(("algorithm",) if name in KEYS_WITHOUT_ALGORITHM else ()))
+    defaults = {key: value for key, value in config.items() if key not in left_out}
     defaults.update({key: value for key, (value, _) in RETIRED_FIELDS.items()})  # the keys of the runs stored before
     key = {"budget": budget, "passes": passes, "checkpoints": checkpoints, "config": defaults}
     if not unseen:
         return run, key
-    partial = {"feedback": feedback, "learner": protocols.PARTIAL_LEARNER, **steps} if feedback != "all" else {}
+    partial = {"feedback": feedback, "learner": dict(protocols.PARTIAL_LEARNER), **steps} if feedback != "all" else {}
     if protocol == "generated":
-        partial = {**partial, "generated": protocols.GENERATED_LEARNER, **steps}
+        partial = {**partial, "generated": dict(protocols.GENERATED_LEARNER), **steps}
     return run, {**key, "protocol": protocol, **partial}
 
 

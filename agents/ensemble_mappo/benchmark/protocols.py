@@ -31,6 +31,7 @@ models alone, are not posed.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,8 @@ from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.config import unseen_game
 from ensemble_env.seeds import check_seed
 from ensemble_env.text import show
+from ensemble_mappo import algorithms
+from ensemble_mappo.presets import GENERATED, GENERATED_BUDGET_STEPS, PARTIAL, PARTIAL_BUDGET_STEPS
 
 if TYPE_CHECKING:
     from ensemble_env.cache.generator import TaskGenerator
@@ -80,48 +83,13 @@ PROTOCOLS = ("standard", "unseen-tasks", "generated")
 #: what the game reveals after each answer (``--feedback``): every model's output ("all"), or only the answering
 #: team's ("team": partial feedback, ``ensemble_env/EnsembleUnseen-v2``; unseen-tasks and generated only)
 from ensemble_env.game.config import FEEDBACK as FEEDBACKS  # noqa: E402, I001 (the one vocabulary)
-#: the learner's settings under partial feedback: a start that encodes no hand rule (the size prior at 0.5: uniform
-#: over the teams, no KL to it) and the decider whose logit for each team is an index of what the record shows of it
-#: with learned constants (``"index"``: ensemble_mappo.networks.TeamIndexActor), chosen over the team scorer
-#: (``"scorer"``) on the training tasks of every fold (benchmarks/partial_selection.py, docs/benchmark.md); its rollouts
-#: and epochs are the shape MAPPO's defaults had before issue 47 (64 copies x 64 steps, 5 epochs x 8 minibatches):
-#: on the folds' inner held-out tasks -0.143 against -0.161 for the new defaults' 256 x 16, 2 x 4 and -0.151 for 4
-#: epochs (its constants need the gradient steps: 2,560 at the default budget instead of 128)
-PARTIAL_LEARNER: dict[str, Any] = {
-    "decider_start": "prior",
-    "decider_kl_coef": 0.0,
-    "decider_policy": "index",
-    "model_permutations": 2,
-    "gamma": 0.9,
-    "selection": "trained",
-    "num_envs": 64,
-    "num_steps": 64,
-    "update_epochs": 5,
-    "num_minibatches": 8,
-}
-#: the learners' budget under partial feedback, in env steps per ``--budget`` level (the training stream holds each
-#: training task three times, as it is and in two model-permuted copies); the default's 262,144 steps (64 updates)
-#: were chosen with the decider on the folds' training tasks (65,536: worse), and keep the whole bbh5 benchmark,
-#: 4 folds x 5 seeds x 2 learners, within 30 CPU minutes (docs/benchmark.md)
-PARTIAL_BUDGET_STEPS = {"tiny": 4096, "quick": 16384, "default": 262144}
-#: what ``--protocol generated`` adds to the learners' settings (:func:`learner_overrides`), under either feedback:
-#: :data:`PARTIAL_LEARNER`'s start, rollouts and checkpoint rule, no model-permuted copies of the training tasks (the
-#: generator already makes tasks plentiful: 800 a fold), and the residual decider (the index
-#: plus a network of each team's and its members' record, ``ensemble_mappo.residual``) at a discount of 0.99.
-#: Chosen with ``benchmarks/partial_selection.py --protocol generated`` (200 further tasks of each fold's validation
-#: stream, 4 folds x 2 seeds, docs/benchmark.md): residual at 0.99 +0.021 reward per question, index at 0.9 (the
-#: partial-feedback learner's) +0.017, residual at 0.9 +0.008, index at 0.99 +0.010, and at MAPPO's new rollout shape
-#: with 3x the steps for the same CPU: index +0.012, residual -0.007 (etc_team there +0.030)
-GENERATED_LEARNER: dict[str, Any] = {
-    **PARTIAL_LEARNER,
-    "model_permutations": 0,
-    "decider_policy": "residual",
-    "gamma": 0.99,
-}
-#: the learners' budget under ``--protocol generated``, in env steps per ``--budget`` level, under either feedback:
-#: partial feedback's (:data:`PARTIAL_BUDGET_STEPS`), since passes over a fold's 800 generated training tasks (about
-#: 160,000 questions) would be 25 million steps at full feedback's 160 passes
-GENERATED_BUDGET_STEPS = dict(PARTIAL_BUDGET_STEPS)
+#: the learner's settings under partial feedback, read-only: the preset :data:`ensemble_mappo.presets.PARTIAL` (where
+#: they are defined, with how they were chosen); its budget, :data:`PARTIAL_BUDGET_STEPS`, is defined there too
+PARTIAL_LEARNER: Mapping[str, Any] = PARTIAL.values
+#: what ``--protocol generated`` adds to the learners' settings (:func:`learner_overrides`), under either feedback,
+#: read-only: the preset :data:`ensemble_mappo.presets.GENERATED` (defined there, with how they were chosen; its
+#: budget :data:`GENERATED_BUDGET_STEPS`)
+GENERATED_LEARNER: Mapping[str, Any] = GENERATED.values
 #: the codes of the cache's ``split`` array
 TRAIN, TEST, VALIDATION = 0, 1, 2
 #: where each part of a fold's generated tasks starts in the fold's stream (``TaskGenerator.sample(first=...)``): the
@@ -523,24 +491,30 @@ def learner_overrides(
     (episodes of one task, the task's record, no task one-hot) and no question features (they may name the task);
     with ``feedback="team"``, ``ensemble_env/EnsembleUnseen-v2``'s (only the answering team's outputs revealed, the
     records counting what was revealed) and :data:`PARTIAL_LEARNER` (a start that encodes no hand rule); under
-    ``protocol="generated"``, :data:`GENERATED_LEARNER` on top (no model-permuted copies: the tasks are plentiful).
+    ``protocol="generated"``, :data:`GENERATED_LEARNER` on top (no model-permuted copies: the tasks are plentiful; a
+    learner of another config than MAPPO's takes the fields it has, :meth:`ensemble_mappo.presets.Preset.overrides`).
+    ``config_class`` is the algorithm's (:attr:`ensemble_mappo.algorithms.Algorithm.config_class`).
 
-    MAPPO and IPPO play the scenario as it is. RLAE's one weighting agent (``rlae_ppo``) plays its own game (no
-    decider, the fusion agent sets the pool's weights) with the scenario's episodes and, instead of the task one-hot,
-    ``member_record``: each model's count and correct rate on the task so far. ValueError for ``rlae_mappo``, whose
-    per-model agents observe the task one-hot, and for RLAE under partial feedback (it has no decider: every model
-    answers, so everything is revealed)."""
+    How an algorithm is posed is its registry entry's :attr:`~ensemble_mappo.algorithms.Algorithm.unseen`. MAPPO and
+    IPPO (``"decider"``) play the scenario as it is. RLAE's one weighting agent (``rlae_ppo``, ``"weights"``) plays
+    its own game (no decider, the fusion agent sets the pool's weights) with the scenario's episodes and, instead of
+    the task one-hot, ``member_record``: each model's count and correct rate on the task so far. ValueError for an
+    algorithm not posed (``rlae_mappo``, whose per-model agents observe the task one-hot), and for RLAE under
+    partial feedback (it has no decider: every model answers, so everything is revealed)."""
     if feedback not in FEEDBACKS:
         raise ValueError(f"--feedback {feedback!r} is not one of {', '.join(FEEDBACKS)}")
-    fields = {field.name for field in dataclasses.fields(config_class)}
-    generated = {key: value for key, value in GENERATED_LEARNER.items() if key in fields and protocol == "generated"}
-    if "question_features" not in fields:
-        rlae = config_class(algorithm=name) if "algorithm" in fields else None
-        if rlae is None or rlae.env_options(has_features=False).get("fusion_agents") != "one":
-            raise ValueError(
-                f"--protocol {protocol}: {name}'s per-model agents observe the task one-hot; it is not posed on "
-                "tasks never seen yet (rlae_ppo is)"
-            )
+    entry = algorithms.get(name)
+    if config_class is not entry.config_class:
+        raise ValueError(f"{name}'s config is {entry.config_class.__name__}, not {show(config_class)}")
+    generated = GENERATED.overrides(config_class) if protocol == "generated" else {}
+    if entry.unseen not in algorithms.UNSEEN_GAMES:
+        posed = [other.name for other in algorithms.ALGORITHMS.values()
+                 if other.config_class is config_class and other.unseen in algorithms.UNSEEN_GAMES]  # fmt: skip
+        instead = f" ({', '.join(posed)} {'is' if len(posed) == 1 else 'are'})" if posed else ""
+        raise ValueError(
+            f"--protocol {protocol}: {name}'s {entry.unseen}; it is not posed on tasks never seen yet{instead}"
+        )
+    if entry.unseen == "weights":
         if feedback != "all":
             raise ValueError(
                 f"--feedback {feedback}: {name} has no decider (every model answers every question, so every output "
@@ -552,4 +526,5 @@ def learner_overrides(
                 **generated}  # fmt: skip
     game = unseen_game(n_models, version=2 if feedback == "team" else 1)
     env = {key: list(value) if isinstance(value, tuple) else value for key, value in game.items()}
-    return {"env": env, "question_features": False, **(PARTIAL_LEARNER if feedback == "team" else {}), **generated}
+    partial = PARTIAL.overrides(config_class) if feedback == "team" else {}
+    return {"env": env, "question_features": False, **partial, **generated}

@@ -1,0 +1,110 @@
+"""Named presets of the learners' configs: the settings a protocol of ``ensemble-env benchmark`` trains them with.
+
+A :class:`Preset` names config fields and the values it gives them, checked when it is made: every field is one of
+MAPPO's config (:class:`~ensemble_mappo.config.TrainConfig`), every value one that config takes (the config's own
+checks, which name the field). A learner of another config takes the preset's fields it has
+(:meth:`Preset.overrides`: the fields every learner shares, such as the rollout's shape and the checkpoint rule).
+Torch-free, like the configs. The benchmark's protocols (:mod:`ensemble_mappo.benchmark.protocols`) apply them:
+
+- :data:`PARTIAL`, the learner under partial feedback (``--protocol unseen-tasks --feedback team``), with its budget
+  :data:`PARTIAL_BUDGET_STEPS`;
+- :data:`GENERATED`, the learner under ``--protocol generated`` (either feedback), with its budget
+  :data:`GENERATED_BUDGET_STEPS`.
+
+>>> PARTIAL.values["decider_policy"], GENERATED.values["decider_policy"]
+('index', 'residual')
+>>> from ensemble_mappo.rlae_config import RLAEConfig
+>>> GENERATED.overrides(RLAEConfig)  # RLAE has no decider: the shared fields only
+{'selection': 'trained', 'num_envs': 64, 'num_steps': 64, 'update_epochs': 5, 'num_minibatches': 8}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import Any
+
+from ensemble_env.text import show
+from ensemble_mappo.config import LearnerConfig, TrainConfig
+
+__all__ = ["GENERATED", "GENERATED_BUDGET_STEPS", "PARTIAL", "PARTIAL_BUDGET_STEPS", "Preset"]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Named values of config fields, checked once when the preset is made (a field MAPPO's config lacks, or a value
+    it refuses, is a ValueError naming the preset and the field); ``values`` is read-only."""
+
+    name: str
+    values: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.values, Mapping):
+            raise ValueError(f"preset {self.name}: values must be a table of config fields, got {show(self.values)}")
+        known = {item.name for item in fields(TrainConfig)}
+        unknown = sorted(set(self.values) - known)
+        if unknown:
+            raise ValueError(f"preset {self.name}: {', '.join(unknown)} is not a field of the learners' configs")
+        if "algorithm" in self.values:
+            raise ValueError(f"preset {self.name}: algorithm is the registry's to set, not a preset's")
+        try:
+            TrainConfig(**self.values)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"preset {self.name}: {error}") from None
+        object.__setattr__(self, "values", MappingProxyType(dict(self.values)))
+
+    def overrides(self, config_class: type[LearnerConfig]) -> dict[str, Any]:
+        """The preset's values of the fields ``config_class`` has (a new dict, in the preset's order)."""
+        names = {item.name for item in fields(config_class)}
+        return {name: value for name, value in self.values.items() if name in names}
+
+
+#: the learner's settings under partial feedback: a start that encodes no hand rule (the size prior at 0.5: uniform
+#: over the teams, no KL to it) and the decider whose logit for each team is an index of what the record shows of it
+#: with learned constants (``"index"``: ensemble_mappo.networks.TeamIndexActor), chosen over the team scorer
+#: (``"scorer"``) on the training tasks of every fold (benchmarks/partial_selection.py, docs/benchmark.md); its rollouts
+#: and epochs are the shape MAPPO's defaults had before issue 47 (64 copies x 64 steps, 5 epochs x 8 minibatches):
+#: on the folds' inner held-out tasks -0.143 against -0.161 for the new defaults' 256 x 16, 2 x 4 and -0.151 for 4
+#: epochs (its constants need the gradient steps: 2,560 at the default budget instead of 128)
+PARTIAL = Preset(
+    "partial",
+    {
+        "decider_start": "prior",
+        "decider_kl_coef": 0.0,
+        "decider_policy": "index",
+        "model_permutations": 2,
+        "gamma": 0.9,
+        "selection": "trained",
+        "num_envs": 64,
+        "num_steps": 64,
+        "update_epochs": 5,
+        "num_minibatches": 8,
+    },
+)
+#: the learners' budget under partial feedback, in env steps per ``--budget`` level (the training stream holds each
+#: training task three times, as it is and in two model-permuted copies); the default's 262,144 steps (64 updates)
+#: were chosen with the decider on the folds' training tasks (65,536: worse), and keep the whole bbh5 benchmark,
+#: 4 folds x 5 seeds x 2 learners, within 30 CPU minutes (docs/benchmark.md)
+PARTIAL_BUDGET_STEPS: dict[str, int] = {"tiny": 4096, "quick": 16384, "default": 262144}
+#: what ``--protocol generated`` adds to the learners' settings (``protocols.learner_overrides``), under either
+#: feedback: :data:`PARTIAL`'s start, rollouts and checkpoint rule, no model-permuted copies of the training tasks (the
+#: generator already makes tasks plentiful: 800 a fold), and the residual decider (the index
+#: plus a network of each team's and its members' record, ``ensemble_mappo.residual``) at a discount of 0.99.
+#: Chosen with ``benchmarks/partial_selection.py --protocol generated`` (200 further tasks of each fold's validation
+#: stream, 4 folds x 2 seeds, docs/benchmark.md): residual at 0.99 +0.021 reward per question, index at 0.9 (the
+#: partial-feedback learner's) +0.017, residual at 0.9 +0.008, index at 0.99 +0.010, and at MAPPO's new rollout shape
+#: with 3x the steps for the same CPU: index +0.012, residual -0.007 (etc_team there +0.030)
+GENERATED = Preset(
+    "generated",
+    {
+        **PARTIAL.values,
+        "model_permutations": 0,
+        "decider_policy": "residual",
+        "gamma": 0.99,
+    },
+)
+#: the learners' budget under ``--protocol generated``, in env steps per ``--budget`` level, under either feedback:
+#: partial feedback's (:data:`PARTIAL_BUDGET_STEPS`), since passes over a fold's 800 generated training tasks (about
+#: 160,000 questions) would be 25 million steps at full feedback's 160 passes
+GENERATED_BUDGET_STEPS: dict[str, int] = dict(PARTIAL_BUDGET_STEPS)
