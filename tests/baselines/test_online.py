@@ -1,17 +1,18 @@
 """Tests of ensemble_env.baselines.online, the unseen-task protocol: every online baseline against a stream computed
-by hand, tie-breaking, the sliding window's forgetting, UCB's first choices, the constants chosen on training tasks,
-and that no choice reads a label it should not (labels flipped after the choice, held-out labels flipped)."""
+by hand, tie-breaking, the sliding window's forgetting, UCB's first choices, the constants chosen on training tasks.
+That no choice reads a label it should not (labels flipped after the choice, held-out labels flipped) is checked for
+these rules and the partial-feedback ones together, in test_partial.py."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from testing.caches import flip_labels
+from testing.rules import four_task_cache
 
 from ensemble_env import datasets
 from ensemble_env.baselines import BaselineResult, comparison, online, registry, routing, unseen
 from ensemble_env.baselines.outcomes import prior_rank, reward_range, team_outcomes
-from ensemble_env.cache import LogitCache, synthetic
+from ensemble_env.cache import LogitCache
 from ensemble_env.game.reward import RewardSettings
 
 REWARD = RewardSettings(alpha=1.0)
@@ -170,16 +171,10 @@ def test_global_and_hindsight_teams_by_hand() -> None:
     assert hindsight.rewards(cache, REWARD).mean() == pytest.approx(0.0) and hindsight.info["uses_test_labels"]
 
 
-def three_task_cache(seed: int = 0) -> LogitCache:
-    """3 models, 4 tasks on which different models are good: the best team differs by task."""
-    accuracy = np.array([[0.8, 0.4, 0.5, 0.6], [0.45, 0.8, 0.5, 0.6], [0.5, 0.5, 0.8, 0.6]])
-    return synthetic.make_cache(n_models=3, n_questions=320, n_tasks=4, accuracy=accuracy, seed=seed)
-
-
 def test_global_team_is_static_teams_fallback_and_hindsight_its_oracle() -> None:
     """The global team is the team routing.static_team gives a task without train questions; the hindsight team is
     static_team fitted on the test questions themselves (oracle_team(test)); both on the same keys."""
-    cache = three_task_cache()
+    cache = four_task_cache(n_questions=320)
     for alpha in (0.0, 1.0, 4.0):
         reward = RewardSettings(alpha=alpha)
         train, test = cache.select(tasks=["task_0", "task_1"]), cache.select(tasks=["task_2", "task_3"])
@@ -234,7 +229,7 @@ def test_ucb_reads_only_the_played_teams_reward() -> None:
 
 
 def test_ucb_constants_are_the_best_on_the_training_streams() -> None:
-    cache = three_task_cache()
+    cache = four_task_cache(n_questions=320)
     train, test = cache.select(tasks=["task_0", "task_1", "task_2"]), cache.select(tasks=["task_3"])
     explorations, counts = (0.0, 0.1, 0.5), (1.0, 8.0)
     result = online.ucb_team(cache, train, test, reward=REWARD, explorations=explorations, pseudo_counts=counts)
@@ -257,72 +252,11 @@ def test_ucb_constants_are_the_best_on_the_training_streams() -> None:
     assert f"c={result.info['exploration']:g},n0={result.info['pseudo_count']:g}" == first
 
 
-# -- what a choice may read -------------------------------------------------------------------------------------------
-
-ONLINE = (
-    "ftl_team",
-    "ftl_team(no_delay)",
-    "ftl_single",
-    "ftl_team(window)",
-    "ucb_team",
-    "global_team",
-    "global_single",
-)
-
-
-@pytest.mark.parametrize("name", ONLINE)
-def test_flipping_later_labels_never_changes_an_earlier_choice(name: str) -> None:
-    """The choice for the t-th question of a held-out task reads only the questions before it (of its task): flip
-    the labels of the t-th and every later question of a task, every choice up to the t-th stays (in the game's
-    timing, up to the (t + 1)-th: question t's outcome is revealed after the next team is committed). The held-out
-    tasks are interleaved in the stream."""
-    cache = three_task_cache(seed=3)
-    train = cache.select(tasks=["task_0", "task_1"])
-    test = cache.select(tasks=["task_2", "task_3"])  # interleaved in cache order
-    run = online.UNSEEN_BASELINES[name]
-    options = {"windows": (4, 16)} if "window" in name else {}
-    before = run(cache, train, test, reward=REWARD, **options)
-    assert np.unique(members(before), axis=0).shape[0] > 1 or name.startswith("global")  # it does change teams
-    for task in (2, 3):
-        positions = np.flatnonzero(cache.tasks[test] == task)
-        for t in (0, 5, 30):
-            flipped = flip_labels(cache, test[positions[t:]])
-            after = run(flipped, train, test, reward=REWARD, **options)
-            kept = positions[: t + 1]
-            assert np.array_equal(members(after)[kept], members(before)[kept]), (name, task, t)
-            if name != "ftl_team(no_delay)" and t + 1 < positions.size:  # the game's timing: one more question
-                assert np.array_equal(members(after)[positions[t + 1]], members(before)[positions[t + 1]])
-            other = np.flatnonzero(cache.tasks[test] != task)  # the other held-out task never reads this one
-            assert np.array_equal(members(after)[other], members(before)[other]), (name, task, t)
-
-
-def test_flipping_the_held_out_labels_never_changes_what_training_chose() -> None:
-    cache = three_task_cache(seed=4)
-    train, test = cache.select(tasks=["task_0", "task_1", "task_3"]), cache.select(tasks=["task_2"])
-    flipped = flip_labels(cache, test)
-    keys = {
-        "global_team": ("team", "train_reward"),
-        "global_single": ("team", "train_reward"),
-        "ftl_team": ("first_team",),
-        "ftl_team(window)": ("window", "window_scores", "first_team"),
-        "ucb_team": ("exploration", "pseudo_count", "grid_scores", "first_team"),
-    }
-    for name, fields in keys.items():
-        run = online.UNSEEN_BASELINES[name]
-        first, second = run(cache, train, test, reward=REWARD), run(flipped, train, test, reward=REWARD)
-        assert {f: first.info[f] for f in fields} == {f: second.info[f] for f in fields}, name
-    assert not np.array_equal(cache.labels[test], flipped.labels[test])
-    # and the fixed teams answer the same whatever the held-out labels
-    for name in ("global_team", "global_single"):
-        run = online.UNSEEN_BASELINES[name]
-        assert np.array_equal(run(cache, train, test).predictions, run(flipped, train, test).predictions)
-
-
 # -- checks, the registry, the protocol on bbh5 ---------------------------------------------------------------------
 
 
 def test_a_held_out_task_may_not_be_a_training_task() -> None:
-    cache = three_task_cache()
+    cache = four_task_cache(n_questions=320)
     train, test = cache.select(tasks=["task_0", "task_1"]), cache.select(tasks=["task_1", "task_2"])
     for name in online.UNSEEN_BASELINES:
         if name == "mean_probability_vote":
@@ -342,7 +276,7 @@ def test_a_held_out_task_may_not_be_a_training_task() -> None:
 
 
 def test_validation_questions_join_the_training_pool() -> None:
-    cache = three_task_cache()
+    cache = four_task_cache(n_questions=320)
     train, validation = cache.select(tasks=["task_0"]), cache.select(tasks=["task_1"])
     test = cache.select(tasks=["task_2"])
     pooled = online.global_team(cache, np.concatenate([train, validation]), test)
@@ -357,7 +291,7 @@ def test_the_registry_lists_and_runs_them() -> None:
         entry = registry.lookup(name)
         assert not entry.in_evaluate and not entry.by_default and entry.enumerates_teams
         assert entry.uses_test_labels == (name == "hindsight_team")
-    cache = three_task_cache()
+    cache = four_task_cache(n_questions=320)
     setting = registry.Setting(cache, cache.select(tasks=["task_0", "task_1"]), cache.select(tasks=["task_2"]))
     for name in names:
         by_registry = registry.lookup(name).run(setting)

@@ -1,7 +1,8 @@
 """Tests of ensemble_env.baselines.partial, the unseen-task rules under team feedback: the revealed statistics and
 every rule against a stream computed by hand, a naive re-simulation, the label flips and the non-members' outputs
 no choice may read, Thompson's seed, the constants chosen on the training tasks, the checks, the registry and the
-command's table."""
+command's table. The label flips are checked on the full-feedback rules of ensemble_env.baselines.online too (the
+same tests, over both feedbacks)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ import math
 import numpy as np
 import pytest
 from testing.caches import flip_labels
-from testing.rules import naive_choices
+from testing.rules import four_task_cache, naive_choices
 
 from ensemble_env import datasets
 from ensemble_env.baselines import BaselineResult, online, partial, registry, routing, unseen
 from ensemble_env.baselines.outcomes import prior_rank, reward_range, team_outcomes
-from ensemble_env.cache import LogitCache, synthetic
+from ensemble_env.cache import LogitCache
 from ensemble_env.game.reward import RewardSettings
 
 # -- the hand-built cache --------------------------------------------------------------------------------------------
@@ -210,12 +211,6 @@ def test_the_rules_match_a_naive_simulation(n0: float, c: float, m: int, sigma: 
 # -- what a choice may read ------------------------------------------------------------------------------------------
 
 
-def four_task_cache(seed: int = 0) -> LogitCache:
-    """3 models, 4 tasks on which different models are good (tasks interleaved in cache order)."""
-    accuracy = np.array([[0.8, 0.4, 0.5, 0.6], [0.45, 0.8, 0.5, 0.6], [0.5, 0.5, 0.8, 0.6]])
-    return synthetic.make_cache(n_models=3, n_questions=240, n_tasks=4, accuracy=accuracy, seed=seed)
-
-
 RULES = tuple(partial.rules(seed=5))
 SMALL = {
     "greedy_team": {"pseudo_counts": (0.25, 4.0)},
@@ -229,22 +224,52 @@ def run_rule(name: str, cache: LogitCache, train: np.ndarray, test: np.ndarray) 
     return partial.rules(seed=5)[name](cache, train, test, reward=RewardSettings(alpha=1.0), **SMALL[name])
 
 
-@pytest.mark.parametrize("name", RULES)
-def test_flipping_later_labels_never_changes_an_earlier_choice(name: str) -> None:
-    """Flip the labels of the t-th and every later question of a held-out task: every choice up to the (t + 1)-th
-    stays (question t is revealed after the next team is committed), and the other held-out task's all stay."""
-    cache = four_task_cache(seed=3)
+#: the full-feedback rules of the unseen-task protocol (``baselines.online``): in the game's timing or without its
+#: delay, and the global teams, one team throughout
+ONLINE = (
+    "ftl_team",
+    "ftl_team(no_delay)",
+    "ftl_single",
+    "ftl_team(window)",
+    "ucb_team",
+    "global_team",
+    "global_single",
+)
+#: the rules of the protocol with the feedback each reads: every model's output, or the answering team's
+STREAMED = [*(("all", name) for name in ONLINE), *(("team", name) for name in RULES)]
+
+
+def run_streamed(feedback: str, name: str, cache: LogitCache, train: np.ndarray, test: np.ndarray) -> BaselineResult:
+    """Rule ``name`` of the protocol under ``feedback``: a partial rule on its small grid, a full-feedback one with its
+    defaults (two windows for the window's choice)."""
+    if feedback == "team":
+        return run_rule(name, cache, train, test)
+    options = {"windows": (4, 16)} if "window" in name else {}
+    return online.UNSEEN_BASELINES[name](cache, train, test, reward=RewardSettings(alpha=1.0), **options)
+
+
+@pytest.mark.parametrize(("feedback", "name"), STREAMED, ids=[f"{feedback}-{name}" for feedback, name in STREAMED])
+def test_flipping_later_labels_never_changes_an_earlier_choice(feedback: str, name: str) -> None:
+    """The choice for the t-th question of a held-out task reads only the questions before it (of its task): flip the
+    labels of the t-th and every later question of a task, every choice up to the t-th stays, and in the game's
+    timing up to the (t + 1)-th (question t is revealed after the next team is committed); the other held-out task's
+    choices all stay. The held-out tasks are interleaved in the stream (320 questions under full feedback, 240 under
+    team feedback)."""
+    cache = four_task_cache(seed=3, n_questions=320 if feedback == "all" else 240)
     train, test = cache.select(tasks=["task_0", "task_1"]), cache.select(tasks=["task_2", "task_3"])
-    before = run_rule(name, cache, train, test)
-    assert before.teams is not None and np.unique(before.teams, axis=0).shape[0] > 1  # it does change teams
+    before = run_streamed(feedback, name, cache, train, test)
+    assert before.teams is not None
+    if not name.startswith("global"):  # a global team is one team throughout
+        assert np.unique(before.teams, axis=0).shape[0] > 1  # it does change teams
+    delay = 0 if name == "ftl_team(no_delay)" else 1
     for task in (2, 3):
         positions = np.flatnonzero(cache.tasks[test] == task)
         for t in (0, 5, 30):
-            after = run_rule(name, flip_labels(cache, test[positions[t:]]), train, test)
+            after = run_streamed(feedback, name, flip_labels(cache, test[positions[t:]]), train, test)
             assert after.teams is not None
-            kept = positions[: t + 2]
+            kept = positions[: t + 1 + delay]
             assert np.array_equal(after.teams[kept], before.teams[kept]), (name, task, t)
-            other = np.flatnonzero(cache.tasks[test] != task)
+            other = np.flatnonzero(cache.tasks[test] != task)  # the other held-out task never reads this one
             assert np.array_equal(after.teams[other], before.teams[other]), (name, task, t)
 
 
@@ -337,13 +362,47 @@ def test_the_constants_are_the_best_on_the_training_streams() -> None:
     assert len(set(np.round(list(scores.values()), 9))) > 1
 
 
-@pytest.mark.parametrize("name", RULES)
-def test_flipping_the_held_out_labels_never_changes_the_constants(name: str) -> None:
-    cache = four_task_cache(seed=4)
+#: the constant each partial rule chooses on its training tasks, beside the pseudo-count they all choose
+PARTIAL_CONSTANTS = {
+    "greedy_team": (),
+    "etc_team": ("explore",),
+    "ucb_team(partial)": ("exploration",),
+    "thompson_team": ("scale",),
+}
+#: what each rule chose on its training tasks: (feedback, rule, the info fields that hold it)
+CHOSEN = [
+    ("all", "global_team", ("team", "train_reward")),
+    ("all", "global_single", ("team", "train_reward")),
+    ("all", "ftl_team", ("first_team",)),
+    ("all", "ftl_team(window)", ("window", "window_scores", "first_team")),
+    ("all", "ucb_team", ("exploration", "pseudo_count", "grid_scores", "first_team")),
+    *(
+        ("team", name, ("pseudo_count", *PARTIAL_CONSTANTS[name], "grid_scores", "first_team", "training_tasks"))
+        for name in RULES
+    ),
+]
+
+
+@pytest.mark.parametrize(("feedback", "name", "fields"), CHOSEN, ids=[f"{f}-{n}" for f, n, _ in CHOSEN])
+def test_flipping_the_held_out_labels_never_changes_what_training_chose(
+    feedback: str, name: str, fields: tuple[str, ...]
+) -> None:
+    """Flip every label of the held-out task: the constants, scores and first team chosen on the training tasks stay
+    (the full-feedback rules on their default grids, the partial ones on their small grids), and a fixed team answers
+    the same."""
+    cache = four_task_cache(seed=4, n_questions=320 if feedback == "all" else 240)
     train, test = cache.select(tasks=["task_0", "task_1", "task_3"]), cache.select(tasks=["task_2"])
-    first, second = run_rule(name, cache, train, test), run_rule(name, flip_labels(cache, test), train, test)
-    keys = ("pseudo_count", "explore", "exploration", "scale", "grid_scores", "first_team", "training_tasks")
-    assert {k: first.info.get(k) for k in keys} == {k: second.info.get(k) for k in keys}
+    flipped = flip_labels(cache, test)
+    assert not np.array_equal(cache.labels[test], flipped.labels[test])
+    if feedback == "team":
+        first, second = run_rule(name, cache, train, test), run_rule(name, flipped, train, test)
+    else:
+        run = online.UNSEEN_BASELINES[name]
+        first, second = (run(held, train, test, reward=RewardSettings(alpha=1.0)) for held in (cache, flipped))
+    assert {f: first.info[f] for f in fields} == {f: second.info[f] for f in fields}, name
+    if name in ("global_team", "global_single"):  # the fixed teams answer the same whatever the held-out labels
+        run = online.UNSEEN_BASELINES[name]
+        assert np.array_equal(run(cache, train, test).predictions, run(flipped, train, test).predictions)
 
 
 # -- checks ----------------------------------------------------------------------------------------------------------

@@ -1,11 +1,22 @@
-"""The partial-feedback rules (``ensemble_env.baselines.partial``) written out naively, the reference of the rules'
-tests and of their fuzz suite."""
+"""The unseen-task protocol's rules in the tests: a pool of four tasks on which different models are good (the
+full-feedback rules of ``ensemble_env.baselines.online`` and the partial-feedback rules of ``baselines.partial`` are
+checked on it), and the partial-feedback rules written out naively, the reference of the rules' tests and of their
+fuzz suite."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
+from ensemble_env.cache import LogitCache, synthetic
+
+
+def four_task_cache(seed: int = 0, n_questions: int = 240) -> LogitCache:
+    """3 models, 4 tasks on which different models are good (the best team differs by task; tasks interleaved in cache
+    order)."""
+    accuracy = np.array([[0.8, 0.4, 0.5, 0.6], [0.45, 0.8, 0.5, 0.6], [0.5, 0.5, 0.8, 0.6]])
+    return synthetic.make_cache(n_models=3, n_questions=n_questions, n_tasks=4, accuracy=accuracy, seed=seed)
 
 
 def naive_choices(rewards, teams, prior, rank, n0, c, m, sigma, noise, width, delay):  # type: ignore[no-untyped-def]
