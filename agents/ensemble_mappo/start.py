@@ -41,7 +41,53 @@ from ensemble_mappo.config import DECIDER_STARTS, TrainConfig
 from ensemble_mappo.networks import TeamDeciderActor
 from ensemble_mappo.optim import FlatAdam
 
-__all__ = ["DECIDER_STARTS", "StartPolicy", "fit_decider", "start_decider", "team_train_rewards", "write_table"]
+__all__ = [
+    "DECIDER_STARTS",
+    "StartPolicy",
+    "TeamOutcomes",
+    "fit_decider",
+    "start_decider",
+    "team_outcomes",
+    "team_train_rewards",
+    "write_table",
+]
+
+
+@dataclass(frozen=True)
+class TeamOutcomes:
+    """Every team's logged outcomes on the questions a start is fitted to (:func:`team_outcomes`), computed once and
+    read by both offline starts: the estimator of the per-task table (:func:`team_train_rewards`) and the record
+    start's prior (its ``pooled`` row)."""
+
+    members: np.ndarray
+    """(K, N) bool: the teams."""
+    tasks: np.ndarray
+    """(Q,) the task of each fitting question."""
+    correct: np.ndarray
+    """(K, Q) whether each team's mean-probability vote answers the question right."""
+    share: np.ndarray
+    """(K, Q) each team's share of the pool (its cost share with costs)."""
+    rewards: np.ndarray
+    """(K, Q) the run's reward of each team's vote."""
+
+    @property
+    def pooled(self) -> np.ndarray:
+        """(K,) each team's mean reward over every fitting question."""
+        return self.rewards.mean(axis=1)
+
+
+def team_outcomes(venv: EnsembleVectorEnv, teams: np.ndarray, questions: np.ndarray | None = None) -> TeamOutcomes:
+    """The K ``teams``' ((K, N) 0/1) outcomes on ``questions`` (None: the training stream's, ``venv.questions``, the
+    train split of the tasks it plays) under the run's reward (``venv``'s alpha, size penalty mode, costs; a diversity
+    bonus is left out), from the cache's logged outputs."""
+    cache = venv.cache
+    questions = np.asarray(venv.questions if questions is None else questions, dtype=np.int64)
+    members = np.asarray(teams, dtype=bool)
+    correct = team_correct(cache, questions, members)  # (K, Q)
+    settings = RewardSettings.of(venv.config)
+    share = team_shares(cache, questions, members, settings)  # (K, Q)
+    rewards = settings.rewards(correct, share)  # (K, Q)
+    return TeamOutcomes(members, np.asarray(cache.tasks)[questions], correct, share, rewards)
 
 
 def team_train_rewards(
@@ -52,10 +98,12 @@ def team_train_rewards(
     questions: np.ndarray | None = None,
     seed: int = 0,
     level: float = pooling.CERTIFIED_LEVEL,
+    outcomes: TeamOutcomes | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each team's estimated mean reward when its mean-probability vote answers: ``(per_task (n_tasks, K),
     pooled (K,))`` for the K ``teams`` ((K, N) 0/1), from the logged outcomes of ``questions`` (None: the training
-    stream's, ``venv.questions``, the train split of the tasks it plays).
+    stream's, ``venv.questions``, the train split of the tasks it plays): :func:`team_outcomes`, or ``outcomes`` when
+    they are computed already (of these teams and questions).
 
     ``venv`` gives the run's reward (alpha, size penalty mode, costs; a diversity bonus is left out).
     ``estimator`` (:data:`ensemble_env.baselines.pooling.ESTIMATORS`): "mean", each task's own mean (a task without
@@ -65,18 +113,13 @@ def team_train_rewards(
     (:func:`ensemble_env.baselines.pooling.certified_teams`, resampled from ``seed``).
     """
     cache = venv.cache
-    questions = np.asarray(venv.questions if questions is None else questions, dtype=np.int64)
-    members = np.asarray(teams, dtype=bool)
-    correct = team_correct(cache, questions, members)  # (K, Q)
-    settings = RewardSettings.of(venv.config)
-    share = team_shares(cache, questions, members, settings)  # (K, Q)
-    rewards = settings.rewards(correct, share)  # (K, Q)
-    pooled = rewards.mean(axis=1)
-    tasks = np.asarray(cache.tasks)[questions]
+    found = outcomes if outcomes is not None else team_outcomes(venv, teams, questions)
+    rewards, tasks, pooled = found.rewards, found.tasks, found.pooled
     if estimator in ("pooled", "certified"):
         fit = pooling.estimate_teams(
-            cache, rewards, tasks, share, estimator=estimator, seed=seed, correct=correct, teams=members, level=level
-        )
+            cache, rewards, tasks, found.share, estimator=estimator, seed=seed, correct=found.correct,
+            teams=found.members, level=level,
+        )  # fmt: skip
         return fit.estimates, pooled
     per_task = np.tile(pooled, (cache.n_tasks, 1))
     for task in np.unique(tasks):
@@ -116,13 +159,14 @@ class StartPolicy:
         questions: np.ndarray | None = None,
         seed: int = 0,
         level: float = pooling.CERTIFIED_LEVEL,
+        outcomes: TeamOutcomes | None = None,
     ) -> StartPolicy:
         """Per task, the softmax of each team's estimated reward under its vote, at ``temperature``
-        (:func:`team_train_rewards` of ``questions``, by ``estimator``); teams the decider may not play get
-        probability 0."""
+        (:func:`team_train_rewards` of ``questions``, by ``estimator``; ``outcomes``: the decider's teams' outcomes
+        on them, when computed already); teams the decider may not play get probability 0."""
         teams = decider.teams.numpy()
         per_task, pooled = team_train_rewards(
-            venv, teams, estimator=estimator, questions=questions, seed=seed, level=level
+            venv, teams, estimator=estimator, questions=questions, seed=seed, level=level, outcomes=outcomes
         )
         table = torch.from_numpy(np.vstack([per_task, pooled[None, :]]) / temperature).to(torch.float32)
         table = table.masked_fill(decider.allowed <= 0, torch.finfo(torch.float32).min)
@@ -323,15 +367,15 @@ def start_decider(
     if config.decider_start == "prior":
         start = StartPolicy.size_prior(decider, venv.cache.n_tasks, task_slice)
     else:
-        start = StartPolicy.offline(
-            decider, venv, config.offline_temperature, estimator=config.offline_estimator, questions=questions,
-            seed=config.seed, level=config.offline_level,
-        )  # fmt: skip
-        pooled = team_train_rewards(venv, decider.teams.numpy(), questions=questions)[1]
-        record = record_start(decider, venv, config.offline_temperature, pooled)
+        outcomes = team_outcomes(venv, decider.teams.numpy(), questions)  # every team's, once for both starts
+        record = record_start(decider, venv, config.offline_temperature, outcomes.pooled)
         if record is not None and (not fit or write_record(decider, record)):
             decider.start = record  # tasks never seen: the training tasks' best team, then follow the leader
             return record
+        start = StartPolicy.offline(
+            decider, venv, config.offline_temperature, estimator=config.offline_estimator, questions=questions,
+            seed=config.seed, level=config.offline_level, outcomes=outcomes,
+        )  # fmt: skip
         if fit and write_table(decider, start):
             pass  # the decider plays the start policy exactly
         elif fit:

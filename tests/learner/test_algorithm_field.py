@@ -145,3 +145,35 @@ def test_the_protocols_ask_the_registry_how_an_algorithm_is_posed() -> None:
     }  # fmt: skip
     with pytest.raises(ValueError, match="mappo's config is TrainConfig"):
         protocols.learner_overrides("mappo", RLAEConfig, 3)
+
+
+@pytest.mark.parametrize("unseen", [False, True], ids=["task table", "record start"])
+def test_the_offline_start_scores_the_teams_once(unseen: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offline start computes every team's train outcomes once (the table's estimator and the record start's
+    prior read the same ones), and the record start of tasks never seen runs no estimator it would not use."""
+    pytest.importorskip("torch")
+    from ensemble_mappo import start
+    from ensemble_mappo.training import start_networks
+
+    calls = {"outcomes": 0, "estimator": 0}
+    outcomes, estimate = start.team_outcomes, start.pooling.estimate_teams
+
+    def counted_outcomes(*args, **kwargs):
+        calls["outcomes"] += 1
+        return outcomes(*args, **kwargs)
+
+    def counted_estimate(*args, **kwargs):
+        calls["estimator"] += 1
+        return estimate(*args, **kwargs)
+
+    monkeypatch.setattr(start, "team_outcomes", counted_outcomes)
+    monkeypatch.setattr(start.pooling, "estimate_teams", counted_estimate)
+    cache = datasets.load("bbh5")  # 31 teams: the record start fits the default hidden layers (K + 1 units)
+    entry = algorithms.get("mappo")
+    shape = {"num_envs": 4, "num_steps": 8}
+    if unseen:
+        (unit, *_), _ = protocols.units(cache, k=2, seed=0)
+        cache = unit.cache
+        shape.update(protocols.learner_overrides("mappo", entry.config_class, cache.n_models))
+    start_networks(entry.make_config(**shape), cache)
+    assert calls == {"outcomes": 1, "estimator": 0 if unseen else 1}
