@@ -2,7 +2,8 @@
 the outputs of the team that answered it, nothing else.
 
 An output no team revealed never changes anything the agents get (the perturbation test, with its counterpart under
-``feedback="all"``, where it does); the revealed statistics equal their definitions on the revealed rows over long
+``feedback="all"``, where it does, and its positive control: the same rewrite of one output a team did reveal
+changes what the agents get); the revealed statistics equal their definitions on the revealed rows over long
 runs (pools of 5, 13 and 70 models); with the whole pool answering every question, ``"team"`` shows what ``"all"``
 shows; the records by hand on a tiny cache; snapshots exact while the window holds the episode; today's game never
 runs the feedback kernels. What v2 shares with v1 is checked over both in tests/game/test_unseen.py: the registration
@@ -54,26 +55,39 @@ def count(n: float) -> np.float32:
 # -- an output never revealed changes nothing ---------------------------------------------------------------------
 
 
-def hide(cache: LogitCache, answered: list[tuple[int, np.ndarray]]) -> LogitCache:
-    """``cache`` with, on each question played, the probabilities of every model outside each team it was seen
-    through replaced by ones that flip its correctness (a wrong model now picks the label, a right one another
-    choice). ``answered``: (question, team mask) pairs, each question answered and the one the run ends on."""
-    shown = np.zeros((cache.n_questions, cache.n_models), dtype=bool)
-    played = np.zeros(cache.n_questions, dtype=bool)
-    for question, team in answered:
-        shown[question] |= team.astype(bool)
-        played[question] = True
+def flip_outputs(cache: LogitCache, outputs: np.ndarray) -> LogitCache:
+    """``cache`` with the probabilities of each output marked in ``outputs`` ((Q, N) bool) replaced by ones that flip
+    its correctness (a wrong model now picks the label, a right one another choice); no other output changes."""
     scores = np.array(cache.scores, dtype=np.float64)
-    hidden = played[:, None] & ~shown
-    for q, i in zip(*np.nonzero(hidden), strict=True):
+    for q, i in zip(*np.nonzero(outputs), strict=True):
         label, n_choices = int(cache.labels[q]), int(cache.n_choices[q])
         target = (label + 1) % n_choices if cache.correct[q, i] else label
         scores[q, i] = 0.05
         scores[q, i, target] = 0.9
     perturbed = dataclasses.replace(cache, scores=scores)
-    assert hidden.sum() >= 20
-    np.testing.assert_array_equal(perturbed.correct != cache.correct, hidden)  # every hidden output flipped
+    np.testing.assert_array_equal(perturbed.correct != cache.correct, outputs)  # every marked output flipped, alone
     return perturbed
+
+
+def shown_outputs(cache: LogitCache, answered: list[tuple[int, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The outputs a team revealed ((Q, N) bool: on each question, the members of each team it was seen through) and
+    the questions played (Q,). ``answered``: (question, team mask) pairs, each question answered and the one the run
+    ends on."""
+    shown = np.zeros((cache.n_questions, cache.n_models), dtype=bool)
+    played = np.zeros(cache.n_questions, dtype=bool)
+    for question, team in answered:
+        shown[question] |= team.astype(bool)
+        played[question] = True
+    return shown, played
+
+
+def hide(cache: LogitCache, answered: list[tuple[int, np.ndarray]]) -> LogitCache:
+    """``cache`` with, on each question played, the outputs of every model outside each team it was seen through
+    flipped (:func:`flip_outputs`)."""
+    shown, played = shown_outputs(cache, answered)
+    hidden = played[:, None] & ~shown
+    assert hidden.sum() >= 20
+    return flip_outputs(cache, hidden)
 
 
 def play_parallel(env: ensemble_env.EnsembleParallelEnv, steps: int) -> tuple[list[Any], list[tuple[int, Any]]]:
@@ -129,13 +143,15 @@ GAMES = {
 @pytest.mark.parametrize("api", ["parallel", "vector"])
 def test_an_output_no_team_revealed_changes_nothing(synthetic: LogitCache, game: str, api: str) -> None:
     """Perturb the outputs of the models outside the answering teams on every question played: the observations,
-    state, rewards, episode ends and infos are identical; under ``feedback="all"`` the same perturbation shows."""
+    state, rewards, episode ends and infos are identical; under ``feedback="all"`` the same perturbation shows. The
+    positive control: the same rewrite of a single output a team did reveal (a member of the first team that
+    answered a question) changes what the agents get, by the step after that answer."""
     parallel, vector, options = GAMES[game]
 
-    def play(cache: LogitCache, **changes: Any) -> tuple[list[Any], list[tuple[int, Any]]]:
+    def play(cache: LogitCache, steps: int | None = None, **changes: Any) -> tuple[list[Any], list[tuple[int, Any]]]:
         if api == "parallel":
-            return play_parallel(parallel(cache, **{**options, **changes}), 400)
-        return play_vector(vector(3, cache, **{**options, **changes}), 200)
+            return play_parallel(parallel(cache, **{**options, **changes}), steps or 400)
+        return play_vector(vector(3, cache, **{**options, **changes}), steps or 200)
 
     base, answered = play(synthetic)
     perturbed = hide(synthetic, answered)
@@ -147,6 +163,16 @@ def test_an_output_no_team_revealed_changes_nothing(synthetic: LogitCache, game:
     shown_perturbed, _ = play(perturbed, **every)
     with pytest.raises(AssertionError):
         assert_same(shown_perturbed, shown)
+    # the positive control, under the same game: one output of a member of an answering team, flipped as above
+    index, (question, team) = next((i, pair) for i, pair in enumerate(answered) if pair[1].any())
+    member = np.zeros(synthetic.correct.shape, dtype=bool)
+    member[question, np.flatnonzero(team)[0]] = True
+    assert shown_outputs(synthetic, answered)[0][member].all()  # a revealed output, flipped alone
+    steps = index // (1 if api == "parallel" else 3) + 2  # the answering step and the next one
+    head, _ = play(synthetic, steps)
+    revealed, _ = play(flip_outputs(synthetic, member), steps)
+    with pytest.raises(AssertionError):
+        assert_same(revealed, head)
 
 
 # -- the revealed statistics are their definitions on the revealed rows -------------------------------------------
