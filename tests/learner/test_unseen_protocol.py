@@ -283,3 +283,23 @@ def test_several_training_caches_score_one_eval_cache(tmp_path: Path, capsys) ->
     assert json.loads(json.dumps(alone["caches"][str(files["e"])])) == results["caches"][keys[0]]
     if importlib.util.find_spec("matplotlib") is not None:
         assert sorted(path.name for path in out.glob("frontier*.png")) == ["frontier_a-to-e.png", "frontier_b-to-e.png"]
+
+
+def test_the_first_team_is_computed_once_per_cache_and_options() -> None:
+    """``first_team`` answers from its memo what it computed: the same team as a fresh computation, per options
+    (another reward's best team may differ), and a new cache object is computed afresh."""
+    from ensemble_mappo import mappo
+
+    cache = make_cache(n_models=4, n_questions=120, n_choices=3, n_tasks=3, seed=5)
+    plain = {"episodes": "task", "alpha": 1.0}
+    steep = {"episodes": "task", "alpha": 4.0}
+    first = mappo.first_team(cache, plain)
+    assert first == mappo._first_team(cache, plain)
+    assert mappo.first_team(cache, steep) == mappo._first_team(cache, steep)
+    assert len(mappo._FIRST_TEAMS[cache]) == 2  # one answer per options
+    first.append(99)  # a caller's copy: the memo is not changed through it
+    assert mappo.first_team(cache, plain) == mappo._first_team(cache, plain)
+    other = dataclasses.replace(cache)
+    assert other not in mappo._FIRST_TEAMS
+    mappo.first_team(other, plain)
+    assert other in mappo._FIRST_TEAMS
