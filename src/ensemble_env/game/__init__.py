@@ -16,7 +16,7 @@ module            what it holds
                   which the step kernel never sees
 ``config``        :class:`~ensemble_env.game.config.EnvConfig`, every option validated
 ``layout``        :class:`~ensemble_env.game.layout.ObservationLayout`: where each part of the observations lies,
-                  and its bounds
+                  and its bounds; what a count feature counts (:func:`~ensemble_env.game.layout.count_of_feature`)
 ``build``         the builders of the kernels' records (settings, tables, the copies' state, a step's outputs)
 ``snapshot``      snapshots of the copies: taken, checked by value, restored (``get_state`` / ``set_state``)
 ``engine``        :class:`~ensemble_env.game.engine.EnsembleVectorEnv`: B copies stepped as arrays

@@ -23,6 +23,8 @@ Observation layouts (float32, fixed length, inside their Box):
   ``model_accuracy_count`` (N) after ``model_accuracy``, ``task_record_count`` (N) after ``task_record``,
   ``team_record_count`` (2**N - 1) after ``team_record``, ``member_record_count`` (N, zeros outside the team)
   after ``member_record``.
+- every count feature (``task_record``'s and ``member_record``'s first entry, every ``"<block>_count"``) is
+  n / (n + :data:`COUNT_HALF`) of its count n, 0 before the first: :func:`count_of_feature` turns one back into n.
 - a per-model agent ``weight_i`` (``fusion_agents="per_model"``): ``[task one-hot of the question (n_tasks),
   its features (F, when the cache has them), the model's team-masked probabilities (C), its team membership (1),
   valid-choice mask (C)]``.
@@ -42,9 +44,23 @@ import numpy as np
 
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.config import EnvConfig
+from ensemble_env.game.task_record import RECORD_COUNT_HALF
 from ensemble_env.game.window import statistic_bounds
 
-__all__ = ["ObservationLayout", "observation_layout"]
+__all__ = ["COUNT_HALF", "ObservationLayout", "count_of_feature", "observation_layout"]
+
+#: every count feature of the observations is n / (n + COUNT_HALF) of the count n behind it (1/2 at n = 16)
+COUNT_HALF = RECORD_COUNT_HALF
+
+
+def count_of_feature(feature: Any) -> Any:
+    """The count n behind a count feature n / (n + 16) (:data:`COUNT_HALF`): ``16 * feature / (1 - feature)``, for a
+    feature in [0, 1) (a number, a numpy array or a torch tensor; a reader clamps an observation below 1 first).
+
+    >>> count_of_feature(0.5), count_of_feature(3 / 19), count_of_feature(0.0)
+    (16.0, 3.0, 0.0)
+    """
+    return COUNT_HALF * feature / (1.0 - feature)
 
 
 @dataclass(frozen=True)
