@@ -20,6 +20,7 @@ from ensemble_mappo.networks import (
     DeciderActor,
     FusionActor,
     LocalCritics,
+    TeamActor,
     TeamDeciderActor,
     TeamIndexActor,
     TeamScorerActor,
@@ -35,7 +36,7 @@ __all__ = ["Agents"]
 class Agents:
     """The learnable parts of MAPPO: the two actors, the centralized critic and its value normaliser."""
 
-    decider: DeciderActor | TeamDeciderActor
+    decider: DeciderActor | TeamActor
     fusion: FusionActor
     critic: CentralCritic | LocalCritics
     value_norm: ValueNormalizer
@@ -61,7 +62,9 @@ class Agents:
         categorical, each team's logit an index of its record with learned constants), "residual"
         (:class:`~ensemble_mappo.residual.TeamResidualActor`, the index plus a network of the team's and its members'
         record, its network's output times ``residual_gain``) or "auto" (teams for pools of up to
-        :data:`ensemble_env.game.actions.MAX_SUBSET_MODELS` models).
+        :data:`ensemble_env.game.actions.MAX_SUBSET_MODELS` models). The four team deciders are one categorical head
+        (:class:`~ensemble_mappo.networks.TeamActor`) around each's logits module (``decider.logits``,
+        :mod:`ensemble_mappo.team_logits`).
         """
         layout = venv.layout
         if critic == "local":
@@ -71,7 +74,7 @@ class Agents:
         min_size = venv.config.min_team_size
         if decider_policy == "auto":
             decider_policy = "teams" if venv.n_models <= MAX_SUBSET_MODELS else "bernoulli"
-        decider: DeciderActor | TeamDeciderActor
+        decider: DeciderActor | TeamActor
         if decider_policy == "teams":
             decider = TeamDeciderActor(layout.decider_size, venv.n_models, hidden, min_size, decider_initial_prob)
         elif decider_policy == "scorer":

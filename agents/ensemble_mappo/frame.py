@@ -189,13 +189,18 @@ class Learner:
 
     def load(self, networks: Mapping[str, Mapping[str, Tensor]], source: str) -> None:
         """Load saved networks after checking them against these (names, tensor names, shapes, dtypes, finite
-        values); ``source`` (the file) is named in the errors."""
+        values); ``source`` (the file) is named in the errors. A module with an ``upgrade_state_dict`` method (the
+        team deciders, :meth:`ensemble_mappo.networks.TeamActor.upgrade_state_dict`) first renames the tensors of a
+        checkpoint written before its tensors were renamed."""
         check_networks(networks, source)
         modules = self.modules()
         if sorted(networks) != sorted(modules):
             raise ValueError(f"{source}: networks: holds {show(sorted(networks), 200)}, expected {', '.join(modules)}")
+        states = {}
         for name, module in modules.items():
-            state, expected = networks[name], module.state_dict()
+            upgrade = getattr(module, "upgrade_state_dict", None)
+            state = states[name] = dict(networks[name]) if upgrade is None else upgrade(networks[name])
+            expected = module.state_dict()
             lacking = [key for key in expected if key not in state]
             extra = sorted(key for key in state if key not in expected)
             if lacking or extra:
@@ -210,7 +215,7 @@ class Learner:
                         "observation or hidden_size?)"
                     )
         for name, module in modules.items():
-            module.load_state_dict(dict(networks[name]))
+            module.load_state_dict(states[name])
 
     # -- one iteration
     def phase(self, iteration: int, iterations: int) -> Phase:

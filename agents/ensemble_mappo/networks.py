@@ -1,12 +1,14 @@
 """The two actors, the centralized critic and the running value normaliser.
 
 - :class:`DeciderActor`: the decider's observation -> one Bernoulli per model (the ``MultiBinary`` team mask);
-  its greedy team is never smaller than ``max(1, min_team_size)``. :class:`TeamDeciderActor`
-  (``decider_policy="teams"``): a categorical over the 2**N - 1 non-empty teams instead. :class:`TeamScorerActor`
-  (``decider_policy="scorer"``): the same categorical, each team's logit from one network shared by the teams,
-  reading what the task's record shows of that team (tasks never seen). :class:`TeamIndexActor`
-  (``decider_policy="index"``): the same categorical, each team's logit an index of its record (a shrunk mean and an
-  uncertainty term) whose constants are learned.
+  its greedy team is never smaller than ``max(1, min_team_size)``.
+- :class:`TeamActor`: a categorical over the 2**N - 1 non-empty teams instead, one head composed with a *logits
+  module* of :mod:`ensemble_mappo.team_logits` (the decider's observation -> one logit per team) rather than one
+  subclass per form. :class:`TeamDeciderActor` (``decider_policy="teams"``) composes it with an MLP of the
+  observation; :class:`TeamScorerActor` (``decider_policy="scorer"``) with one network shared by the teams, reading
+  what the task's record shows of each team (tasks never seen); :class:`TeamIndexActor` (``decider_policy="index"``)
+  with an index of each team's record (a shrunk mean and an uncertainty term) whose constants are learned, and
+  :class:`~ensemble_mappo.residual.TeamResidualActor` with that index plus a network.
 - :class:`FusionActor`: the fusion observation -> a categorical over the answer choices, masked by the
   valid-choice mask (a masked choice has probability exactly 0). It scores every choice by a weighted sum
   of that choice's features (each team member's probability of it, its log-probability and whether the
@@ -23,9 +25,9 @@ actor's the choice features below). The trainer prepares each observation once, 
 PPO epochs reuse it.
 
 Every linear layer is initialised orthogonally (gain sqrt(2) inside, 0.01 on the actors' outputs, 1 on the
-critic's), biases at 0, as in the MAPPO and CleanRL implementations; the one exception is the fusion actor's
-gate, which by default starts with no weight on the context and a bias of 1 on the members' probabilities, so that
-it starts as exactly the team's mean-probability vote on every question.
+critic's), biases at 0, as in the MAPPO and CleanRL implementations (:mod:`ensemble_mappo.layers`); the one
+exception is the fusion actor's gate, which by default starts with no weight on the context and a bias of 1 on the
+members' probabilities, so that it starts as exactly the team's mean-probability vote on every question.
 
 The distribution helpers are pure functions of logits, so the actors stay small and the tests can check them:
 
@@ -41,15 +43,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
-from ensemble_env.game.actions import MAX_SUBSET_MODELS, subset_masks
-from ensemble_env.game.task_record import RECORD_COUNT_HALF
+from ensemble_mappo.layers import layer_init, mlp
+from ensemble_mappo.team_logits import INDEX_SCALES, IndexLogits, MLPLogits, ScorerLogits, TeamLogits, team_masks
 
 __all__ = [
     "INDEX_SCALES",
@@ -61,6 +63,7 @@ __all__ = [
     "FusionActor",
     "LocalCritics",
     "StartLogProbs",
+    "TeamActor",
     "TeamDeciderActor",
     "TeamIndexActor",
     "TeamScorerActor",
@@ -71,6 +74,7 @@ __all__ = [
     "categorical_log_prob",
     "complete_team",
     "layer_init",
+    "legacy_name",
     "masked_logits",
     "mlp",
 ]
@@ -80,25 +84,6 @@ LOG_EPS = 1e-6
 #: the critic's outputs, in order: the decider's value (return from the question its team answers on), the
 #: fusion agent's value (return from the question it answers now) and the expected reward of that question
 VALUE_HEADS = ("decider", "fusion", "reward")
-
-
-# -- layers -------------------------------------------------------------------------------------------------
-def layer_init(layer: nn.Linear, gain: float = math.sqrt(2.0), bias: float = 0.0) -> nn.Linear:
-    """Orthogonal weights with ``gain``, constant bias (the PPO/MAPPO initialisation)."""
-    nn.init.orthogonal_(layer.weight, gain)
-    nn.init.constant_(layer.bias, bias)
-    return layer
-
-
-def mlp(n_inputs: int, hidden: int, n_outputs: int, output_gain: float) -> nn.Sequential:
-    """Two ReLU hidden layers of width ``hidden`` (MAPPO's default activation), orthogonally initialised."""
-    return nn.Sequential(
-        layer_init(nn.Linear(n_inputs, hidden)),
-        nn.ReLU(),
-        layer_init(nn.Linear(hidden, hidden)),
-        nn.ReLU(),
-        layer_init(nn.Linear(hidden, n_outputs), gain=output_gain),
-    )
 
 
 # -- distributions as functions of logits -------------------------------------------------------------------
@@ -199,7 +184,7 @@ class Actor(nn.Module):
 
     def evaluate_with_start(self, inputs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """:meth:`evaluate` and the KL divergence of the policy from its start policy at ``inputs`` (B,): 0 for an
-        actor without one (see :meth:`TeamDeciderActor.evaluate_with_start`)."""
+        actor without one (see :meth:`TeamActor.evaluate_with_start`)."""
         log_prob, entropy = self.evaluate(inputs, actions)
         return log_prob, entropy, torch.zeros_like(log_prob)
 
@@ -253,20 +238,22 @@ class DeciderActor(Actor):
         return complete_team(actions, logits, self.min_team_size)
 
 
-class TeamDeciderActor(Actor):
-    """Decider: an MLP of the decider's observation -> one logit per non-empty team, a categorical over the
-    2**N - 1 teams (N <= 12).
+class TeamActor(Actor):
+    """A team decider: one categorical head over the 2**N - 1 non-empty teams (N <= 12), composed with a logits module
+    that maps the decider's prepared inputs to one logit per team (:mod:`ensemble_mappo.team_logits`), as BenchMARL
+    and TorchRL compose a model with a distribution.
 
-    Team k (0-based) holds model i when bit i of k + 1 is set (the environment's ``"subset"`` encoding), so
-    the empty team cannot be drawn; teams smaller than ``min_team_size`` get probability 0. Actions are float
-    0/1 team masks (B, N), like :class:`DeciderActor`'s, so the rollout, the environment and the PPO loss do
-    not depend on the policy's form. Where the Bernoulli decider changes a team one model at a time, this one
-    compares whole teams: per task (from the task one-hot) a contextual bandit over teams.
+    The head holds what every team decider shares: the teams (:attr:`teams`), the mask of the teams allowed
+    (:attr:`allowed`), sampling (Gumbel-max), the mode, log-probabilities, entropies and the KL divergence from the
+    start policy (:attr:`start`); the logits module (:attr:`logits`) holds every parameter. Team k (0-based) holds
+    model i when bit i of k + 1 is set (the environment's ``"subset"`` encoding), so the empty team cannot be drawn;
+    teams smaller than ``min_team_size`` get probability 0. Actions are float 0/1 team masks (B, N), like
+    :class:`DeciderActor`'s, so the rollout, the environment and the PPO loss do not depend on the policy's form.
+    Where the Bernoulli decider changes a team one model at a time, a team decider compares whole teams.
 
-    The untrained decider draws each model with probability ``initial_prob``, independently, given that the team
-    is allowed (the output bias of team k is ``|k| * logit(initial_prob)``; the output weights start near 0):
-    its team size follows the binomial (N, ``initial_prob``) conditioned on at least ``max(1, min_team_size)``
-    models. ``initial_prob = 0.5`` is uniform over the teams (mean size about N / 2).
+    The deciders of ``decider_policy`` are this head with one logits module each: :class:`TeamDeciderActor`
+    (``"teams"``), :class:`TeamScorerActor` (``"scorer"``), :class:`TeamIndexActor` (``"index"``) and
+    :class:`~ensemble_mappo.residual.TeamResidualActor` (``"residual"``).
     """
 
     teams: Tensor  # (2**N - 1, N) float 0/1: team k's members
@@ -275,37 +262,21 @@ class TeamDeciderActor(Actor):
     start: StartLogProbs | None
     """The start policy PPO's KL penalty holds the decider near (set by the trainer; ensemble_mappo.start)."""
 
-    def __init__(
-        self, obs_size: int, n_models: int, hidden: int = 64, min_team_size: int = 0, initial_prob: float = 0.5
-    ) -> None:
+    def __init__(self, logits: nn.Module, teams: Tensor, min_team_size: int = 0) -> None:
         super().__init__()
-        teams = self._register_teams(n_models, min_team_size, initial_prob)
-        self.net = mlp(obs_size, hidden, teams.shape[0], output_gain=0.01)
-        with torch.no_grad():
-            cast(nn.Linear, self.net[-1]).bias.copy_(teams.sum(-1) * math.log(initial_prob / (1.0 - initial_prob)))
-        self.start = None
-
-    def _register_teams(self, n_models: int, min_team_size: int, initial_prob: float) -> Tensor:
-        """Check the pool, register :attr:`teams`, :attr:`allowed` and :attr:`powers`; the (K, N) team masks."""
-        if not 0.0 < initial_prob < 1.0:
-            raise ValueError(f"initial_prob must be in (0, 1), got {initial_prob}")
-        if not 1 <= n_models <= MAX_SUBSET_MODELS:
-            raise ValueError(f"the team decider enumerates the teams of 1..{MAX_SUBSET_MODELS} models, got {n_models}")
-        if not 0 <= min_team_size <= n_models:
-            raise ValueError(f"min_team_size must be in [0, {n_models}], got {min_team_size}")
-        teams = torch.from_numpy(subset_masks(n_models).astype(np.float32))  # the environment's "subset" order
         self.register_buffer("teams", teams, persistent=False)
         self.register_buffer("allowed", (teams.sum(-1) >= max(1, min_team_size)).to(torch.float32), persistent=False)
-        self.register_buffer("powers", 2.0 ** torch.arange(n_models, dtype=torch.float32), persistent=False)
-        return teams
+        self.register_buffer("powers", 2.0 ** torch.arange(teams.shape[1], dtype=torch.float32), persistent=False)
+        self.logits = logits
+        self.start = None
 
     def forward(self, inputs: Tensor) -> Tensor:
-        return masked_logits(self.net(inputs), self.allowed)
+        return masked_logits(self.logits(inputs), self.allowed)
 
     def prior_logits(self) -> Tensor:
-        """(K,) the untrained decider's logits, the same for every observation: the size prior of its
-        ``initial_prob`` (its output bias)."""
-        return cast(nn.Linear, self.net[-1]).bias
+        """(K,) the logits before the task's first answer, the same for every observation at the start: the size prior
+        of ``initial_prob`` (the logits module's ``prior_logits``)."""
+        return cast(TeamLogits, self.logits).prior_logits()
 
     def team_index(self, actions: Tensor) -> Tensor:
         """(B,) the index of each team mask (B, N)."""
@@ -338,20 +309,58 @@ class TeamDeciderActor(Actor):
         kl = (probs * (log_probs.clamp(min=-1e4) - self.start.of(inputs))).sum(-1)
         return log_prob, entropy, kl
 
+    def upgrade_state_dict(self, state: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """``state`` with the tensor names of a checkpoint written before the team deciders were composed (issue 50)
+        turned into today's (:func:`legacy_name`: ``net.0.weight`` -> ``logits.net.0.weight``, ``prior`` ->
+        ``logits.prior``, the residual decider's ``prior`` -> ``logits.index.prior``); a state holding any of today's
+        names is returned as it is (what it lacks or holds besides is refused by the loader's checks)."""
+        current = list(self.state_dict())
+        if any(name in state for name in current):
+            return dict(state)
+        renamed = {legacy_name(name): name for name in current}
+        return {renamed.get(key, key): value for key, value in state.items()}
 
-class TeamScorerActor(TeamDeciderActor):
-    """Decider on the task's record: a categorical over the teams whose logit for team k is one network, shared by
-    every team, of what the record shows of team k and of the whole observation.
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
+        """``nn.Module.load_state_dict`` of today's tensor names or of a checkpoint's before the composition
+        (:meth:`upgrade_state_dict`)."""
+        return super().load_state_dict(self.upgrade_state_dict(state_dict), strict, assign)
 
-    Team k's inputs: its record's rate and count feature (``team_record`` and ``team_record_count`` under partial
-    feedback; with every output revealed, every team's count is the task's, ``task_record``'s first entry), its
-    members (N bits) and its size / N; the whole observation enters as context. The logit is
-    ``g(W_t [rate_k, count_k, members_k, size_k] + W_o obs) + b_k``: a two-layer ReLU network g, and a per-team bias b
-    that starts at the size prior of ``initial_prob`` (:class:`TeamDeciderActor`'s), with g's output near 0 (gain
-    0.01): the untrained scorer plays the size prior, uniform over the teams at 0.5, and encodes no rule of which
-    team to play. What it learns about "a team whose record is high and long" holds for every team at once: an index
-    policy over the teams, learned rather than written.
+
+def legacy_name(name: str) -> str:
+    """The name a tensor of a team decider's state dict (``name``, today's) had before the team deciders were composed
+    (issue 50): the logits module's tensors were the actor's own (``logits.net.0.weight`` was ``net.0.weight``), and
+    the residual decider's index's too (``logits.index.prior`` was ``prior``)."""
+    return name.removeprefix("logits.").removeprefix("index.")
+
+
+class TeamDeciderActor(TeamActor):
+    """The team decider of ``decider_policy="teams"``: the categorical head composed with an MLP of the decider's
+    observation (:class:`~ensemble_mappo.team_logits.MLPLogits`), per task (from the task one-hot) a contextual
+    bandit over the teams.
+
+    The untrained decider draws each model with probability ``initial_prob``, independently, given that the team
+    is allowed (the output bias of team k is ``|k| * logit(initial_prob)``; the output weights start near 0):
+    its team size follows the binomial (N, ``initial_prob``) conditioned on at least ``max(1, min_team_size)``
+    models. ``initial_prob = 0.5`` is uniform over the teams (mean size about N / 2).
     """
+
+    logits: MLPLogits
+
+    def __init__(
+        self, obs_size: int, n_models: int, hidden: int = 64, min_team_size: int = 0, initial_prob: float = 0.5
+    ) -> None:
+        teams = team_masks(n_models, min_team_size, initial_prob)
+        super().__init__(MLPLogits(obs_size, teams, hidden, initial_prob), teams, min_team_size)
+
+
+class TeamScorerActor(TeamActor):
+    """The team decider of ``decider_policy="scorer"`` (tasks never seen): the categorical head composed with
+    :class:`~ensemble_mappo.team_logits.ScorerLogits`, each team's logit one network, shared by every team, of what
+    the task's record shows of that team and of the whole observation; the untrained scorer plays the size prior of
+    ``initial_prob``. ``layout``: the decider's observation layout (``venv.layout.decider``), with the record extras.
+    """
+
+    logits: ScorerLogits
 
     def __init__(
         self,
@@ -362,126 +371,29 @@ class TeamScorerActor(TeamDeciderActor):
         min_team_size: int = 0,
         initial_prob: float = 0.5,
     ) -> None:
-        super().__init__(obs_size, n_models, hidden, min_team_size, initial_prob)
-        self.rate_slice, self.count_slice = record_slices(layout, "scorer")
-        features = torch.cat([self.teams, self.teams.sum(-1, keepdim=True) / n_models], -1)  # (K, N + 1)
-        self.register_buffer("team_features", features, persistent=False)
-        self.team_in = layer_init(nn.Linear(2 + n_models + 1, hidden))
-        self.context_in = layer_init(nn.Linear(obs_size, hidden))
-        self.net = nn.Sequential(
-            nn.ReLU(), layer_init(nn.Linear(hidden, hidden)), nn.ReLU(), layer_init(nn.Linear(hidden, 1), gain=0.01)
-        )
-        self.team_bias = nn.Parameter(self.teams.sum(-1) * math.log(initial_prob / (1.0 - initial_prob)))
-
-    def prior_logits(self) -> Tensor:
-        return self.team_bias
-
-    def forward(self, inputs: Tensor) -> Tensor:
-        rates = inputs[:, self.rate_slice]  # (B, K)
-        counts = inputs[:, self.count_slice].expand_as(rates)
-        batch, n_teams = rates.shape
-        teams = torch.cat(
-            [rates.unsqueeze(-1), counts.unsqueeze(-1), self.team_features.expand(batch, n_teams, -1)], -1
-        )
-        hidden = self.team_in(teams) + self.context_in(inputs).unsqueeze(1)  # (B, K, H)
-        return masked_logits(self.net(hidden).squeeze(-1) + self.team_bias, self.allowed)
+        teams = team_masks(n_models, min_team_size, initial_prob)
+        super().__init__(ScorerLogits(layout, obs_size, teams, hidden, initial_prob), teams, min_team_size)
 
 
-def record_slices(layout: Mapping[str, slice], policy: str) -> tuple[slice, slice]:
-    """Where the decider's observation holds each team's record: (the rates, ``team_record``; the count features,
-    ``team_record_count`` under partial feedback, else ``task_record``'s first entry, the task's count, which every
-    team shares when every output is revealed). ValueError naming ``policy`` without the record extras."""
-    if "team_record" not in layout or ("team_record_count" not in layout and "task_record" not in layout):
-        raise ValueError(
-            f"decider_policy={policy!r} reads the task's team record: the decider's extras must include "
-            "'task_record' and 'team_record' (ensemble_env/EnsembleUnseen-v1 and -v2 have them)"
-        )
-    count = layout.get("team_record_count")
-    if count is None:  # every output revealed: every team's count is the task's (task_record's first entry)
-        count = slice(layout["task_record"].start, layout["task_record"].start + 1)
-    return layout["team_record"], count
-
-
-#: :class:`TeamIndexActor`'s step sizes: each of its quantities is this multiple of its parameter (Adam moves a
-#: parameter by about ``learning_rate`` a step, 2,560 steps at the partial-feedback default budget, so these let each
-#: quantity cross its range within a few hundred steps): the weight of the estimate (logits per unit of rate), the
-#: prior rate, log n0, the uncertainty term's weight and the size bias
-INDEX_SCALES = {"weight": 50.0, "prior": 2.0, "log_pseudo_count": 5.0, "bonus": 10.0, "size": 10.0}
-#: :class:`TeamIndexActor`'s start: the prior rate b_k and the pseudo-count n0 of every team
-INDEX_START_PRIOR, INDEX_START_PSEUDO_COUNT = 0.5, 4.0
-
-
-class TeamIndexActor(TeamDeciderActor):
-    """Decider on the task's record with the form of an index policy: team k's logit is ::
-
-        s(z_k) + w(z_k) * m_k + u / sqrt(n0 + n_k),    m_k = (n0 * b_k + n_k * r_k) / (n0 + n_k)
-
-    where z_k is team k's size, r_k and n_k are what the record shows of team k on the task so far (``team_record``,
-    and its count feature n / (n + 16) turned back into n; :func:`record_slices`), b_k a prior rate per team, n0 the
-    prior's weight in pseudo-observations, w(z) = w_0 + w_1 z / N the weight of the estimate m_k, u the weight of an
-    uncertainty term (u > 0: optimism, a bonus for teams seen little; u < 0: caution) and s(z) a bias per team size.
-    Every one of them is learned by PPO, from a start where w = u = 0, b_k = 1/2, n0 = 4 and s is the size prior of
-    ``initial_prob``: the untrained decider plays the size prior (uniform over the teams at 0.5) whatever the record
-    shows, and encodes no rule of which team to play.
-
-    The form is the one of the hand rules of :mod:`ensemble_env.baselines.partial` (greedy: the shrunk mean; UCB:
-    plus a bonus), whose constants are chosen on the training tasks and whose prior is the training tasks' mean
-    reward; here the prior, its weight, the weights and the bonus are learned from the reward of whole tasks. Where
-    :class:`TeamScorerActor`'s network learns a fixed team before it learns to read the record (docs/benchmark.md),
-    this decider can only tell teams apart by their record, their size and the learned prior, and its estimate's
-    weight is one number shared by every team. Each quantity is a fixed multiple of its parameter
-    (:data:`INDEX_SCALES`).
+class TeamIndexActor(TeamActor):
+    """The team decider of ``decider_policy="index"`` (tasks never seen): the categorical head composed with
+    :class:`~ensemble_mappo.team_logits.IndexLogits`, each team's logit an index of its record (a shrunk mean and an
+    uncertainty term) whose constants are learned (``decider.logits.terms()`` in their own units), from a start that
+    plays the size prior of ``initial_prob`` whatever the record shows. ``layout``: the decider's observation layout
+    (``venv.layout.decider``), with the record extras.
     """
+
+    logits: IndexLogits
 
     def __init__(
         self, layout: Mapping[str, slice], n_models: int, min_team_size: int = 0, initial_prob: float = 0.5
     ) -> None:
-        nn.Module.__init__(self)
-        teams = self._register_teams(n_models, min_team_size, initial_prob)
-        self.rate_slice, self.count_slice = record_slices(layout, "index")
-        self.register_buffer("sizes", teams.sum(-1), persistent=False)
-        self.prior = nn.Parameter(torch.zeros(teams.shape[0]))
-        self.weight = nn.Parameter(torch.zeros(2))
-        self.log_pseudo_count = nn.Parameter(torch.zeros(1))
-        self.bonus = nn.Parameter(torch.zeros(1))
-        size_logit = math.log(initial_prob / (1.0 - initial_prob))
-        start = torch.arange(1, n_models + 1, dtype=torch.float32) * size_logit / INDEX_SCALES["size"]
-        self.size_bias = nn.Parameter(start)
-        self.start = None
-
-    def terms(self) -> dict[str, Tensor]:
-        """The decider's learned quantities, in their own units: ``prior`` (K,) b_k, ``pseudo_count`` n0,
-        ``weight`` (K,) w(z_k), ``bonus`` u and ``size_bias`` (K,) s(z_k), z_k team k's size."""
-        return {
-            "prior": INDEX_START_PRIOR + INDEX_SCALES["prior"] * self.prior,
-            "pseudo_count": INDEX_START_PSEUDO_COUNT
-            * torch.exp(INDEX_SCALES["log_pseudo_count"] * self.log_pseudo_count),
-            "weight": INDEX_SCALES["weight"] * (self.weight[0] + self.weight[1] * self.sizes / self.teams.shape[1]),
-            "bonus": INDEX_SCALES["bonus"] * self.bonus,
-            "size_bias": INDEX_SCALES["size"] * self.size_bias[(self.sizes - 1).long()],
-        }
-
-    def prior_logits(self) -> Tensor:
-        """(K,) the logits before the task's first answer (every count 0): the size prior at the start."""
-        t = self.terms()
-        return t["size_bias"] + t["weight"] * t["prior"] + t["bonus"] / torch.sqrt(t["pseudo_count"])
-
-    def index(self, inputs: Tensor) -> Tensor:
-        """(B, K) every team's index, before the mask of the teams too small to play."""
-        rates = inputs[:, self.rate_slice]  # (B, K)
-        fraction = inputs[:, self.count_slice].expand_as(rates).clamp(0.0, 1.0 - 1e-6)
-        counts = RECORD_COUNT_HALF * fraction / (1.0 - fraction)  # n from n / (n + 16)
-        t = self.terms()
-        n0 = t["pseudo_count"]
-        estimate = (n0 * t["prior"] + counts * rates) / (n0 + counts)
-        return t["size_bias"] + t["weight"] * estimate + t["bonus"] / torch.sqrt(n0 + counts)
-
-    def forward(self, inputs: Tensor) -> Tensor:
-        return masked_logits(self.index(inputs), self.allowed)
+        teams = team_masks(n_models, min_team_size, initial_prob)
+        super().__init__(IndexLogits(layout, teams, initial_prob), teams, min_team_size)
 
 
 class StartLogProbs(Protocol):
-    """What :attr:`TeamDeciderActor.start` holds: the start policy's log-probabilities over the teams at a
+    """What :attr:`TeamActor.start` holds: the start policy's log-probabilities over the teams at a
     batch of decider observations (:class:`ensemble_mappo.start.StartPolicy`)."""
 
     def of(self, inputs: Tensor) -> Tensor: ...

@@ -5,7 +5,7 @@ held near it by a KL penalty (``TrainConfig.decider_kl_coef``, the trust region)
 
 - ``"prior"``: each model in the team with probability ``decider_initial_prob``, independently (the team's size
   binomial, conditioned on a non-empty team), the same for every question (:meth:`StartPolicy.size_prior`; the
-  output bias of :class:`~ensemble_mappo.networks.TeamDeciderActor`).
+  team decider's :meth:`~ensemble_mappo.networks.TeamActor.prior_logits`).
 - ``"offline"``: per task, a softmax over the teams of their mean reward on the task's *train* questions when
   the team's mean-probability vote answers (the environment's reward at the run's alpha), at temperature
   ``offline_temperature`` (:meth:`StartPolicy.offline`). Its most probable team per task is the team the
@@ -38,8 +38,9 @@ from ensemble_env.game.reward import RewardSettings
 from ensemble_mappo.agents import Agents
 from ensemble_mappo.collection import Behaviour, collect
 from ensemble_mappo.config import DECIDER_STARTS, TrainConfig
-from ensemble_mappo.networks import TeamDeciderActor
+from ensemble_mappo.networks import TeamActor
 from ensemble_mappo.optim import FlatAdam
+from ensemble_mappo.team_logits import MLPLogits
 
 __all__ = [
     "DECIDER_STARTS",
@@ -140,7 +141,7 @@ class StartPolicy:
     task_slice: slice | None
 
     @classmethod
-    def size_prior(cls, decider: TeamDeciderActor, n_tasks: int, task_slice: slice | None) -> StartPolicy:
+    def size_prior(cls, decider: TeamActor, n_tasks: int, task_slice: slice | None) -> StartPolicy:
         """The untrained decider's own policy (its output bias: the size prior), the same for every task."""
         with torch.no_grad():
             bias = decider.prior_logits().detach().clone()
@@ -151,7 +152,7 @@ class StartPolicy:
     @classmethod
     def offline(
         cls,
-        decider: TeamDeciderActor,
+        decider: TeamActor,
         venv: EnsembleVectorEnv,
         temperature: float,
         *,
@@ -182,7 +183,7 @@ class StartPolicy:
 
 
 def fit_decider(
-    decider: TeamDeciderActor,
+    decider: TeamActor,
     inputs: Tensor,
     start: StartPolicy,
     generator: torch.Generator,
@@ -249,7 +250,7 @@ class RecordStart:
 
 
 def record_start(
-    decider: TeamDeciderActor,
+    decider: TeamActor,
     venv: EnsembleVectorEnv,
     temperature: float,
     pooled: np.ndarray,
@@ -283,11 +284,12 @@ def record_start(
     return start
 
 
-def write_record(decider: TeamDeciderActor, start: RecordStart) -> bool:
+def write_record(decider: TeamActor, start: RecordStart) -> bool:
     """Make ``decider`` play ``start`` exactly: its logits become :meth:`RecordStart.logits` (a linear function of the
     record, through the first K + 1 units of each hidden layer; the other units keep their random start and their
-    output weights start at 0). False (nothing changed) when the hidden layers are narrower than K + 1."""
-    layers = [module for module in decider.net if isinstance(module, torch.nn.Linear)]
+    output weights start at 0). False (nothing changed) when the decider's logits are not an MLP of the observation
+    (:class:`~ensemble_mappo.team_logits.MLPLogits`) or its hidden layers are narrower than K + 1."""
+    layers = _mlp_layers(decider)
     k = start.prior.shape[0]
     if len(layers) != 3 or any(layer.out_features < k + 1 for layer in layers[:2]):
         return False
@@ -312,10 +314,18 @@ def write_record(decider: TeamDeciderActor, start: RecordStart) -> bool:
     return True
 
 
-def write_table(decider: TeamDeciderActor, start: StartPolicy) -> bool:
+def _mlp_layers(decider: TeamActor) -> list[torch.nn.Linear]:
+    """The linear layers of the decider's MLP, in order (none when its logits are another module's)."""
+    if not isinstance(decider.logits, MLPLogits):
+        return []
+    return [module for module in decider.logits.net if isinstance(module, torch.nn.Linear)]
+
+
+def write_table(decider: TeamActor, start: StartPolicy) -> bool:
     """Make ``decider`` play ``start`` exactly: its logits become the start policy's log-probabilities of the task
     of each observation (a lookup on the task one-hot), with no approximation. True when done; False (nothing
-    changed) when the observation has no task one-hot or the hidden layers are narrower than the number of tasks.
+    changed) when the observation has no task one-hot, the decider's logits are not an MLP of the observation
+    (:class:`~ensemble_mappo.team_logits.MLPLogits`) or its hidden layers are narrower than the number of tasks.
 
     The first ``n_tasks`` units of each hidden layer carry the one-hot (unit j: task j), and the output layer reads
     only them, as ``table[j] - table[none]`` plus the bias ``table[none]`` (the row of an observation without a task).
@@ -323,7 +333,7 @@ def write_table(decider: TeamDeciderActor, start: StartPolicy) -> bool:
     fine-tuning can route through them (their output weights start at 0).
     """
     task_slice = start.task_slice
-    layers = [module for module in decider.net if isinstance(module, torch.nn.Linear)]
+    layers = _mlp_layers(decider)
     n_tasks = start.log_probs.shape[0] - 1
     if task_slice is None or len(layers) != 3 or any(layer.out_features < n_tasks for layer in layers[:2]):
         return False
@@ -361,7 +371,7 @@ def start_decider(
     models under ``decider_policy="auto"``): it starts from its output bias (``decider_initial_prob``) whatever
     ``decider_start`` says, and has no KL penalty. Call it before the optimizer is built."""
     decider = agents.decider
-    if not isinstance(decider, TeamDeciderActor):
+    if not isinstance(decider, TeamActor):
         return None
     task_slice = venv.layout.decider.get("task")
     if config.decider_start == "prior":

@@ -110,12 +110,12 @@ def test_the_kl_to_the_start_is_zero_at_the_start_and_pulls_back_towards_it() ->
     _, _, kl = actor.evaluate_with_start(inputs, actions)
     assert kl.abs().max() < 1e-6  # the untrained decider is its prior
     with torch.no_grad():
-        actor.net[-1].bias.add_(torch.randn(7))
+        actor.logits.net[-1].bias.add_(torch.randn(7))
     _, _, moved = actor.evaluate_with_start(inputs, actions)
     assert (moved > 1e-3).all()
     moved.mean().backward()
     with torch.no_grad():
-        actor.net[-1].bias.sub_(0.5 * actor.net[-1].bias.grad)
+        actor.logits.net[-1].bias.sub_(0.5 * actor.logits.net[-1].bias.grad)
     _, _, after = actor.evaluate_with_start(inputs, actions)
     assert after.mean() < moved.mean()
     # the same numbers as evaluate() for the PPO terms

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from ensemble_env.baselines import registry as baselines  # noqa: E402
 from ensemble_env.cache import save_cache  # noqa: E402
-from ensemble_env.game.task_record import RECORD_COUNT_HALF  # noqa: E402
+from ensemble_env.game.layout import COUNT_HALF  # noqa: E402
 from ensemble_env.synthetic import make_cache  # noqa: E402
 from ensemble_mappo import algorithms, benchmark  # noqa: E402
 from ensemble_mappo.agents import Agents  # noqa: E402
@@ -76,10 +76,10 @@ def test_the_untrained_scorer_plays_the_size_prior_and_scores_each_team_from_its
     np.testing.assert_allclose(logits.numpy(), decider.prior_logits().detach().expand_as(logits).numpy(), atol=0.05)
     # with the context cut off, team k's logit reads team k's record only: changing team 2's rate moves logit 2 alone
     with torch.no_grad():
-        decider.context_in.weight.zero_()
+        decider.logits.context_in.weight.zero_()
         before = decider(inputs)
         changed = inputs.clone()
-        changed[:, decider.rate_slice.start + 2] += 0.5
+        changed[:, decider.logits.rate_slice.start + 2] += 0.5
         after = decider(changed)
     moved = (after - before).abs().amax(dim=0) > 0
     assert moved.tolist() == [k == 2 for k in range(moved.numel())]
@@ -105,11 +105,12 @@ def _index(feedback: str, initial_prob: float = 0.5) -> tuple[TeamIndexActor, to
 def _with_record(decider: TeamIndexActor, inputs: torch.Tensor, rates: list[float], counts: list[float]):
     """``inputs`` with every team's record set: rate r_k and count n_k (the count feature n / (n + 16))."""
     changed = inputs.clone()
-    changed[:, decider.rate_slice] = torch.tensor(rates)
-    fraction = torch.tensor(counts) / (torch.tensor(counts) + RECORD_COUNT_HALF)
-    if decider.count_slice.stop - decider.count_slice.start == 1:  # feedback "all": the task's count, shared
+    changed[:, decider.logits.rate_slice] = torch.tensor(rates)
+    fraction = torch.tensor(counts) / (torch.tensor(counts) + COUNT_HALF)
+    count = decider.logits.count_slice
+    if count.stop - count.start == 1:  # feedback "all": the task's count, shared
         fraction = fraction[:1]
-    changed[:, decider.count_slice] = fraction
+    changed[:, count] = fraction
     return changed
 
 
@@ -134,8 +135,8 @@ def test_the_index_shrinks_each_team_s_rate_toward_its_learned_prior_by_its_own_
     decider, inputs = _index("team")
     n_teams = decider.teams.shape[0]
     with torch.no_grad():
-        decider.weight[0] = 1.0 / INDEX_SCALES["weight"]  # w = 1 logit per unit of rate for every team
-        decider.prior.fill_(0.2 / INDEX_SCALES["prior"])  # b_k = 0.7
+        decider.logits.weight[0] = 1.0 / INDEX_SCALES["weight"]  # w = 1 logit per unit of rate for every team
+        decider.logits.prior.fill_(0.2 / INDEX_SCALES["prior"])  # b_k = 0.7
         rates, counts = [0.0] * n_teams, [0.0] * n_teams
         rates[1], counts[1] = 0.9, 4.0  # n0 = 4: halfway from 0.7 to 0.9
         rates[2], counts[2] = 0.9, 400.0  # nearly its rate
@@ -146,8 +147,8 @@ def test_the_index_shrinks_each_team_s_rate_toward_its_learned_prior_by_its_own_
     np.testing.assert_allclose(logits.numpy(), expected, rtol=1e-4)
     # the uncertainty term: u / sqrt(n0 + n_k), a bonus for the teams seen least
     with torch.no_grad():
-        decider.weight.zero_()
-        decider.bonus.fill_(2.0 / INDEX_SCALES["bonus"])
+        decider.logits.weight.zero_()
+        decider.logits.bonus.fill_(2.0 / INDEX_SCALES["bonus"])
         logits = decider(_with_record(decider, inputs, rates, counts))[0]
     np.testing.assert_allclose(logits[[0, 1, 2]].numpy(), [2 / 2, 2 / np.sqrt(8), 2 / np.sqrt(404)], rtol=1e-4)
 
@@ -179,7 +180,7 @@ def test_trained_from_the_size_prior_the_index_decider_learns_to_read_the_record
     fixed = float(baselines.lookup("global_team").run(setting).rewards(unit, reward).mean())
     assert learned > fixed + 0.3, (learned, fixed)
     decider = policy_checkpoint(tmp_path / "run", read_config(tmp_path / "run")).networks["decider"]
-    assert float(decider["weight"][0]) > 0.0  # the estimate's weight, 0 at the start
+    assert float(decider["logits.weight"][0]) > 0.0  # the estimate's weight, 0 at the start
 
 
 def test_the_index_decider_needs_the_team_record() -> None:

@@ -42,22 +42,22 @@ def test_the_untrained_residual_decider_is_the_untrained_index_decider(feedback:
 
 def test_the_residual_reads_each_team_s_members_and_can_be_switched_off() -> None:
     residual, inputs, _ = _deciders("team")
-    features = residual.features(inputs)
+    features = residual.logits.features(inputs)
     assert features.shape == (inputs.shape[0], 7, len(RESIDUAL_FEATURES))
-    rates = inputs[:, residual.model_rates]
+    rates = inputs[:, residual.logits.model_rates]
     team_ab = 2  # team 3 in the subset encoding: models 0 and 1
     column = {name: k for k, name in enumerate(RESIDUAL_FEATURES)}
     np.testing.assert_allclose(features[:, team_ab, column["members_rate_mean"]], rates[:, :2].mean(-1), rtol=1e-6)
     np.testing.assert_allclose(features[:, team_ab, column["members_rate_min"]], rates[:, :2].amin(-1))
     np.testing.assert_allclose(features[:, 6, column["members_rate_max"]], rates.amax(-1))  # the whole pool
     with torch.no_grad():
-        residual.g[-1].bias.fill_(0.0)
-        residual.g[-1].weight.normal_()
+        residual.logits.g[-1].bias.fill_(0.0)
+        residual.logits.g[-1].weight.normal_()
         on = residual(inputs)
-        residual.residual.fill_(0.0)
+        residual.logits.residual.fill_(0.0)
         off = residual(inputs)
     assert not torch.allclose(on, off)
-    np.testing.assert_allclose(off.numpy(), residual.index(inputs).detach().numpy())  # off: the index decider's logits
+    np.testing.assert_allclose(off.numpy(), residual.logits.index(inputs).detach().numpy())  # off: the index's logits
     counts = features[:, :, column["count"]]
     assert float(counts.max()) < 1.0 and float(counts.min()) >= 0.0  # count features n / (n + 16)
 
@@ -84,12 +84,12 @@ def test_the_config_s_gain_scales_the_network_and_zero_plays_the_index_alone() -
         torch.manual_seed(0)
         deciders[gain] = Agents.build(venv, 16, decider_policy="residual", residual_gain=gain).decider
     state = deciders[1.0].state_dict()
-    state["g.4.weight"] = torch.randn_like(state["g.4.weight"])
+    state["logits.g.4.weight"] = torch.randn_like(state["logits.g.4.weight"])
     for decider in deciders.values():
         decider.load_state_dict(state)  # the same checkpoint: the gain is not part of it
     with torch.no_grad():
         on, off, double = (deciders[gain](inputs) for gain in (1.0, 0.0, 2.0))
-        index = deciders[0.0].index(inputs)
+        index = deciders[0.0].logits.index(inputs)
     assert not torch.allclose(on, off)
     torch.testing.assert_close(off, index)
     torch.testing.assert_close(double - index, 2.0 * (on - index))
