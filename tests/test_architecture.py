@@ -476,6 +476,61 @@ def test_the_vocabulary_checker_finds_a_second_definition() -> None:
     assert _vocabularies("FEEDBACK = FEEDBACK_LEVELS[:2]\n") == []
 
 
+# -- the learners read the game through its public modules ------------------------------------------------------------
+
+#: the modules of the game the learners (``ensemble_mappo``) may import: the engine, its options, the observation
+#: layout (where each block lies, and what a count feature counts: ``count_of_feature``), the action encodings and the
+#: reward. The rest is the game's inside: the kernels (``task_record``, ``dynamics``, ``feedback``, ``window``), their
+#: records and builders, the snapshots and the checks
+GAME_SURFACE = (
+    "ensemble_env.game",
+    "ensemble_env.game.actions",
+    "ensemble_env.game.config",
+    "ensemble_env.game.engine",
+    "ensemble_env.game.layout",
+    "ensemble_env.game.reward",
+)
+
+
+def _game_inside_imports(graph: dict[str, list[tuple[str, str | None, int]]]) -> list[str]:
+    """``path:line imports module`` for each import by a learner's module of a module of the game outside
+    :data:`GAME_SURFACE`."""
+    return [
+        f"{MODULES[name].relative_to(ROOT)}:{line} imports {target}"
+        for name, imports in graph.items()
+        if name.split(".")[0] == "ensemble_mappo"
+        for target, _, line in imports
+        if target.startswith("ensemble_env.game.") and target not in GAME_SURFACE
+    ]
+
+
+def test_the_learners_import_nothing_from_inside_the_game() -> None:
+    """The learners read the game's observations through its layout: e.g. the record's count feature n / (n + 16) is
+    turned back into n with ``ensemble_env.game.layout.count_of_feature``, never with the constant of the record's
+    kernels (``ensemble_env.game.task_record``)."""
+    inside = [module for module in MODULES if module.startswith("ensemble_env.game.") and module not in GAME_SURFACE]
+    assert {"ensemble_env.game.task_record", "ensemble_env.game.dynamics", "ensemble_env.game.records"} <= set(inside)
+    assert _game_inside_imports(GRAPH) == []
+
+
+def test_the_game_inside_checker_finds_every_form() -> None:
+    source = (
+        "from ensemble_env.game.task_record import RECORD_COUNT_HALF\n"
+        "from ensemble_env.game import feedback\n"
+        "def late():\n"
+        "    import ensemble_env.game.window\n"
+        "from ensemble_env.game.layout import count_of_feature\n"
+    )
+    module = "ensemble_mappo.team_logits"
+    planted = {**GRAPH, module: [*GRAPH[module], *_imports_of_source(module, source)]}
+    where = MODULES[module].relative_to(ROOT)
+    assert _game_inside_imports(planted) == [
+        f"{where}:1 imports ensemble_env.game.task_record",
+        f"{where}:2 imports ensemble_env.game.feedback",
+        f"{where}:4 imports ensemble_env.game.window",
+    ]
+
+
 # -- a config names its algorithm: nothing but the registry infers it ------------------------------------------------
 
 #: the module that may infer an algorithm from a config's fields (:func:`ensemble_mappo.algorithms.saved_name`, for
