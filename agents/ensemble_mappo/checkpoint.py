@@ -35,6 +35,7 @@ from torch import Tensor
 
 from ensemble_env.cache.convert.common import read_input
 from ensemble_env.cache.digest import cache_digest
+from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.files import write_bytes
 from ensemble_env.game.engine import EnsembleVectorEnv
 from ensemble_env.text import show
@@ -411,11 +412,15 @@ def restore_run(
     optimizer: Optimizer,
     generator: torch.Generator,
     venv: EnsembleVectorEnv,
+    cache: LogitCache,
 ) -> int:
     """Restore the run saved in ``run_dir`` into the live objects of a resumed run; the updates it had done.
 
-    The folder's ``config.json`` must hold ``config``; its checkpoint must belong to it (:func:`read_checkpoint`),
-    be of ``venv``'s pool and of a budget of ``num_iterations`` updates. A run stopped before its first checkpoint
+    The folder's ``config.json`` must hold ``config`` and the digest of ``cache``, the cache the run is given (what
+    :func:`~ensemble_mappo.runs.write_config` recorded: the cache before the model-permuted copies of its training
+    tasks that ``venv``, the training environment, may add; ``config`` and ``cache`` make those copies again); its
+    checkpoint must belong to it (:func:`read_checkpoint`), be of ``venv``'s pool and of a budget of
+    ``num_iterations`` updates. A run stopped before its first checkpoint
     has none: it starts again from update 0 (0 is returned and nothing is loaded). Nothing is changed before
     everything is checked, apart from the objects loaded in turn (networks, optimizer, generator, environment),
     which a refusal leaves to be thrown away.
@@ -435,12 +440,13 @@ def restore_run(
     if not os.path.lexists(path):
         return 0  # stopped before its first checkpoint: the run starts over, with its saved config
     checkpoint = read_checkpoint(path, run)
-    if run.digest is not None and run.digest != cache_digest(venv.cache):
+    digest = cache_digest(cache)  # the cache as given, as write_config recorded it (not venv.cache: its copies)
+    if run.digest is not None and run.digest != digest:
         raise refuse(
             run.path,
             "run.digest",
-            "the run trained on a cache with other contents (its digest differs): resume it with the cache it was "
-            "trained on, or train a new run",
+            f"the run trained on a cache with other contents (its digest {run.digest[:12]}..., this cache's "
+            f"{digest[:12]}...): resume it with the cache it was trained on, or train a new run",
         )
     pool = tuple(venv.cache.models)
     if checkpoint.models != pool:

@@ -20,7 +20,9 @@ held near it by a KL penalty (``TrainConfig.decider_kl_coef``, the trust region)
 Only the train stream's labels are read (``venv.questions``, the questions the run trains on); the policy
 depends on the task of the question the team will answer (the decider's ``"task"`` extra), and is the pooled
 table over every train question where the observation carries no task. It is recomputed from the cache when a
-run resumes (nothing of it is in the checkpoint), so a resumed run is the same as an uninterrupted one.
+run resumes (nothing of it is in the checkpoint), so a resumed run is the same as an uninterrupted one; which start
+applies (on tasks never seen, the record start where the decider can play it, :func:`plays_record`, else the table)
+is decided by one rule, from the decider's shape, for both.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ __all__ = [
     "StartPolicy",
     "TeamOutcomes",
     "fit_decider",
+    "plays_record",
     "start_decider",
     "team_outcomes",
     "team_train_rewards",
@@ -287,13 +290,11 @@ def record_start(
 def write_record(decider: TeamActor, start: RecordStart) -> bool:
     """Make ``decider`` play ``start`` exactly: its logits become :meth:`RecordStart.logits` (a linear function of the
     record, through the first K + 1 units of each hidden layer; the other units keep their random start and their
-    output weights start at 0). False (nothing changed) when the decider's logits are not an MLP of the observation
-    (:class:`~ensemble_mappo.team_logits.MLPLogits`) or its hidden layers are narrower than K + 1."""
-    layers = _mlp_layers(decider)
-    k = start.prior.shape[0]
-    if len(layers) != 3 or any(layer.out_features < k + 1 for layer in layers[:2]):
+    output weights start at 0). False (nothing changed) when it cannot (:func:`plays_record`)."""
+    if not plays_record(decider, start):
         return False
-    first, second, out = layers
+    first, second, out = _mlp_layers(decider)
+    k = start.prior.shape[0]
     teams = torch.arange(k)
     rates = torch.arange(start.rate_slice.start, start.rate_slice.stop)
     with torch.no_grad():
@@ -312,6 +313,16 @@ def write_record(decider: TeamActor, start: RecordStart) -> bool:
             out.weight[:, k] = start.beta * (start.wrong - start.prior_weight * start.prior)
             out.bias.copy_(start.beta * start.prior_weight * start.prior)
     return True
+
+
+def plays_record(decider: TeamActor, start: RecordStart) -> bool:
+    """Whether :func:`write_record` can make ``decider`` play ``start`` exactly: its logits are an MLP of the
+    observation (:class:`~ensemble_mappo.team_logits.MLPLogits`) of two hidden layers, each at least K + 1 wide. What
+    :func:`start_decider` decides the record start by, in a new run and in a resumed one alike: it depends on the
+    decider's shape only, never on whether the network is fitted."""
+    layers = _mlp_layers(decider)
+    k = start.prior.shape[0]
+    return len(layers) == 3 and all(layer.out_features >= k + 1 for layer in layers[:2])
 
 
 def _mlp_layers(decider: TeamActor) -> list[torch.nn.Linear]:
@@ -379,7 +390,11 @@ def start_decider(
     else:
         outcomes = team_outcomes(venv, decider.teams.numpy(), questions)  # every team's, once for both starts
         record = record_start(decider, venv, config.offline_temperature, outcomes.pooled)
-        if record is not None and (not fit or write_record(decider, record)):
+        # the record start where the decider can play it exactly (plays_record: its shape, the same rule whether the
+        # run is new or resumed, so a resumed run anchors its KL where the uninterrupted one did); else the table
+        if record is not None and plays_record(decider, record):
+            if fit:
+                write_record(decider, record)
             decider.start = record  # tasks never seen: the training tasks' best team, then follow the leader
             return record
         start = StartPolicy.offline(

@@ -128,7 +128,7 @@ def train(
     storage = learner.storage(venv, config.num_steps)
     keep = stops(budget.iterations, config.checkpoints)
     if resume:  # every file checked first (ensemble_mappo.checkpoint); a run stopped before its first checkpoint: 0
-        start = restore_run(out, config, budget.iterations, learner, adam, generator, venv)
+        start = restore_run(out, config, budget.iterations, learner, adam, generator, venv, cache)
     else:
         start = 0
         write_config(out, config, cache, cache_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -13,8 +14,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ensemble_env.cache import LogitCache, load_default_cache  # noqa: E402
+from ensemble_env.cache.digest import cache_digest  # noqa: E402
 from ensemble_env.game.records import Counter  # noqa: E402
+from ensemble_env.synthetic import make_cache  # noqa: E402
+from ensemble_mappo import algorithms  # noqa: E402
 from ensemble_mappo.agents import Agents  # noqa: E402
+from ensemble_mappo.benchmark import protocols  # noqa: E402
 from ensemble_mappo.checkpoint import load_checkpoint, save_checkpoint, unpack_arrays  # noqa: E402
 from ensemble_mappo.collection import collect  # noqa: E402
 from ensemble_mappo.config import TrainConfig, config_from_dict, field_docs, load_config  # noqa: E402
@@ -44,7 +49,9 @@ from ensemble_mappo.ppo import (  # noqa: E402
     clipped_value_loss,
     compute_gae,
 )
+from ensemble_mappo.presets import PARTIAL  # noqa: E402
 from ensemble_mappo.progress_format import progress_columns  # noqa: E402
+from ensemble_mappo.runs import RunFileError  # noqa: E402
 from ensemble_mappo.training import episode_plan, train  # noqa: E402
 
 
@@ -396,22 +403,61 @@ def _progress_without_times(run: Path) -> list[str]:
     return [",".join(line.split(",")[i] for i in keep) for line in lines]
 
 
-def test_resume_reproduces_uninterrupted_training(tmp_path: Path) -> None:
-    cache = _default_cache()
-    config = config_from_dict({**_TINY, "seed": 7})
+def _unseen_cache(seed: int = 1) -> LogitCache:
+    """A small synthetic cache of 6 tasks of 60 questions (3 models) for the runs on tasks never seen."""
+    return make_cache(n_models=3, n_questions=360, n_tasks=6, accuracy=[0.5, 0.6, 0.7], seed=seed)
+
+
+def _resume_case(name: str) -> tuple[TrainConfig, LogitCache]:
+    """(config, cache) of a run the resume tests interrupt: "standard", the default game on the default cache;
+    "partial", the partial-feedback learner (presets.PARTIAL, model-permuted copies of the training tasks included) on
+    the unseen-task game; "unseen-scorer", the team scorer with the offline start on tasks never seen (its network
+    cannot play the record start, so a new run falls back to the fitted table start, and its KL is anchored there)."""
+    if name == "standard":
+        return config_from_dict({**_TINY, "seed": 7}), _default_cache()
+    config_class = algorithms.get("mappo").config_class
+    feedback = "team" if name == "partial" else "all"
+    overrides = protocols.learner_overrides("mappo", config_class, 3, feedback)  # the unseen-task game (and PARTIAL)
+    config = config_from_dict({**overrides, **_TINY, "seed": 3})
+    if name == "partial":
+        assert all(getattr(config, key) == value for key, value in PARTIAL.values.items() if key not in _TINY)
+        assert config.model_permutations > 0 and config.env["episodes"] == "task"
+    else:
+        config = dataclasses.replace(config, decider_policy="scorer", decider_start="offline", decider_kl_coef=0.1)
+    return config, _unseen_cache()
+
+
+@pytest.mark.parametrize("case", ["standard", "partial", "unseen-scorer"])
+def test_resume_reproduces_uninterrupted_training(tmp_path: Path, case: str) -> None:
+    """A run interrupted after k updates and resumed to the end is the uninterrupted run, bit for bit: its final
+    networks (and generator) and every progress.csv column but the times; also for the partial-feedback learner,
+    whose training stream holds model-permuted copies of the cache (the resume is checked against the cache it was
+    given), and for the unseen-task scorer, whose resumed run anchors its KL on the start the new run used."""
+    config, cache = _resume_case(case)
     train(config, cache, tmp_path / "straight", progress=False)
     # stop after 3 updates: mid-round (2 updates per 16-question episode), so the copies are mid-episode
     train(config, cache, tmp_path / "resumed", progress=False, stop_after=3)
     checkpoint = load_checkpoint(tmp_path / "resumed")
     assert checkpoint["iteration"] == 3
-    snapshot = unpack_arrays(checkpoint["env"], "env")
-    assert (snapshot["counters"][:, Counter.POS] == 8).all()  # 8 of the episode's 16 questions answered
+    if case == "standard":
+        snapshot = unpack_arrays(checkpoint["env"], "env")
+        assert (snapshot["counters"][:, Counter.POS] == 8).all()  # 8 of the episode's 16 questions answered
     train(config, cache, tmp_path / "resumed", progress=False, resume=True)
     straight, resumed = _final_state(tmp_path / "straight"), _final_state(tmp_path / "resumed")
     assert straight.keys() == resumed.keys()
     for key in straight:
         assert torch.equal(straight[key], resumed[key]), key
     assert _progress_without_times(tmp_path / "straight") == _progress_without_times(tmp_path / "resumed")
+    assert len(_progress_without_times(tmp_path / "straight")) == 1 + 5  # the header and the 5 updates
+    if case != "standard":  # on a cache of the same models and other contents: refused, naming file, field, digests
+        recorded = json.loads((tmp_path / "resumed" / "config.json").read_text())["run"]["digest"]
+        assert recorded == cache_digest(cache)  # the cache as given, before any model-permuted copies
+        other = _unseen_cache(seed=2)
+        with pytest.raises(RunFileError) as refused:
+            train(config, other, tmp_path / "resumed", progress=False, resume=True)
+        message = str(refused.value)
+        assert message.startswith(f"{tmp_path / 'resumed' / 'config.json'}: run.digest: the run trained on a cache")
+        assert recorded[:12] in message and cache_digest(other)[:12] in message
 
 
 def test_training_is_deterministic_given_the_seed(tmp_path: Path) -> None:

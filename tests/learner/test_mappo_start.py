@@ -249,3 +249,31 @@ def test_on_tasks_never_seen_the_decider_starts_by_following_the_leader() -> Non
     rates[0, layout["team_record"]] = torch.linspace(0.1, 0.9, layout["team_record"].stop - layout["team_record"].start)
     best = int((rates[0, layout["team_record"]] * start.gap + start.wrong).argmax())
     assert int(decider(rates).argmax()) == best
+
+
+@pytest.mark.parametrize(("policy", "hidden"), [("scorer", 16), ("teams", 16), ("teams", 4)])
+def test_on_tasks_never_seen_a_new_run_and_a_resumed_one_take_the_same_start(policy: str, hidden: int) -> None:
+    """The offline start on tasks never seen is the record start where the decider can play it exactly (an MLP of
+    hidden layers of at least K + 1 units: the team decider at hidden 16 over 3 models' 7 teams), else the table start
+    a new run fits: the team scorer, or the team decider at hidden 4. A resumed run (fit=False: its networks come from
+    the checkpoint) takes the same start, its KL anchored where the uninterrupted run's was."""
+    from ensemble_mappo import algorithms
+    from ensemble_mappo.benchmark import protocols
+    from ensemble_mappo.start import RecordStart
+
+    cache = make_cache(n_models=3, n_questions=360, n_tasks=6, accuracy=[0.5, 0.6, 0.7], seed=1)
+    overrides = protocols.learner_overrides("mappo", algorithms.get("mappo").config_class, 3, "all")
+    config = TrainConfig(
+        **{**overrides, "decider_start": "offline", "decider_policy": policy, "question_features": False}
+    )
+    starts = []
+    for fit in (True, False):
+        venv = make_env(cache, env_options(config, cache), num_envs=4, split="train", episode_length=32)
+        torch.manual_seed(0)
+        agents = Agents.build(venv, hidden, decider_policy=policy)
+        starts.append(start_decider(agents, venv, config, fit=fit))
+    new, resumed = starts
+    assert isinstance(new, RecordStart) == (policy == "teams" and hidden == 16)
+    assert type(resumed) is type(new)
+    inputs = torch.rand(32, venv.layout.decider_size)
+    torch.testing.assert_close(resumed.of(inputs), new.of(inputs), rtol=0, atol=0)
