@@ -94,7 +94,9 @@ PARTIAL_BUDGET_STEPS: dict[str, int] = {"tiny": 4096, "quick": 16384, "default":
 #: Chosen with ``benchmarks/partial_selection.py --protocol generated`` (200 further tasks of each fold's validation
 #: stream, 4 folds x 2 seeds, docs/benchmark.md): residual at 0.99 +0.021 reward per question, index at 0.9 (the
 #: partial-feedback learner's) +0.017, residual at 0.9 +0.008, index at 0.99 +0.010, and at MAPPO's new rollout shape
-#: with 3x the steps for the same CPU: index +0.012, residual -0.007 (etc_team there +0.030)
+#: with 3x the steps for the same CPU: index +0.012, residual -0.007; the residual at 0.99 with a discount of 0.999
+#: +0.007 or 1.0 -0.005, GAE lambda 0.99 -0.009, no decider entropy +0.016, an annealed learning rate +0.019, its
+#: network 16 wide +0.013 (etc_team there +0.030)
 GENERATED = Preset(
     "generated",
     {
