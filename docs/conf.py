@@ -3,8 +3,9 @@
 - the front page (index.md) is the repository's README, rendered (its links and images made the site's), then the
   pages of docs/ in a getting-started order (index.md's tables of contents);
 - the course's lessons are pages: each committed notebook (``tutorials/NN_name.ipynb``, made from its script) run
-  at the course's quick budget (``ENSEMBLE_ENV_TUTORIAL_QUICK=1``) by MyST-NB while the site is built, its code,
-  output and figures shown, the script and the notebook offered as downloads at the top;
+  at the course's quick budget (``ENSEMBLE_ENV_TUTORIAL_QUICK=1``) by MyST-NB while the site is built (or, in the
+  test suite, shown as the tests ran it: ``ENSEMBLE_ENV_SITE_LESSONS``), its code, output and figures shown, the
+  script and the notebook offered as downloads at the top;
 - the API reference generated from the docstrings (autodoc, docs/api/); the environment factories' options
   (``parallel_env(**options)``, ...) listed in their entries from ``EnvConfig`` itself (``_ext/envoptions.py``);
 - maths as MathJax (``$q_{t+1}$`` and ```` ```math ```` blocks, as GitHub renders them), wide tables and code
@@ -82,6 +83,12 @@ nb_execution_raise_on_error = True
 nb_execution_show_tb = True
 nb_execution_in_temp = True  # the kernel's working folder: a temporary one (course.py is found by PYTHONPATH)
 nb_merge_streams = True
+#: a folder of lessons already run (``NN_name.ipynb`` with their outputs, run as the build runs them: on a python3
+#: kernel, at the quick budget, the output folder ``runs/tutorials`` under the lesson's folder): a lesson found there
+#: is shown as it ran there and not run again (:func:`ran_lesson`); the others run as above. The test suite sets it
+#: (tests/test_docs_site.py builds the pages from the runs tests/test_tutorials.py checks, issue 47); unset, as in
+#: scripts/build_docs.sh, every lesson runs.
+RAN_LESSONS = os.environ.get("ENSEMBLE_ENV_SITE_LESSONS") or None
 # the build's output: Sphinx's warnings, not nbclient's line per notebook run
 std_logging.getLogger("traitlets").setLevel(std_logging.WARNING)
 
@@ -345,6 +352,27 @@ class _LessonRun:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def ran_lesson(app: Sphinx, docname: str, source: list[str]) -> None:
+    """source-read: a lesson's notebook replaced by its run in :data:`RAN_LESSONS`, when there, which MyST-NB shows
+    without running it again. A run whose cells are not the committed notebook's is a warning (the build fails)."""
+    lesson = LESSON.match(docname)
+    if RAN_LESSONS is None or lesson is None:
+        return
+    path = Path(RAN_LESSONS) / f"{lesson.group(1)}.ipynb"
+    if not path.is_file():
+        return
+    ran, committed = json.loads(path.read_text(encoding="utf-8")), json.loads(source[0])
+
+    def cells(notebook: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(cell["cell_type"], "".join(cell["source"])) for cell in notebook["cells"]]
+
+    if cells(ran) != cells(committed):
+        logger.warning("%s: its cells are not those of %s.ipynb (a run of another version)", path, docname)
+        return
+    ran["metadata"]["mystnb"] = {"execution_mode": "off"}
+    source[0] = json.dumps(ran)
+
+
 def factory_options(app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
     """autodoc-process-docstring: an environment factory's entry lists every option, from ``EnvConfig`` (before its
     examples)."""
@@ -361,6 +389,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("autodoc-process-docstring", factory_options)
     app.connect("autodoc-skip-member", owners.skip)
     app.connect("builder-inited", lessons.start)
+    app.connect("source-read", ran_lesson)
     app.connect("build-finished", owners.check)
     app.connect("build-finished", lessons.finish)
     app.add_transform(SiteLinks)

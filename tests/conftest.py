@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from testing.caches import tiny_fields
 from testing.conversions import BBH_DATA
+from testing.lessons import LessonRuns
 
 from ensemble_env.cache import LogitCache
 
@@ -154,3 +155,13 @@ def bbh5_build() -> LogitCache:
     build_bbh5 = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build_bbh5)
     return build_bbh5.build(BBH_DATA)
+
+
+# -- the course's notebooks, each run once per session ------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def lesson_runs(tmp_path_factory: pytest.TempPathFactory) -> LessonRuns:
+    """Each lesson's notebook run once, when first asked for (testing/lessons.py): tests/test_tutorials.py checks the
+    runs, tests/test_docs_site.py builds the lessons' pages from them."""
+    return LessonRuns(tmp_path_factory.mktemp("lessons"))

@@ -12,7 +12,8 @@ the game's step notation written as maths, and the counts and names the texts qu
 the names ``evaluate`` prints, output folders git ignores, the test count).
 
 The build needs the ``docs`` extra (Sphinx, MyST-NB, furo) and the ``mappo`` extra (the lessons that train): skipped
-without them. It takes about 80 CPU seconds (the lessons run at their quick budget).
+without them. It takes about 35 CPU seconds: Sphinx, and the first lesson run at its quick budget; the other lessons'
+pages show the session's runs of their notebooks, which tests/test_tutorials.py checks (tests/testing/lessons.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from testing.lessons import LessonRuns
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -83,13 +85,20 @@ def _text(html: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+def site(
+    tmp_path_factory: pytest.TempPathFactory, lesson_runs: LessonRuns
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``scripts/build_docs.sh OUT``. The pages of the lessons after the first show the session's runs of their
+    notebooks (``lesson_runs``, which tests/test_tutorials.py checks; docs/conf.py's ``ENSEMBLE_ENV_SITE_LESSONS``)
+    instead of running them a second time; the first lesson runs in the build, as every lesson does in a reader's."""
     for module in ("sphinx", "myst_nb", "furo", "ipykernel", "matplotlib", "torch"):
         pytest.importorskip(module, reason="the docs and mappo extras are not installed")
-    out = tmp_path_factory.mktemp("site") / "html"
+    folder = tmp_path_factory.mktemp("site")
+    ran = lesson_runs.write([path.stem for path in LESSONS[1:]], folder / "lessons")
+    out = folder / "html"
     built = subprocess.run(
         ["bash", str(ROOT / "scripts" / "build_docs.sh"), str(out)],
-        env={**os.environ, "PYTHON": sys.executable},
+        env={**os.environ, "PYTHON": sys.executable, "ENSEMBLE_ENV_SITE_LESSONS": str(ran)},
         capture_output=True,
         text=True,
         check=False,

@@ -13,7 +13,8 @@ tests/fuzzing.py, a script of its own.
   naively;
 - :mod:`testing.tables`: reading the commands' plain-text tables;
 - :mod:`testing.benchmarks`: importing a benchmark script, a folder's snapshot, a fake ``train`` run and benchmark;
-- :mod:`testing.benchmarl_runs`: BenchMARL's Hydra command line, run tiny and quiet in a subprocess.
+- :mod:`testing.benchmarl_runs`: BenchMARL's Hydra command line, run tiny and quiet in a subprocess;
+- :mod:`testing.lessons`: the course's notebooks, each run once per session (the tutorials' tests and the site's).
 
 tests/ is on ``sys.path`` (tests/conftest.py puts it there; a fuzz suite run as a script puts it there itself), so
 this package imports as ``testing``.
