@@ -44,7 +44,8 @@ Three more rules make blocks runnable as written:
   data's lm-eval output (below), so the commands that convert it run.
 
 - **Inputs a block names but does not make** (:data:`INPUTS`: ``my_cache.h5``, ``bbh.h5``, ``pool.npz``,
-  ``runs/``, ...) are created in the scratch folder before it runs, when missing: a copy of a built-in cache,
+  ``runs/``, ...; a name the block first names as a command's output, ``-o bbh.h5``, is the block's to make) are
+  created in the scratch folder before it runs, when missing: a copy of a built-in cache,
   the conversion of ``../shared/data/bbh-leaderboard``, small arrays, a copy of the shared model folders
   (lm-eval's output layout).
 - **A Python block that uses a name it does not define** (``cache`` in a block that continues the one above)
@@ -282,9 +283,16 @@ INPUTS = {
 }
 
 
+#: what a command writes: the path after ``-o``, ``--out`` or ``--output``
+_WRITES = re.compile(r"(?:^|\s)(?:-o|--out|--output)[ =]$")
+
+
 def _make_inputs(block: Block, folder: Path) -> None:
+    """Make the inputs (:data:`INPUTS`) ``block`` names and does not make: the missing ones, unless the first time the
+    block names one is as the output of its command (``-o bbh.h5``: the block writes it before reading it)."""
     for pattern, (name, make, _) in INPUTS.items():
-        if re.search(pattern, block.code) and not (folder / name).exists():
+        first = re.search(pattern, block.code)
+        if first and not (folder / name).exists() and not _WRITES.search(block.code[: first.start()]):
             make(folder / name)
 
 
@@ -457,3 +465,9 @@ def test_inputs_a_block_names_are_made_in_its_folder(tmp_path: Path) -> None:
     assert (tmp_path / "my_cache.h5").is_file() and not (tmp_path / "bbh.h5").exists()
     done = run_block(block, [block], tmp_path)
     assert done.returncode == 0 and done.stdout.startswith("ok my_cache.h5: 3136 questions x 8 models"), done.stderr
+    writes = Block(
+        ROOT / "README.md", 1, "sh", "ensemble-env cache from-arrays pool.npz --score-kind logit -o my_cache.h5\n"
+    )
+    (tmp_path / "writes").mkdir()
+    _make_inputs(writes, tmp_path / "writes")  # the block writes my_cache.h5 before anything reads it
+    assert sorted(path.name for path in (tmp_path / "writes").iterdir()) == ["pool.npz"]
