@@ -5,8 +5,10 @@ once for every seed, the learners' settings, and the refusals."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
+import io
 import json
 from pathlib import Path
 
@@ -143,16 +145,35 @@ def test_more_generated_models_than_the_pool_score_the_generated_tasks_alone(tmp
     assert "the real held-out tasks are not scored" in capsys.readouterr().err
 
 
-def test_a_generated_benchmark_scores_each_algorithm_on_generated_and_real_tasks(tmp_path: Path, capsys) -> None:
+#: the tiny generated benchmark of the two tests below: mappo (the residual decider) at the tiny budget, the rules, the
+#: references, 2 folds x 2 seeds
+GENERATED_NAMES = ["mappo", "global_team", "greedy_team", "thompson_team", "bayes_team", "ftl_team", "hindsight_team"]
+
+
+@pytest.fixture(scope="module")
+def generated_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict, str]:
+    """The tiny generated benchmark, run once for the tests that read it (issue 47: the residual decider's test
+    trained its own mappo runs, the same ones): the cache's path, the output folder, the results and what it said on
+    stderr."""
+    folder = tmp_path_factory.mktemp("generated")
+    path = save_cache(folder / "small.h5", small_cache())
+    out = folder / "out"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        results = benchmark.benchmark(GENERATED_NAMES, [0, 1], [path], out, protocol="generated", feedback="team",
+                                      folds=2, budget="tiny", generated=SMALL, progress=False)  # fmt: skip
+    return path, out, results, err.getvalue()
+
+
+def test_a_generated_benchmark_scores_each_algorithm_on_generated_and_real_tasks(
+    generated_run: tuple[Path, Path, dict, str],
+) -> None:
     """A tiny run: mappo at the tiny budget, the rules, the references, 2 folds x 2 seeds. Two entries in
     results.json with paired differences to every reference run; the learner trained once per fold and seed (its
     one answer set split in two); the deterministic rules run once per fold for both seeds; the rules chose on the
     generated validation tasks; the learning curves drawn once, with the generated tasks."""
-    path = save_cache(tmp_path / "small.h5", small_cache())
-    names = ["mappo", "global_team", "greedy_team", "thompson_team", "bayes_team", "ftl_team", "hindsight_team"]
-    out = tmp_path / "out"
-    results = benchmark.benchmark(names, [0, 1], [path], out, protocol="generated", feedback="team", folds=2,
-                                  budget="tiny", generated=SMALL, progress=False)  # fmt: skip
+    path, out, results, err = generated_run
+    names = GENERATED_NAMES
     generated, real = f"generated({path})", str(path)
     assert list(results["caches"]) == [generated, real]
     stored = json.loads((out / "results.json").read_text(encoding="utf-8"))
@@ -187,7 +208,7 @@ def test_a_generated_benchmark_scores_each_algorithm_on_generated_and_real_tasks
         assert [run["seed"] for run in seeds] == [0, 1] and seeds[0]["reward"] == seeds[1]["reward"]
     text = (out / "results.md").read_text(encoding="utf-8")
     assert f"## {generated}" in text and f"## {real}" in text and "| mappo | bayes_team |" in text
-    assert "CPU time of the runs done now: mappo" in capsys.readouterr().err
+    assert "CPU time of the runs done now: mappo" in err
     if importlib.util.find_spec("matplotlib") is not None:
         assert sorted(p.name for p in out.glob("*.png")) == [
             "frontier_generated-small.png", "frontier_small.png", "learning_curves_generated-small.png"
@@ -263,15 +284,13 @@ def test_the_task_bootstrap_resamples_seeds_and_whole_tasks() -> None:
         stats.bootstrap_interval(values, tasks, macro=False, resample="seeds")
 
 
-def test_a_residual_decider_is_also_scored_with_its_network_off(tmp_path: Path) -> None:
+def test_a_residual_decider_is_also_scored_with_its_network_off(generated_run: tuple[Path, Path, dict, str]) -> None:
     """With the residual decider, each run's deployed checkpoint also plays the test tasks with its network off:
     ``mappo(residual off)`` in results.json, paired with mappo (``versus``), the same checkpoint (its
-    selected_iteration), other answers; the learner's own records do not keep the ablation's answers twice."""
+    selected_iteration), other answers; the learner's own records do not keep the ablation's answers twice. On the
+    tiny generated benchmark above (``generated_run``)."""
     assert protocols.GENERATED_LEARNER["decider_policy"] == "residual"  # the generated protocol's decider
-    path = save_cache(tmp_path / "small.h5", small_cache())
-    out = tmp_path / "out"
-    results = benchmark.benchmark(["mappo", "global_team"], [0], [path], out, protocol="generated", feedback="team",
-                                  folds=2, budget="tiny", generated=SMALL, progress=False, plot=False)  # fmt: skip
+    _, out, results, _ = generated_run
     for entry in results["caches"].values():
         assert "mappo(residual off)" in entry["mappo"]["versus"] and "global_team" in entry["mappo"]["versus"]
         on, off = entry["mappo"]["runs"][0], entry["mappo(residual off)"]["runs"][0]
