@@ -532,6 +532,7 @@ def test_a_second_train_in_a_running_runs_folder_is_refused_naming_the_first(
     first = subprocess.Popen(_command("train", "--out", str(folder), *LONG), stdout=subprocess.DEVNULL)
     reaper.append(first)
     _wait_for(lambda: _rows(folder) >= 1, first)
+    first.send_signal(signal.SIGSTOP)  # holding its lock, mid-run, until it is killed (it trains nothing meanwhile)
     before = (folder / "config.json").read_bytes()
     for argv in (
         ["train", "--out", str(folder), *LONG],
