@@ -23,7 +23,9 @@ columns, train on a filling disk; and those of issue 49: the partial rules' choi
 fixed options, train configs against the game, the benchmark scripts' outputs) and prints their table; ``--only
 TEXT`` runs the suites whose name holds TEXT.
 
-Three sizes: the default ``pytest`` runs each suite's quick part; ``pytest --run-slow`` (CI) runs a tenth of its
+Three sizes: the default ``pytest`` runs each suite's quick part (but for the two whose cases are train processes,
+train configs and train on a filling disk: their quick parts are marked slow, issue 47, and the plain suite tests the
+same refusals and failing writers in process); ``pytest --run-slow`` (CI) runs a tenth of its
 full part (:func:`slow_size`; a fifth until issue 47, whose budget for the suite is 10 CPU minutes), or a smaller
 share where each case trains for seconds (the train configs: a twentieth, 10 of 200 cases); ``python
 tests/fuzzing.py --slow`` and the other suites' ``--slow`` scripts run the full part (they set
@@ -33,6 +35,8 @@ tests/fuzzing.py --slow`` and the other suites' ``--slow`` scripts run the full 
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import importlib
 import json
 import os
@@ -78,12 +82,57 @@ MESSAGE_LIMIT = 700
 #: seconds a worker may take to start (imports) before its first case
 _START_SECONDS = 120.0
 
-_WORKER = (
-    "import json, sys\n"
-    "sys.path[:] = json.loads(sys.argv[1])\n"
-    "import fuzzing\n"
-    "fuzzing._work(sys.argv[2], sys.argv[3], int(sys.argv[4]))\n"
-)
+_WORKER = "import json, sys\nsys.path[:] = json.loads(sys.argv[1])\nimport fuzzing\nfuzzing._serve(sys.argv[2])\n"
+
+#: the worker kept for the next :func:`run_cases` of the same module (and ``sys.path``), with its output lines: the
+#: suites of one file share one worker process, as the cases of one suite do, instead of importing the package
+#: (ensemble_env, h5py, torch) again for each (issue 47); one worker at most is kept, and it is ended when another
+#: module's cases start, when a case hangs or crashes, and at exit
+_kept: dict[tuple[str, str], tuple[subprocess.Popen[str], queue.Queue[str]]] = {}
+
+
+def _stop(worker: subprocess.Popen[str]) -> None:
+    if worker.poll() is None:
+        worker.kill()
+    worker.wait()
+    if worker.stdin is not None:
+        with contextlib.suppress(OSError):
+            worker.stdin.close()
+
+
+def _stop_kept() -> None:
+    while _kept:
+        _stop(_kept.popitem()[1][0])
+
+
+atexit.register(_stop_kept)
+
+
+def _worker(module: str, paths: str, workdir: Path) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+    """The kept worker of ``module``, or a new one (once it said it is ready)."""
+    key = (module, paths)
+    if key in _kept and _kept[key][0].poll() is None:
+        return _kept[key]
+    _stop_kept()
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _WORKER, paths, module],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=workdir,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_pump, args=(worker.stdout, lines), daemon=True).start()
+    try:
+        ready = lines.get(timeout=_START_SECONDS).strip() == "ready"
+    except queue.Empty:
+        ready = False
+    if not ready:
+        _stop(worker)
+        raise RuntimeError(f"the fuzz worker for {module} did not start")
+    _kept[key] = worker, lines
+    return worker, lines
 
 
 def run_cases(
@@ -91,23 +140,22 @@ def run_cases(
 ) -> list[dict[str, Any]]:
     """Run ``module.function(case)`` for every case in worker processes; one result dict per case, in order.
 
-    Each result holds ``outcome`` and ``detail`` (and the case's ``kind``)."""
+    Each result holds ``outcome`` and ``detail`` (and the case's ``kind``). The cases run in ``workdir``, one after
+    another, in the worker the previous call for ``module`` left (:data:`_kept`) or a new one; a case that hangs or
+    crashes ends its worker, and the next case starts a new one."""
     workdir.mkdir(parents=True, exist_ok=True)
     cases_file = workdir / f"cases-{function}.json"
     cases_file.write_text(json.dumps(cases), encoding="utf-8")
     results: list[dict[str, Any]] = []
-    paths = [str(Path(__file__).resolve().parent)] + [entry for entry in sys.path if entry]
+    paths = json.dumps([str(Path(__file__).resolve().parent)] + [entry for entry in sys.path if entry])
     while len(results) < len(cases):
-        start = len(results)
-        command = [sys.executable, "-c", _WORKER, json.dumps(paths), f"{module}:{function}", str(cases_file)]
-        worker = subprocess.Popen(
-            [*command, str(start)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workdir, text=True
-        )
-        lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=_pump, args=(worker.stdout, lines), daemon=True).start()
+        worker, lines = _worker(module, paths, workdir)
+        job = {"function": function, "cases": str(cases_file), "start": len(results), "workdir": str(workdir)}
+        finished = False
         try:
-            if lines.get(timeout=_START_SECONDS).strip() != "ready":
-                raise RuntimeError(f"the fuzz worker for {module}:{function} did not start")
+            assert worker.stdin is not None
+            worker.stdin.write(json.dumps(job) + "\n")
+            worker.stdin.flush()
             while len(results) < len(cases):
                 try:
                     line = lines.get(timeout=case_seconds)
@@ -119,10 +167,12 @@ def run_cases(
                     results.append(_result(cases[len(results)], "crash", f"worker ended with {code}"))
                     break
                 results.append(json.loads(line))
+            else:
+                finished = True
         finally:
-            if worker.poll() is None:
-                worker.kill()
-            worker.wait()
+            if not finished:  # a hang, a crash or an error here: this worker is not used again
+                _stop_kept()
+                _stop(worker)
     return results
 
 
@@ -137,11 +187,22 @@ def _result(case: dict[str, Any], outcome: str, detail: str = "") -> dict[str, A
     return {"kind": case.get("kind", ""), "outcome": outcome, "detail": detail[:300]}
 
 
-def _work(target: str, cases_file: str, start: int) -> None:
-    module, function = target.split(":")
-    run = getattr(importlib.import_module(module), function)
-    cases = json.loads(Path(cases_file).read_text(encoding="utf-8"))
+def _serve(module: str) -> None:
+    """The worker: import ``module``, say it is ready, then run each job its parent writes on its stdin (a JSON line:
+    the case function, the cases file, the first case to run, the folder to run them in), printing one JSON line per
+    case. The cases' own processes read no job: stdin is /dev/null for them."""
+    jobs = os.fdopen(os.dup(0), encoding="utf-8")
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    loaded = importlib.import_module(module)
     print("ready", flush=True)
+    while line := jobs.readline():
+        job = json.loads(line)
+        os.chdir(job["workdir"])
+        _work(getattr(loaded, job["function"]), job["cases"], job["start"])
+
+
+def _work(run: Callable[[dict[str, Any]], tuple[str, str]], cases_file: str, start: int) -> None:
+    cases = json.loads(Path(cases_file).read_text(encoding="utf-8"))
     for case in cases[start:]:
         try:
             outcome, detail = run(case)
