@@ -28,8 +28,8 @@ from ensemble_mappo.benchmark.registry import default_algorithms, resolve  # noq
 SMALL = protocols.GeneratedPlan(train_tasks=6, validation_tasks=3, test_tasks=4, questions=(20, 30))
 
 
-def small_cache(n_tasks: int = 8, seed: int = 1):
-    return make_cache(n_models=3, n_questions=60 * n_tasks, n_tasks=n_tasks, accuracy=[0.5, 0.6, 0.7], seed=seed)
+def small_cache(n_tasks: int = 8, seed: int = 1, per_task: int = 60):
+    return make_cache(n_models=3, n_questions=per_task * n_tasks, n_tasks=n_tasks, accuracy=[0.5, 0.6, 0.7], seed=seed)
 
 
 def task_of_each(cache) -> np.ndarray:
@@ -145,6 +145,9 @@ def test_more_generated_models_than_the_pool_score_the_generated_tasks_alone(tmp
     assert "the real held-out tasks are not scored" in capsys.readouterr().err
 
 
+#: questions per real task of the tiny generated benchmark below (issue 47: half of small_cache's 60; its intervals
+#: resample each real task's questions, 2,000 times per interval, and cost in proportion)
+PER_TASK = 30
 #: the tiny generated benchmark of the two tests below: mappo (the residual decider) at the tiny budget, the rules, the
 #: references, 2 folds x 2 seeds
 GENERATED_NAMES = ["mappo", "global_team", "greedy_team", "thompson_team", "bayes_team", "ftl_team", "hindsight_team"]
@@ -156,7 +159,7 @@ def generated_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path,
     trained its own mappo runs, the same ones): the cache's path, the output folder, the results and what it said on
     stderr."""
     folder = tmp_path_factory.mktemp("generated")
-    path = save_cache(folder / "small.h5", small_cache())
+    path = save_cache(folder / "small.h5", small_cache(per_task=PER_TASK))
     out = folder / "out"
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
@@ -189,7 +192,9 @@ def test_a_generated_benchmark_scores_each_algorithm_on_generated_and_real_tasks
         assert greedy["fitted_on"].startswith("validation tasks'") and "validation_reward" in greedy
     assert stored["caches"][real]["mappo"]["runs"][0]["info"] == stored["caches"][generated]["mappo"]["runs"][0]["info"]
     assert len(stored["caches"][generated]["global_team"]["aggregate"]["tasks"]) == 2 * SMALL.test_tasks
-    assert set(stored["caches"][real]["global_team"]["aggregate"]["tasks"]) == set(small_cache().task_names)
+    assert set(stored["caches"][real]["global_team"]["aggregate"]["tasks"]) == set(
+        small_cache(per_task=PER_TASK).task_names
+    )
     protocol = stored["protocol"]
     assert protocol["name"] == "generated" and list(protocol["validation_lines"]) == [generated]
     assert protocol["generated"]["plan"]["train_tasks"] == SMALL.train_tasks
