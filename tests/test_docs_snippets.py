@@ -34,7 +34,9 @@ Rules, applied to each block's text (:func:`classify`), in this order:
 6. **slow** (``@pytest.mark.slow``, run by ``pytest --run-slow``, i.e. CI): every shell block (each command
    starts a Python process and most fit baselines or convert data) and every Python block that calls a heavy
    function (:data:`HEAVY_CALLS`: fitting all baselines, routers, text features, converting lm-eval output,
-   plotting). The other Python blocks (building environments, loading caches) run in the default suite.
+   plotting, training the example learner of docs/your-learner.md: tests/learner/test_your_learner.py trains it at
+   a tiny budget in the default suite). The other Python blocks (building environments, loading caches) run in the
+   default suite.
 
 Three more rules make blocks runnable as written:
 
@@ -78,7 +80,9 @@ LONG = os.environ.get("ENSEMBLE_ENV_DOCS_LONG") == "1"
 TIMEOUT = 900  # seconds per block
 
 #: calls that make a Python block slow (rule 6)
-HEAVY_CALLS = ("compare(", "fit_router(", "with_text_features(", "from_lm_eval(", "plot_cache(", "frontier(")
+HEAVY_CALLS = (
+    "compare(", "fit_router(", "with_text_features(", "from_lm_eval(", "plot_cache(", "frontier(", "example.train("
+)  # fmt: skip
 #: the Python packages a library adapter imports (rule 4: ``-m ensemble_env.adapters.X`` or ``examples/X_...``)
 ADAPTER_LIBRARIES = {"sb3": "stable_baselines3", "rllib": "ray", "torchrl": "torchrl", "benchmarl": "benchmarl"}
 #: commands that take a minute or more without training (rule 3): pattern -> where what they print is checked
