@@ -39,6 +39,8 @@ libraries=("$@")
 [ ${#libraries[@]} -eq 0 ] && libraries=(sb3 rllib torchrl benchmarl)
 
 logs="$(mktemp -d)"
+# SB3 makes a folder for its logger at every learn() without one (tempdir/SB3-DATE, left behind): keep them here
+export SB3_LOGDIR="$logs/sb3-logger"
 constraints="$logs/constraints.txt"
 echo "$TORCH" >"$constraints"
 summary=()
@@ -135,4 +137,5 @@ if [ $failed -ne 0 ]; then
     echo "adapters: FAILED (logs in $logs)" >&2
     exit 1
 fi
+rm -rf "$logs" # the logs are kept only for a failure
 echo "adapters: all passed"
