@@ -104,6 +104,16 @@ def test_output_folder_rule(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     monkeypatch.setenv("CI", "true")
     in_ci = load_course().output_dir()
     assert in_ci.is_dir() and tmp_path not in in_ci.resolve().parents
+    shutil.rmtree(in_ci)  # this process's folder (course.py removes it at exit too); a lesson's process below
+    lesson = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import course; folder = course.output_dir(); "
+        "(folder / 'figure.png').write_bytes(b'x'); print(folder)"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", lesson, str(COURSE)], capture_output=True, text=True, check=True, timeout=60
+    )
+    written = Path(run.stdout.strip())
+    assert written.name.startswith("ensemble_env_tutorials_") and not written.exists()  # removed when it ended
     monkeypatch.setenv("ENSEMBLE_ENV_TUTORIAL_OUT", str(tmp_path / "chosen"))
     assert load_course().output_dir() == tmp_path / "chosen"
     monkeypatch.setenv("ENSEMBLE_ENV_TUTORIAL_QUICK", "1")

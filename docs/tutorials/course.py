@@ -11,7 +11,8 @@ cores.
 Output folder (figures, GIFs, training runs), the first that applies:
 
 1. ``ENSEMBLE_ENV_TUTORIAL_OUT``, if set;
-2. a new temporary folder, if ``CI`` is set (continuous integration never writes into the repository);
+2. a new temporary folder, if ``CI`` is set (continuous integration never writes into the repository), removed
+   with what the lesson wrote when the process ends;
 3. ``runs/tutorials`` under the current folder (``runs/`` is ignored by git in this repository).
 
 The folder is created if needed and each lesson prints the paths it writes. A folder that cannot be used (a file,
@@ -22,7 +23,9 @@ status 2, as the project's commands), never a traceback; a figure is written who
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -56,6 +59,7 @@ def output_dir() -> Path:
             folder = Path(os.environ[OUT_VARIABLE])
         elif os.environ.get("CI"):
             folder = Path(_writing(lambda: tempfile.mkdtemp(prefix="ensemble_env_tutorials_")))
+            atexit.register(shutil.rmtree, folder, ignore_errors=True)  # ours alone: nothing left behind
         else:
             folder = Path("runs") / "tutorials"
         _OUT = _writing(lambda: make_folder(folder))
