@@ -97,8 +97,9 @@ PARTIAL_BUDGET_STEPS: dict[str, int] = {"tiny": 4096, "quick": 16384, "default":
 #: with 3x the steps for the same CPU: index +0.012, residual -0.007; the residual at 0.99 with a discount of 0.999
 #: +0.007 or 1.0 -0.005, GAE lambda 0.99 -0.009, no decider entropy +0.016, an annealed learning rate +0.019, its
 #: network 16 wide +0.013, a start's size prior at 0.3 / 0.7 / 0.8 / 0.9 +0.008 / +0.005 / -0.018 / -0.079, a learning
-#: rate of 1e-3 / 2e-3 +0.012 / +0.013, the network's output x3 +0.017, twice the steps +0.015 (etc_team there
-#: +0.030)
+#: rate of 1e-3 / 2e-3 +0.012 / +0.013, the network's output x3 +0.017, twice the steps +0.015, GAE lambda 0.9 / 0.8
+#: +0.017 / +0.011, 10 epochs an update +0.025 (twice the PPO CPU; not adopted without a run at the defaults)
+#: (etc_team there +0.030)
 GENERATED = Preset(
     "generated",
     {
