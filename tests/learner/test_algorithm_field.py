@@ -122,7 +122,7 @@ def test_the_presets_are_the_protocols_settings_read_only_and_checked() -> None:
         "num_minibatches": 8,
     }  # fmt: skip
     assert protocols.PARTIAL_LEARNER == partial and protocols.PARTIAL_LEARNER is presets.PARTIAL.values
-    generated = {**partial, "model_permutations": 0, "decider_policy": "residual", "gamma": 0.99}
+    generated = {**partial, "model_permutations": 0, "decider_policy": "residual", "gamma": 0.99, "hidden_size": 32}
     assert protocols.GENERATED_LEARNER == generated and protocols.GENERATED_LEARNER is presets.GENERATED.values
     assert protocols.PARTIAL_BUDGET_STEPS is presets.PARTIAL_BUDGET_STEPS
     assert isinstance(protocols.GENERATED_LEARNER, MappingProxyType)
@@ -130,7 +130,7 @@ def test_the_presets_are_the_protocols_settings_read_only_and_checked() -> None:
         protocols.GENERATED_LEARNER["gamma"] = 0.5  # type: ignore[index]
     assert presets.GENERATED.overrides(RLAEConfig) == {key: generated[key] for key in
                                                        ("selection", "num_envs", "num_steps", "update_epochs",
-                                                        "num_minibatches")}  # fmt: skip
+                                                        "num_minibatches", "hidden_size")}  # fmt: skip
     with pytest.raises(ValueError, match="preset x: decider_polcy is not a field"):
         presets.Preset("x", {"decider_polcy": "index"})
     with pytest.raises(ValueError, match="preset x: gamma must be a number in"):
