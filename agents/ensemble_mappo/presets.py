@@ -102,7 +102,7 @@ PARTIAL_BUDGET_STEPS: dict[str, int] = {"tiny": 4096, "quick": 16384, "default":
 #: +0.017 / +0.011, 10 epochs an update +0.025 (twice the PPO CPU), every network 32 wide instead of 64 +0.022 (39
 #: CPU s a run instead of 65: adopted), 32 wide with 10 / 3 / 2 epochs +0.017 / +0.017 / -0.031, a critic that also
 #: reads each team's record through a network pooled over the teams -0.020, 32 wide with 10 checkpoints +0.020 or a
-#: discount of 0.995 +0.006, 32 wide with 16 minibatches +0.025 (not adopted without a run at the defaults) or a
+#: discount of 0.995 +0.006, 32 wide with 16 minibatches +0.025 (at the defaults level with 8: not adopted) or a
 #: learning rate of 2.5e-4 -0.001 (etc_team there +0.030)
 GENERATED = Preset(
     "generated",
