@@ -3,7 +3,8 @@
 A :class:`Preset` names config fields and the values it gives them, checked when it is made: every field is one of
 MAPPO's config (:class:`~ensemble_mappo.config.TrainConfig`), every value one that config takes (the config's own
 checks, which name the field). A learner of another config takes the preset's fields it has
-(:meth:`Preset.overrides`: the fields every learner shares, such as the rollout's shape and the checkpoint rule).
+(:meth:`Preset.overrides`: the fields every learner shares, such as the rollout's shape and the checkpoint rule),
+but for the preset's ``mappo_only`` fields: shared by the configs, chosen for MAPPO's learners alone.
 Torch-free, like the configs. The benchmark's protocols (:mod:`ensemble_mappo.benchmark.protocols`) apply them:
 
 - :data:`PARTIAL`, the learner under partial feedback (``--protocol unseen-tasks --feedback team``), with its budget
@@ -15,7 +16,7 @@ Torch-free, like the configs. The benchmark's protocols (:mod:`ensemble_mappo.be
 ('index', 'residual')
 >>> from ensemble_mappo.rlae_config import RLAEConfig
 >>> GENERATED.overrides(RLAEConfig)  # RLAE has no decider: the shared fields only
-{'selection': 'trained', 'num_envs': 64, 'num_steps': 64, 'update_epochs': 5, 'num_minibatches': 8, 'hidden_size': 32}
+{'selection': 'trained', 'num_envs': 64, 'num_steps': 64, 'update_epochs': 5, 'num_minibatches': 8}
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ __all__ = ["GENERATED", "GENERATED_BUDGET_STEPS", "PARTIAL", "PARTIAL_BUDGET_STE
 @dataclass(frozen=True)
 class Preset:
     """Named values of config fields, checked once when the preset is made (a field MAPPO's config lacks, or a value
-    it refuses, is a ValueError naming the preset and the field); ``values`` is read-only."""
+    it refuses, is a ValueError naming the preset and the field); ``values`` is read-only. ``mappo_only`` names fields
+    of ``values`` chosen for MAPPO's config (and IPPO's) alone: a learner of another config keeps its own value."""
 
     name: str
     values: Mapping[str, Any]
+    mappo_only: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not isinstance(self.values, Mapping):
@@ -46,6 +49,9 @@ class Preset:
         unknown = sorted(set(self.values) - known)
         if unknown:
             raise ValueError(f"preset {self.name}: {', '.join(unknown)} is not a field of the learners' configs")
+        stray = sorted(set(self.mappo_only) - set(self.values))
+        if stray:
+            raise ValueError(f"preset {self.name}: mappo_only names {', '.join(stray)}, which it does not set")
         if "algorithm" in self.values:
             raise ValueError(f"preset {self.name}: algorithm is the registry's to set, not a preset's")
         try:
@@ -55,8 +61,11 @@ class Preset:
         object.__setattr__(self, "values", MappingProxyType(dict(self.values)))
 
     def overrides(self, config_class: type[LearnerConfig]) -> dict[str, Any]:
-        """The preset's values of the fields ``config_class`` has (a new dict, in the preset's order)."""
+        """The preset's values of the fields ``config_class`` has (a new dict, in the preset's order); the
+        ``mappo_only`` fields for MAPPO's config (and its subclasses) only."""
         names = {item.name for item in fields(config_class)}
+        if not issubclass(config_class, TrainConfig):
+            names -= self.mappo_only
         return {name: value for name, value in self.values.items() if name in names}
 
 
@@ -91,19 +100,11 @@ PARTIAL_BUDGET_STEPS: dict[str, int] = {"tiny": 4096, "quick": 16384, "default":
 #: feedback: :data:`PARTIAL`'s start, rollouts and checkpoint rule, no model-permuted copies of the training tasks (the
 #: generator already makes tasks plentiful: 800 a fold), and the residual decider (the index
 #: plus a network of each team's and its members' record, ``ensemble_mappo.residual``) at a discount of 0.99, every
-#: network 32 wide (RLAE's too: the field is shared).
+#: network 32 wide (MAPPO's and IPPO's only: RLAE's width was not chosen here and stays its own).
 #: Chosen with ``benchmarks/partial_selection.py --protocol generated`` (200 further tasks of each fold's validation
-#: stream, 4 folds x 2 seeds, docs/benchmark.md): residual at 0.99 +0.021 reward per question, index at 0.9 (the
-#: partial-feedback learner's) +0.017, residual at 0.9 +0.008, index at 0.99 +0.010, and at MAPPO's new rollout shape
-#: with 3x the steps for the same CPU: index +0.012, residual -0.007; the residual at 0.99 with a discount of 0.999
-#: +0.007 or 1.0 -0.005, GAE lambda 0.99 -0.009, no decider entropy +0.016, an annealed learning rate +0.019, its
-#: network 16 wide +0.013, a start's size prior at 0.3 / 0.7 / 0.8 / 0.9 +0.008 / +0.005 / -0.018 / -0.079, a learning
-#: rate of 1e-3 / 2e-3 +0.012 / +0.013, the network's output x3 +0.017, twice the steps +0.015, GAE lambda 0.9 / 0.8
-#: +0.017 / +0.011, 10 epochs an update +0.025 (twice the PPO CPU), every network 32 wide instead of 64 +0.022 (39
-#: CPU s a run instead of 65: adopted), 32 wide with 10 / 3 / 2 epochs +0.017 / +0.017 / -0.031, a critic that also
-#: reads each team's record through a network pooled over the teams -0.020, 32 wide with 10 checkpoints +0.020 or a
-#: discount of 0.995 +0.006, 32 wide with 16 minibatches +0.025 (at the defaults level with 8: not adopted) or a
-#: learning rate of 2.5e-4 -0.001 (etc_team there +0.030)
+#: stream, 4 folds x 2 seeds): the residual decider at 0.99 +0.021 reward per question at 64 wide and +0.022 at 32
+#: (39 CPU s a run instead of 65), the best of every setting tried, none reaching etc_team's +0.030 there; the settings
+#: tried and their rewards are in docs/benchmark.md's selection table (one place for them).
 GENERATED = Preset(
     "generated",
     {
@@ -113,6 +114,7 @@ GENERATED = Preset(
         "gamma": 0.99,
         "hidden_size": 32,
     },
+    mappo_only=frozenset({"hidden_size"}),
 )
 #: the learners' budget under ``--protocol generated``, in env steps per ``--budget`` level, under either feedback:
 #: partial feedback's (:data:`PARTIAL_BUDGET_STEPS`), since passes over a fold's 800 generated training tasks (about

@@ -130,7 +130,10 @@ def test_the_presets_are_the_protocols_settings_read_only_and_checked() -> None:
         protocols.GENERATED_LEARNER["gamma"] = 0.5  # type: ignore[index]
     assert presets.GENERATED.overrides(RLAEConfig) == {key: generated[key] for key in
                                                        ("selection", "num_envs", "num_steps", "update_epochs",
-                                                        "num_minibatches", "hidden_size")}  # fmt: skip
+                                                        "num_minibatches")}  # fmt: skip
+    assert presets.GENERATED.overrides(TrainConfig)["hidden_size"] == 32  # MAPPO's and IPPO's width, not RLAE's
+    with pytest.raises(ValueError, match="preset x: mappo_only names hidden_size, which it does not set"):
+        presets.Preset("x", {"gamma": 0.5}, mappo_only=frozenset({"hidden_size"}))
     with pytest.raises(ValueError, match="preset x: decider_polcy is not a field"):
         presets.Preset("x", {"decider_polcy": "index"})
     with pytest.raises(ValueError, match="preset x: gamma must be a number in"):
