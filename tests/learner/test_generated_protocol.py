@@ -59,6 +59,9 @@ def test_the_learners_play_the_unseen_game_without_permuted_copies() -> None:
     _, key = resolve("mappo", "tiny", "generated", "team")
     assert key["protocol"] == "generated" and key["total_steps"] == protocols.GENERATED_BUDGET_STEPS["tiny"]
     assert key["generated"] == protocols.GENERATED_LEARNER and key["learner"] == protocols.PARTIAL_LEARNER
+    # the key holds what each learner's config takes: RLAE keeps its own width, so a run of another width is not reused
+    rlae_key = resolve("rlae_ppo", "tiny", "generated", "all")[1]["generated"]
+    assert "hidden_size" not in rlae_key and "decider_policy" not in rlae_key and rlae_key["num_envs"] == 64
     assert resolve("bayes_team", "tiny", "generated", "team")[1] == {"choose_on": "validation"}
     assert resolve("bayes_team", "tiny", "unseen-tasks", "team")[1] == {}
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ensemble_env.cache.logit_cache import LogitCache
-from ensemble_mappo import algorithms
+from ensemble_mappo import algorithms, presets
 from ensemble_mappo.benchmark import protocols
 from ensemble_mappo.benchmark.answers import Algorithm, Answers
 from ensemble_mappo.config import RETIRED_FIELDS
@@ -169,8 +169,8 @@ def learner(
     if not unseen:
         return run, key
     partial = {"feedback": feedback, "learner": dict(protocols.PARTIAL_LEARNER), **steps} if feedback != "all" else {}
-    if protocol == "generated":
-        partial = {**partial, "generated": dict(protocols.GENERATED_LEARNER), **steps}
+    if protocol == "generated":  # what this learner's config takes of the preset (RLAE keeps its own width)
+        partial = {**partial, "generated": presets.GENERATED.overrides(entry.config_class), **steps}
     return run, {**key, "protocol": protocol, **partial}
 
 
