@@ -25,16 +25,21 @@ from typing import Any
 
 import numpy as np
 
+from ensemble_env.baselines.fusion import mean_vote as vote
+from ensemble_env.baselines.fusion import valid_choices
 from ensemble_env.cache.datasets import resolve as resolve_cache
 from ensemble_env.cache.digest import cache_digest
 from ensemble_env.errors import command
 from ensemble_env.files import check_output, save_figure
 from ensemble_env.game.reward import RewardSettings
+from ensemble_mappo import algorithms
 from ensemble_mappo.benchmark import protocols, store
 from ensemble_mappo.benchmark.learners import ABLATIONS, ablation_name
 
 #: the script's name (its error messages)
 PROG = "first_questions.py"
+#: the suffix of a learner's teams answered by their members' mean vote (``--mean-vote``)
+MEAN_VOTE = "mean vote"
 #: the positions printed one by one; then the rest of the first ``--questions`` in one row, then the rest
 SHOWN = (1, 2, 3, 4, 5, 6, 8, 10)
 
@@ -83,11 +88,24 @@ def _records(folder: Path, unit: protocols.Unit) -> dict[tuple[str, int], dict[s
     return found
 
 
-def positions(folder: Path, cache_name: str, fold_seed: int, alpha: float) -> dict[str, np.ndarray]:
+def positions(
+    folder: Path,
+    cache_name: str,
+    fold_seed: int,
+    alpha: float,
+    mean_vote: bool = False,
+    *,
+    plan: protocols.GeneratedPlan | None = None,
+    folds: int = 4,
+) -> dict[str, np.ndarray]:
     """Per algorithm, (Q, 3) rows [position, team size, reward] of every generated test question it answered over
-    folds and seeds (a rule run once for every seed: once), the position of a question in its task from 1."""
+    folds and seeds (a rule run once for every seed: once), the position of a question in its task from 1. With
+    ``mean_vote``, each learner's teams also answered by their members' mean vote, the rules' fuser
+    (``NAME(mean vote)``): what its fusion agent adds over that vote on the same teams. ``plan`` and ``folds``: the
+    benchmark's (default: the protocol's plan, 4 folds)."""
     cache = resolve_cache(cache_name)
-    units, _ = protocols.generated_units(cache, protocols.GeneratedPlan(), k=4, seed=fold_seed)
+    plan = protocols.GeneratedPlan() if plan is None else plan
+    units, _ = protocols.generated_units(cache, plan, k=folds, seed=fold_seed)
     reward = RewardSettings(alpha=alpha)
     rows: dict[str, list[np.ndarray]] = {}
     for unit in units:
@@ -107,6 +125,10 @@ def positions(folder: Path, cache_name: str, fold_seed: int, alpha: float) -> di
             size = teams.sum(axis=1)
             paid = reward.rewards(correct, size / unit.cache.n_models)
             rows.setdefault(name, []).append(np.column_stack([position, size, paid]))
+            if mean_vote and name in algorithms.ALGORITHMS:
+                voted = vote(unit.cache.probs[generated], teams.astype(bool), valid_choices(unit.cache, generated))
+                paid = reward.rewards(voted == np.asarray(unit.cache.labels)[generated], size / unit.cache.n_models)
+                rows.setdefault(f"{name}({MEAN_VOTE})", []).append(np.column_stack([position, size, paid]))
     return {name: np.concatenate(parts) for name, parts in rows.items()}
 
 
@@ -120,12 +142,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=30, help="the first questions shown (default: 30)")
     parser.add_argument("--figure", type=Path, help="a PNG of team size and reward against the position")
     parser.add_argument("--algorithms", nargs="+", metavar="NAME", help="the algorithms shown (default: every one)")
+    voted = f"add each learner's teams answered by their members' mean vote, 'NAME({MEAN_VOTE})'"
+    parser.add_argument("--mean-vote", action="store_true", help=voted)
     args = parser.parse_args(argv)
     if not 10 < args.questions <= 150:
         parser.error(f"--questions must be in 11..150, got {args.questions}")
     if args.figure is not None:
         check_output(args.figure, [])
-    found = positions(args.out, args.cache, args.fold_seed, args.alpha)
+    found = positions(args.out, args.cache, args.fold_seed, args.alpha, args.mean_vote)
     names = list(found) if args.algorithms is None else args.algorithms
     missing = [name for name in names if name not in found]
     if missing:
@@ -133,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     buckets = [(f"{p}", lambda q, p=p: q == p) for p in SHOWN]
     buckets.append((f"{SHOWN[-1] + 1}-{args.questions}", lambda q: (q > SHOWN[-1]) & (q <= args.questions)))
     buckets.append((f"> {args.questions}", lambda q: q > args.questions))
+    buckets.append(("all", lambda q: q > 0))
     print("mean team size / mean reward per question by a question's position in its generated test task "
           "(every fold; every seed, or once for a rule that draws nothing)")  # fmt: skip
     print("| position | " + " | ".join(names) + " |")

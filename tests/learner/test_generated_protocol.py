@@ -10,12 +10,15 @@ import dataclasses
 import importlib.util
 import io
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from testing.benchmarks import import_benchmark  # noqa: E402
 
 from ensemble_env.cache import save_cache, save_generator  # noqa: E402
 from ensemble_env.cache.digest import cache_digest  # noqa: E402
@@ -318,3 +321,27 @@ def test_an_ablation_draws_no_learning_curve_of_its_own() -> None:
         "mappo(residual off)": {"runs": [{"info": {"folds": [{**play, "ablation_of": "mappo"}]}}]},
     }
     assert list(curves.learner_curves(results)) == ["mappo"]
+
+
+def test_first_questions_replays_each_run_and_answers_a_learner_s_teams_by_their_mean_vote(
+    generated_run: tuple[Path, Path, dict, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """benchmarks/first_questions.py on the tiny generated benchmark above: per algorithm one row per generated test
+    question of every fold (and seed, for a learner), whose rewards are the ones results.json scored; with
+    ``mean_vote`` a learner's teams answered by their members' mean vote, the rules' fuser (a rule gets no such
+    row), whose rewards are those of ``mean_vote`` on the same teams."""
+    path, out, results, _ = generated_run
+    script = import_benchmark(monkeypatch, "first_questions")
+    sys.modules.pop("first_questions")  # the module object is all the test needs: forgotten now
+    found = script.positions(out, str(path), 0, 1.0, mean_vote=True, plan=SMALL, folds=2)
+    assert "mappo(mean vote)" in found and "greedy_team(mean vote)" not in found
+    scored = results["caches"][f"generated({path})"]
+    for name in ("mappo", "greedy_team", "mappo(residual off)"):
+        assert found[name][:, 2].mean() == pytest.approx(scored[name]["aggregate"]["reward"]["mean"], abs=1e-9)
+    # a rule answers by its members' mean vote: taken for a learner, its mean-vote rows are its own rows
+    monkeypatch.setitem(script.algorithms.ALGORITHMS, "greedy_team", script.algorithms.ALGORITHMS["mappo"])
+    again = script.positions(out, str(path), 0, 1.0, mean_vote=True, plan=SMALL, folds=2)
+    assert np.array_equal(again["greedy_team(mean vote)"], again["greedy_team"])
+    mine, voted = found["mappo"], found["mappo(mean vote)"]
+    assert np.array_equal(mine[:, :2], voted[:, :2])  # the same questions and teams, answered otherwise
+    assert (mine[:, 0] >= 1).all() and (mine[:, 0] == 1).sum() == 2 * 2 * SMALL.test_tasks  # 2 folds x 2 seeds
