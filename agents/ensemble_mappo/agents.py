@@ -50,6 +50,7 @@ class Agents:
         critic: str = "central",
         decider_policy: str = "auto",
         residual_gain: float = 1.0,
+        fusion_team_size: bool = False,
     ) -> Agents:
         """Networks sized for ``venv``'s observations (the global torch seed decides the initial weights).
 
@@ -64,7 +65,8 @@ class Agents:
         record, its network's output times ``residual_gain``) or "auto" (teams for pools of up to
         :data:`ensemble_env.game.actions.MAX_SUBSET_MODELS` models). The four team deciders are one categorical head
         (:class:`~ensemble_mappo.networks.TeamActor`) around each's logits module (``decider.logits``,
-        :mod:`ensemble_mappo.team_logits`).
+        :mod:`ensemble_mappo.team_logits`). ``fusion_team_size``: the fusion agent also reads its team's size
+        (:class:`FusionActor`'s ``team_size``).
         """
         layout = venv.layout
         if critic == "local":
@@ -96,7 +98,7 @@ class Agents:
             )
         return cls(
             decider=decider,
-            fusion=FusionActor(layout.fusion, venv.n_models, venv.max_choices),
+            fusion=FusionActor(layout.fusion, venv.n_models, venv.max_choices, team_size=fusion_team_size),
             critic=critics,
             value_norm=ValueNormalizer(),
         )

@@ -351,6 +351,11 @@ class TrainConfig(LearnerConfig):
     """The residual decider's (``decider_policy="residual"``) multiple of its network's output added to the index;
     0 switches the network off: the same checkpoint then plays the index decider with the constants the run learned
     (the generated-task benchmark's ablation, ``mappo(residual off)``). Other deciders ignore it."""
+    fusion_team_size: bool = False
+    """The fusion agent also reads its team's size (one-hot, beside its other context), so that its weights can
+    differ for a team of one, two, ... models; its start is the members' mean vote either way. Chosen under
+    ``--protocol generated`` (ensemble_mappo.presets.GENERATED), where the decider commits to teams of 1 to 2 models
+    after exploring with 3 to 4 (docs/benchmark.md)."""
     decider_credit: str = "expected"
     """The reward the decider's team is credited with for the question it answers. "sampled": the reward of the
     fusion agent's sampled answer (what the environment paid). "greedy": the reward the fusion agent's most

@@ -172,6 +172,7 @@ class MAPPOLearner(Learner):
             config.critic,
             config.decider_policy,
             config.decider_residual_gain,
+            config.fusion_team_size,
         )
         self.explained: dict[str, float] = {}
         self.last_stats: UpdateStats | None = None

@@ -413,6 +413,9 @@ class FusionActor(Actor):
     init_vote
         Start as exactly the team's mean-probability vote (weight 1 on every member's probability, none on the
         context) instead of the uniform policy.
+    team_size
+        Also read the team's size, one-hot (N columns appended to the context): the weights can then differ for a
+        team of one, two, ... models (``TrainConfig.fusion_team_size``; the start is the vote either way).
 
     Notes
     -----
@@ -426,11 +429,18 @@ class FusionActor(Actor):
     features overfits the 200 training questions per BBH task (measured: test macro accuracy 0.57 vs 0.60).
     Actions are int64 answer indices (B,); the deterministic action is the most probable valid choice.
 
-    The prepared input (:meth:`prepare`) is ``[phi (C x 3N, choice-major), context, valid-choice mask (C)]``.
+    The prepared input (:meth:`prepare`) is ``[phi (C x 3N, choice-major), context, valid-choice mask (C)]``, the
+    context ending with the team's size, one-hot, with ``team_size``.
     """
 
     def __init__(
-        self, fusion_slices: Mapping[str, slice], n_models: int, n_choices: int, *, init_vote: bool = True
+        self,
+        fusion_slices: Mapping[str, slice],
+        n_models: int,
+        n_choices: int,
+        *,
+        init_vote: bool = True,
+        team_size: bool = False,
     ) -> None:
         super().__init__()
         self.n_models, self.n_choices = n_models, n_choices
@@ -441,8 +451,9 @@ class FusionActor(Actor):
         context = [i for i in range(size) if not (_inside(i, self.probs_slice) or _inside(i, self.mask_slice))]
         self.context_columns = np.array(context, dtype=np.int64)
         self.n_features = n_choices * 3 * n_models
-        self.n_context = len(context)
-        self.gate = layer_init(nn.Linear(len(context), 3 * n_models), gain=0.01)
+        self.team_size = team_size
+        self.n_context = len(context) + (n_models if team_size else 0)
+        self.gate = layer_init(nn.Linear(self.n_context, 3 * n_models), gain=0.01)
         if init_vote:  # exactly the vote, whatever the context: no weight on it yet (the gradient still reaches it)
             with torch.no_grad():
                 self.gate.weight.zero_()
@@ -471,7 +482,11 @@ class FusionActor(Actor):
         phi[:, :, 0] = probs.transpose(0, 2, 1)
         phi[:, :, 1] = (np.log(probs + LOG_EPS) * members).transpose(0, 2, 1)
         phi[:, :, 2] = (votes * members).transpose(0, 2, 1)
-        out[:, f : f + self.n_context] = x[:, self.context_columns]
+        given = f + len(self.context_columns)
+        out[:, f:given] = x[:, self.context_columns]
+        if self.team_size:  # the team's size, one-hot (1 .. N models)
+            sizes = x[:, self.team_slice].sum(-1).round().astype(np.int64)
+            out[:, given : f + self.n_context] = sizes[:, None] == np.arange(1, n + 1)
         out[:, f + self.n_context :] = x[:, self.mask_slice]
         return torch.from_numpy(out)
 

@@ -115,6 +115,7 @@ LEGACY_FIELDS: dict[str, Any] = {
     "offline_level": 0.95,  # unused before the certified start
     "model_permutations": 0,
     "decider_residual_gain": 1.0,  # the residual decider's network at its one gain
+    "fusion_team_size": False,  # the fusion agent read no team size
 }
 #: the keys of config.json's "run" entry
 RUN_KEYS = ("cache", "models", "tasks", "n_questions", "digest")

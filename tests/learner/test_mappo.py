@@ -293,6 +293,28 @@ def test_fusion_actor_starts_as_the_mean_probability_vote() -> None:
         assert actor.mode(actor(actor.prepare(obs))).tolist() == vote.tolist()
 
 
+def test_a_fusion_agent_reading_its_team_size_starts_as_the_vote_and_can_weigh_each_size_apart() -> None:
+    """``team_size``: the context ends with the team's size, one-hot; the start is still the vote; a weight on one
+    size's column changes the answers of teams of that size only."""
+    _, slices = _fusion_setup()
+    torch.manual_seed(0)
+    actor = FusionActor(slices, 3, 4, team_size=True)
+    obs = _fusion_obs(slices, [[1, 1, 1, 1]] * 3, seed=3)
+    obs[:, slices["team_mask"]] = torch.tensor([[1.0, 0, 0], [1, 1, 0], [1, 1, 1]])
+    obs[:, slices["probs"]] *= obs[:, slices["team_mask"]].repeat_interleave(4, 1)  # a non-member shows nothing
+    prepared = actor.prepare(obs)
+    start = prepared.shape[1] - 4 - 3  # the size columns, before the valid-choice mask
+    assert prepared[:, start : start + 3].tolist() == [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+    plain, _ = _fusion_setup()
+    assert actor.input_size == plain.input_size + 3
+    with torch.no_grad():
+        assert actor.mode(actor(prepared)).tolist() == plain.mode(plain(plain.prepare(obs))).tolist()
+        actor.gate.weight[:3, actor.gate.in_features - 1] = -10.0  # teams of 3: against each member's probability
+        logits = actor(prepared)
+        reference = plain(plain.prepare(obs))
+    assert torch.equal(logits[:2], reference[:2]) and not torch.equal(logits[2], reference[2])
+
+
 def test_bernoulli_decider_distribution_by_hand() -> None:
     logits = torch.tensor([[0.0, math.log(3.0)]])  # p = 1/2 and 3/4
     assert bernoulli_log_prob(logits, torch.tensor([[1.0, 0.0]])).item() == pytest.approx(math.log(0.5 * 0.25))
