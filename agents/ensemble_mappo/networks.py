@@ -485,7 +485,7 @@ class FusionActor(Actor):
         given = f + len(self.context_columns)
         out[:, f:given] = x[:, self.context_columns]
         if self.team_size:  # the team's size, one-hot (1 .. N models)
-            sizes = x[:, self.team_slice].sum(-1).round().astype(np.int64)
+            sizes = members.sum((1, 2)).round().astype(np.int64)
             out[:, given : f + self.n_context] = sizes[:, None] == np.arange(1, n + 1)
         out[:, f + self.n_context :] = x[:, self.mask_slice]
         return torch.from_numpy(out)
