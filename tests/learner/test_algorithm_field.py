@@ -122,7 +122,8 @@ def test_the_presets_are_the_protocols_settings_read_only_and_checked() -> None:
         "num_minibatches": 8,
     }  # fmt: skip
     assert protocols.PARTIAL_LEARNER == partial and protocols.PARTIAL_LEARNER is presets.PARTIAL.values
-    generated = {**partial, "model_permutations": 0, "decider_policy": "residual", "gamma": 0.99, "hidden_size": 32}
+    generated = {**partial, "model_permutations": 0, "decider_policy": "residual", "gamma": 0.99, "hidden_size": 32,
+                 "fusion_team_size": True}  # fmt: skip
     assert protocols.GENERATED_LEARNER == generated and protocols.GENERATED_LEARNER is presets.GENERATED.values
     assert protocols.PARTIAL_BUDGET_STEPS is presets.PARTIAL_BUDGET_STEPS
     assert isinstance(protocols.GENERATED_LEARNER, MappingProxyType)
