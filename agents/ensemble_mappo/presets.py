@@ -103,9 +103,10 @@ PARTIAL_BUDGET_STEPS: dict[str, int] = {"tiny": 4096, "quick": 16384, "default":
 #: network 32 wide (MAPPO's and IPPO's only: RLAE's width was not chosen here and stays its own).
 #: Chosen with ``benchmarks/partial_selection.py --protocol generated`` (200 further tasks of each fold's validation
 #: stream, 4 folds x 2 seeds): the residual decider at 0.99 +0.021 reward per question at 64 wide and +0.022 at 32
-#: (39 CPU s a run instead of 65), the best of every setting tried, none reaching etc_team's +0.030 there; the settings
-#: tried and their rewards are in docs/benchmark.md's selection table (one place for them). Then the fusion agent reading
-#: its team's size (``fusion_team_size``): +0.029 there over 3 seeds (the same selection), level with etc_team.
+#: (39 CPU s a run instead of 65), the best of every setting tried, none reaching etc_team's +0.030 there; the
+#: settings tried and their rewards are in docs/benchmark.md's selection table (one place for them). Then the fusion
+#: agent reading its team's size (``fusion_team_size``): +0.029 there over 3 seeds (the same selection), level with
+#: etc_team.
 GENERATED = Preset(
     "generated",
     {

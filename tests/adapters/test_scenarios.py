@@ -48,7 +48,7 @@ def test_sb3_takes_the_scenarios(env_id: str, keywords: dict[str, Any], feedback
             assert copies[0].cache is copies[1].cache  # the copies share one deck
         venv.reset()
         for _ in range(40):  # across the end of a task (20-30 questions, or toy8's test tasks)
-            obs, rewards, dones, infos = venv.step(np.array([venv.action_space.sample() for _ in range(2)]))
+            obs, _, _, _ = venv.step(np.array([venv.action_space.sample() for _ in range(2)]))
             assert all(venv.observation_space.contains(row) for row in obs)
     shared = sb3_env("shared", num_envs=1, seed=0, env_id=env_id, **keywords)
     assert shared.reset().shape[0] == 2  # the decider's row and the fusion agent's
@@ -78,7 +78,7 @@ def test_rllib_takes_the_scenarios(env_id: str, keywords: dict[str, Any], feedba
     obs, _ = env.reset(seed=0)
     for _ in range(40):
         actions = {agent: env.action_spaces[agent].sample() for agent in obs}
-        obs, rewards, terminateds, truncateds, _ = env.step(actions)
+        obs, _, terminateds, _, _ = env.step(actions)
         if terminateds["__all__"]:
             obs, _ = env.reset()
     config = ppo_config({"env_id": env_id, **keywords}, num_env_runners=0, seed=0)

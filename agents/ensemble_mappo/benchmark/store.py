@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -169,19 +170,25 @@ def check_record(record: Any, key: Mapping[str, Any], cache: LogitCache, where: 
         raise refuse("key", f"{show(record['key'], 200)} is not this run's key {show(dict(key), 200)}")
     test = cache.select("test").tolist()
     questions = record["questions"]
-    if not isinstance(questions, list) or len(questions) != len(test):
+    if _whole_numbers(questions, len(test)) and questions == test:
+        pass  # the usual case, checked at C speed; else the entry-by-entry checks below name the first wrong one
+    elif not isinstance(questions, list) or len(questions) != len(test):
         raise refuse("questions", f"must be the {len(test)} test questions in order, got {show(questions)}")
-    for index, (given, expected) in enumerate(zip(questions, test, strict=True)):
-        if type(given) is not int or given != expected:
-            raise refuse("questions", f"entry {index} is {show(given)}, the test question there is {expected}")
-    choices = np.asarray(cache.n_choices)[test].tolist()
+    else:
+        for index, (given, expected) in enumerate(zip(questions, test, strict=True)):
+            if type(given) is not int or given != expected:
+                raise refuse("questions", f"entry {index} is {show(given)}, the test question there is {expected}")
+    choices = np.asarray(cache.n_choices)[test]
     predictions = record["predictions"]
-    if not isinstance(predictions, list) or len(predictions) != len(test):
+    if _whole_numbers(predictions, len(test)) and _within(predictions, -1, choices):
+        pass
+    elif not isinstance(predictions, list) or len(predictions) != len(test):
         raise refuse("predictions", f"must be a list of {len(test)} answer indices, got {show(predictions)}")
-    for index, (answer, n_choices) in enumerate(zip(predictions, choices, strict=True)):
-        if type(answer) is not int or not -1 <= answer < n_choices:
-            problem = f"entry {index} is {show(answer)}, expected an integer in -1..{n_choices - 1}"
-            raise refuse("predictions", problem)
+    else:
+        for index, (answer, n_choices) in enumerate(zip(predictions, choices.tolist(), strict=True)):
+            if type(answer) is not int or not -1 <= answer < n_choices:
+                problem = f"entry {index} is {show(answer)}, expected an integer in -1..{n_choices - 1}"
+                raise refuse("predictions", problem)
     _check_teams(record["teams"], len(test), cache.n_models, refuse)
     info = record["info"]
     if not isinstance(info, dict):
@@ -191,7 +198,35 @@ def check_record(record: Any, key: Mapping[str, Any], cache: LogitCache, where: 
     return record
 
 
+def _whole_numbers(values: Any, size: int) -> bool:
+    """Whether ``values`` is a list of ``size`` JSON integers (``bool`` is not one), checked at C speed."""
+    return isinstance(values, list) and len(values) == size and set(map(type, values)) <= {int}
+
+
+def _within(values: list[int], low: int, high: Any) -> bool:
+    """Whether every integer of ``values`` is in ``low`` .. ``high`` - 1 (``high`` a bound or an array of them)."""
+    try:
+        array = np.array(values, dtype=np.int64)
+    except OverflowError:  # an integer beyond int64: the entry-by-entry check names it
+        return False
+    return bool(np.all((array >= low) & (array < high)))
+
+
+def _valid_teams(teams: Any, n_questions: int, n_models: int) -> bool:
+    """Whether ``teams`` is ``n_questions`` rows of ``n_models`` 0/1 integers with a member each, at C speed."""
+    if not isinstance(teams, list) or len(teams) != n_questions or not set(map(type, teams)) <= {list}:
+        return False
+    if not set(map(len, teams)) <= {n_models}:
+        return False
+    entries = list(itertools.chain.from_iterable(teams))
+    if not (_whole_numbers(entries, n_questions * n_models) and _within(entries, 0, 2)):
+        return False
+    return bool(np.array(entries, dtype=np.int64).reshape(n_questions, n_models).any(axis=1).all())
+
+
 def _check_teams(teams: Any, n_questions: int, n_models: int, refuse: Any) -> None:
+    if _valid_teams(teams, n_questions, n_models):
+        return  # the usual case; else the checks below name the first wrong row or entry
     if not isinstance(teams, list) or len(teams) != n_questions:
         raise refuse("teams", f"must be {n_questions} rows of {n_models} 0/1 entries, got {show(teams)}")
     for index, row in enumerate(teams):
@@ -222,7 +257,7 @@ def write_run(path: Path, record: Mapping[str, Any], cache: LogitCache, inputs: 
     checks of :func:`read_run` (ValueError naming the algorithm otherwise, e.g. ``info`` holding NaN)."""
     where = f"algorithm {name!r}"
     try:
-        text = json.dumps(record, indent=1, allow_nan=False) + "\n"
+        text = json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n"  # compact: json's C encoder
     except (TypeError, ValueError, RecursionError) as error:
         raise ValueError(f"{where}: answers.info must be JSON-ready, without NaN or infinity ({error})") from None
     data, limit = text.encode("utf-8"), run_size_limit(cache)

@@ -54,8 +54,9 @@ of generated training tasks would cost hundreds of streams per setting).
 
 **Cost.** Fitting is one K x K scatter per task; a question costs a solve of the size of U and a K x U product (the
 noise blocks R_OjOj^-1 are inverted once per played team and prior). Measured on one core (docs/baselines.md): at
-N = 5 (K = 31) about 35 microseconds per question, 2.7 CPU seconds for a fold of the benchmark (12 training tasks
-x 25 settings); at N = 10 (K = 1,023) about 0.35 ms per question while small teams play, 85 ms while the whole
+N = 5 (K = 31) about 35 microseconds per question (33 on a later machine, 51 there before L was read by flat
+positions), 2.7 CPU seconds for a fold of the benchmark (12 training tasks x 25 settings); at N = 10 (K = 1,023)
+about 0.35 ms per question while small teams play, 85 ms while the whole
 pool plays (every team revealed).
 
 >>> from ensemble_env.cache import synthetic
@@ -223,51 +224,64 @@ def _leave_one_out(streams: list[np.ndarray]) -> list[TeamPrior]:
 
 
 class _Noise:
-    """The noise blocks of one prior: ``block(j)`` -> (rows O_j, R_OjOj^-1), inverted once per played team j."""
+    """The noise blocks of one prior: ``block(j)`` -> (rows O_j, R_OjOj^-1, the flat positions of O_j x O_j in a
+    K x K array), inverted once per played team j."""
 
     def __init__(self, noise: np.ndarray, contains: np.ndarray) -> None:
         self.noise, self.contains = noise, contains
-        self.blocks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.blocks: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
-    def block(self, team: int) -> tuple[np.ndarray, np.ndarray]:
+    def block(self, team: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if team not in self.blocks:
             rows = np.flatnonzero(self.contains[team])
-            self.blocks[team] = rows, np.linalg.inv(self.noise[np.ix_(rows, rows)])
+            inverse = np.linalg.inv(self.noise[np.ix_(rows, rows)])
+            self.blocks[team] = rows, inverse, _flat(rows, self.noise.shape[0])
         return self.blocks[team]
+
+
+def _flat(rows: np.ndarray, size: int) -> np.ndarray:
+    """The flat positions of ``rows`` x ``rows`` in a (size, size) array, row-major."""
+    return (rows[:, None] * size + rows[None, :]).ravel()
 
 
 class _Posterior:
     """The posterior mean of the teams' mean rewards on one stream: prior N(``mean``, ``covariance``), revealed
-    questions added by :meth:`reveal` (information L and b over the revealed teams U)."""
+    questions added by :meth:`reveal` (information L and b over the revealed teams U; what is read of the prior on
+    U is cut once each time U grows)."""
 
     def __init__(self, mean: np.ndarray, covariance: np.ndarray, noise: _Noise) -> None:
         size = mean.size
         self.prior, self.covariance, self.noise = mean, covariance, noise
         self.revealed = np.zeros(size, dtype=bool)
         self.rows = np.zeros(0, dtype=np.int64)
-        self.information = np.zeros((size, size))
+        self.information = np.zeros(size * size)  # L, flat (K * K)
         self.linear = np.zeros(size)
         self.cross = np.zeros((size, 0))  # Sigma0[:, U]
+        self.square = np.zeros((0, 0))  # Sigma0[U, U]
+        self.square_flat = np.zeros(0, dtype=np.int64)  # the flat positions of U x U
         self.current = mean.copy()
         self.stale = False
 
     def reveal(self, team: int, rewards: np.ndarray) -> None:
         """Add a question answered by ``team`` (a row): the rewards (K,) of its sub-teams are read, no other."""
-        rows, inverse = self.noise.block(team)
-        self.information[np.ix_(rows, rows)] += inverse
+        rows, inverse, flat = self.noise.block(team)
+        self.information[flat] += inverse.ravel()
         self.linear[rows] += inverse @ rewards[rows]
         if not self.revealed[rows].all():
             self.revealed[rows] = True
             self.rows = np.flatnonzero(self.revealed)
             self.cross = self.covariance[:, self.rows]
+            self.square = self.cross[self.rows]
+            self.square_flat = _flat(self.rows, self.prior.size)
         self.stale = True
 
     def means(self) -> np.ndarray:
         """(K,) the posterior mean m + Sigma0[:, U] (I + L_UU Sigma0_UU)^-1 (b_U - L_UU m_U)."""
         if self.stale:
             rows = self.rows
-            information = self.information[np.ix_(rows, rows)]
-            system = np.eye(rows.size) + information @ self.cross[rows]
+            information = self.information[self.square_flat].reshape(rows.size, rows.size)
+            system = information @ self.square
+            system.flat[:: rows.size + 1] += 1.0
             residual = self.linear[rows] - information @ self.prior[rows]
             self.current = self.prior + self.cross @ np.linalg.solve(system, residual)
             self.stale = False
@@ -277,7 +291,8 @@ class _Posterior:
 def _best(means: np.ndarray, rank: np.ndarray) -> int:
     """The team of the highest mean (rounded to SCORE_DIGITS decimals), ties to the lowest ``rank``."""
     rounded = np.round(means, SCORE_DIGITS)
-    return int(np.where(rounded == rounded.max(), rank, rank.size).argmin())
+    top = np.flatnonzero(rounded == rounded.max())
+    return int(top[0]) if top.size == 1 else int(top[np.argmin(rank[top])])
 
 
 def _choices(rewards: np.ndarray, posterior: _Posterior, rank: np.ndarray, delay: int) -> np.ndarray:
