@@ -21,7 +21,7 @@ ValueError: certified_teams: seed must be a non-negative integer (...), got '0' 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -30,6 +30,10 @@ from ensemble_env.text import show
 __all__ = ["check_seed"]
 
 
+@overload
+def check_seed(seed: Any, where: str = ..., *, optional: Literal[False]) -> int: ...
+@overload
+def check_seed(seed: Any, where: str = ..., *, optional: bool = ...) -> int | None: ...
 def check_seed(seed: Any, where: str = "reset", *, optional: bool = True) -> int | None:
     """``seed`` as numpy's generators take it: a non-negative integer (a Python or numpy integer of any size) as a
     Python int, or None when ``optional`` (an unseeded draw); anything else (a bool, a negative number, a float, a

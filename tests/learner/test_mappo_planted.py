@@ -35,8 +35,17 @@ STARTS = pytest.mark.parametrize(
     # from the prior, PPO needs the gradient steps of the rollouts and epochs the defaults had before issue 47 (64 x
     # 64, 5 x 8; the partial-feedback learner keeps them too): with the new 2 x 4 no trained checkpoint passes the
     # safe rule within 160 passes and the start, uniform over the teams, is deployed
-    [{}, {"decider_start": "prior", "decider_kl_coef": 0.0, "num_envs": 64, "num_steps": 64, "update_epochs": 5,
-          "num_minibatches": 8}],
+    [
+        {},
+        {
+            "decider_start": "prior",
+            "decider_kl_coef": 0.0,
+            "num_envs": 64,
+            "num_steps": 64,
+            "update_epochs": 5,
+            "num_minibatches": 8,
+        },
+    ],
     ids=["offline start", "from the prior"],
 )
 

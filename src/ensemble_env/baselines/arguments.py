@@ -30,7 +30,7 @@ ValueError: rewards must hold finite numbers: rewards[0, 1] is nan
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 import numpy as np
 
@@ -182,6 +182,10 @@ def bounds(value: Any, option: str = "bounds") -> tuple[float, float]:
     return low, high
 
 
+@overload
+def seed(value: Any, option: str = ..., *, optional: Literal[False] = ...) -> int: ...
+@overload
+def seed(value: Any, option: str = ..., *, optional: bool) -> int | None: ...
 def seed(value: Any, option: str = "seed", *, optional: bool = False) -> int | None:
     """``value`` as a seed (:func:`ensemble_env.seeds.check_seed`, the project's one rule): a non-negative integer
     (None too when ``optional``: an unseeded draw), else a ValueError naming ``option`` and the value."""

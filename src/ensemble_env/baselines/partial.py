@@ -598,7 +598,7 @@ def etc_team(
     then the smaller n0). Named ``"etc_team"``; ``info["explore"]`` m, ``info["pseudo_count"]`` n0,
     ``info["grid_scores"]``, ``info["first_team"]`` (all N models), ``info["switches"]``.
     """
-    grids = {"m": arguments.grid(explores, "explores", _explore)}
+    grids: dict[str, list[Any]] = {"m": arguments.grid(explores, "explores", _explore)}
     grids["n0"] = arguments.grid(pseudo_counts, "pseudo_counts", _positive)
     return _rule("etc_team", rule_settings(cache, train, test, reward, validation, outcomes, choose_on), grids)
 

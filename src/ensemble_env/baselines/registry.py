@@ -315,7 +315,7 @@ def _online(name: str, feedback: str, uses_test_labels: bool = False, seeded: bo
         from ensemble_env.baselines import bayes, online, partial
 
         choosing = {**partial.rules(s.seed), "bayes_team": bayes.bayes_team}
-        where = {"choose_on": s.choose_on} if name in choosing else {}
+        where: dict[str, Any] = {"choose_on": s.choose_on} if name in choosing else {}
         function = {**online.UNSEEN_BASELINES, **choosing}[name]
         return function(s.cache, s.train, s.test, reward=s.reward, validation=s.validation, outcomes=s.outcomes,
                         **where)  # fmt: skip
