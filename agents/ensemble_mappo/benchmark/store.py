@@ -168,28 +168,26 @@ def check_record(record: Any, key: Mapping[str, Any], cache: LogitCache, where: 
         raise RunError(f"{where}: a run holds exactly {', '.join(RECORD_FIELDS)}; missing {missing}, extra {extra}")
     if record["key"] != key:
         raise refuse("key", f"{show(record['key'], 200)} is not this run's key {show(dict(key), 200)}")
-    test = cache.select("test").tolist()
+    test = cache.select("test")
     questions = record["questions"]
-    if _whole_numbers(questions, len(test)) and questions == test:
-        pass  # the usual case, checked at C speed; else the entry-by-entry checks below name the first wrong one
-    elif not isinstance(questions, list) or len(questions) != len(test):
-        raise refuse("questions", f"must be the {len(test)} test questions in order, got {show(questions)}")
-    else:
-        for index, (given, expected) in enumerate(zip(questions, test, strict=True)):
-            if type(given) is not int or given != expected:
-                raise refuse("questions", f"entry {index} is {show(given)}, the test question there is {expected}")
+    given = _integers(questions, test.size)  # the usual case at C speed; the loops below name a wrong entry
+    if given is None or not np.array_equal(given, test):
+        if not isinstance(questions, list) or len(questions) != test.size:
+            raise refuse("questions", f"must be the {test.size} test questions in order, got {show(questions)}")
+        for index, (entry, expected) in enumerate(zip(questions, test.tolist(), strict=True)):
+            if type(entry) is not int or entry != expected:
+                raise refuse("questions", f"entry {index} is {show(entry)}, the test question there is {expected}")
     choices = np.asarray(cache.n_choices)[test]
     predictions = record["predictions"]
-    if _whole_numbers(predictions, len(test)) and _within(predictions, -1, choices):
-        pass
-    elif not isinstance(predictions, list) or len(predictions) != len(test):
-        raise refuse("predictions", f"must be a list of {len(test)} answer indices, got {show(predictions)}")
-    else:
+    answers = _integers(predictions, test.size)
+    if answers is None or not np.all((answers >= -1) & (answers < choices)):
+        if not isinstance(predictions, list) or len(predictions) != test.size:
+            raise refuse("predictions", f"must be a list of {test.size} answer indices, got {show(predictions)}")
         for index, (answer, n_choices) in enumerate(zip(predictions, choices.tolist(), strict=True)):
             if type(answer) is not int or not -1 <= answer < n_choices:
                 problem = f"entry {index} is {show(answer)}, expected an integer in -1..{n_choices - 1}"
                 raise refuse("predictions", problem)
-    _check_teams(record["teams"], len(test), cache.n_models, refuse)
+    _check_teams(record["teams"], test.size, cache.n_models, refuse)
     info = record["info"]
     if not isinstance(info, dict):
         raise refuse("info", f"must be a JSON object, got {type(info).__name__} {show(info)}")
@@ -198,18 +196,15 @@ def check_record(record: Any, key: Mapping[str, Any], cache: LogitCache, where: 
     return record
 
 
-def _whole_numbers(values: Any, size: int) -> bool:
-    """Whether ``values`` is a list of ``size`` JSON integers (``bool`` is not one), checked at C speed."""
-    return isinstance(values, list) and len(values) == size and set(map(type, values)) <= {int}
-
-
-def _within(values: list[int], low: int, high: Any) -> bool:
-    """Whether every integer of ``values`` is in ``low`` .. ``high`` - 1 (``high`` a bound or an array of them)."""
+def _integers(values: Any, size: int) -> np.ndarray | None:
+    """``values`` as an int64 array when it is a list of ``size`` JSON integers (``bool`` is not one) within int64,
+    else None: the check of the usual case at C speed."""
+    if not isinstance(values, list) or len(values) != size or not set(map(type, values)) <= {int}:
+        return None
     try:
-        array = np.array(values, dtype=np.int64)
+        return np.array(values, dtype=np.int64)
     except OverflowError:  # an integer beyond int64: the entry-by-entry check names it
-        return False
-    return bool(np.all((array >= low) & (array < high)))
+        return None
 
 
 def _valid_teams(teams: Any, n_questions: int, n_models: int) -> bool:
@@ -218,10 +213,10 @@ def _valid_teams(teams: Any, n_questions: int, n_models: int) -> bool:
         return False
     if not set(map(len, teams)) <= {n_models}:
         return False
-    entries = list(itertools.chain.from_iterable(teams))
-    if not (_whole_numbers(entries, n_questions * n_models) and _within(entries, 0, 2)):
+    members = _integers(list(itertools.chain.from_iterable(teams)), n_questions * n_models)
+    if members is None or not np.all((members == 0) | (members == 1)):
         return False
-    return bool(np.array(entries, dtype=np.int64).reshape(n_questions, n_models).any(axis=1).all())
+    return bool(members.reshape(n_questions, n_models).any(axis=1).all())
 
 
 def _check_teams(teams: Any, n_questions: int, n_models: int, refuse: Any) -> None:
