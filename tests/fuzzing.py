@@ -82,13 +82,13 @@ MESSAGE_LIMIT = 700
 #: seconds a worker may take to start (imports) before its first case
 _START_SECONDS = 120.0
 
-_WORKER = "import json, sys\nsys.path[:] = json.loads(sys.argv[1])\nimport fuzzing\nfuzzing._serve(sys.argv[2])\n"
+_WORKER = "import json, sys\nsys.path[:] = json.loads(sys.argv[1])\nimport fuzzing\nfuzzing._serve()\n"
 
-#: the worker kept for the next :func:`run_cases` of the same module (and ``sys.path``), with its output lines: the
-#: suites of one file share one worker process, as the cases of one suite do, instead of importing the package
-#: (ensemble_env, h5py, torch) again for each (issue 47); one worker at most is kept, and it is ended when another
-#: module's cases start, when a case hangs or crashes, and at exit
-_kept: dict[tuple[str, str], tuple[subprocess.Popen[str], queue.Queue[str]]] = {}
+#: the worker kept for the next :func:`run_cases` (of any suite module, with the same ``sys.path``), with its output
+#: lines: the suites of every fuzz file share one worker process, as the cases of one suite do, instead of importing
+#: the package (ensemble_env, h5py, torch) again for each file (issue 47; the worker imports each suite's module the
+#: first time a job names it); one worker at most is kept, and it is ended when a case hangs or crashes, and at exit
+_kept: dict[str, tuple[subprocess.Popen[str], queue.Queue[str]]] = {}
 
 
 def _stop(worker: subprocess.Popen[str]) -> None:
@@ -108,14 +108,13 @@ def _stop_kept() -> None:
 atexit.register(_stop_kept)
 
 
-def _worker(module: str, paths: str, workdir: Path) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
-    """The kept worker of ``module``, or a new one (once it said it is ready)."""
-    key = (module, paths)
-    if key in _kept and _kept[key][0].poll() is None:
-        return _kept[key]
+def _worker(paths: str, workdir: Path) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+    """The kept worker of this ``sys.path``, or a new one (once it said it is ready)."""
+    if paths in _kept and _kept[paths][0].poll() is None:
+        return _kept[paths]
     _stop_kept()
     worker = subprocess.Popen(
-        [sys.executable, "-c", _WORKER, paths, module],
+        [sys.executable, "-c", _WORKER, paths],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -124,15 +123,19 @@ def _worker(module: str, paths: str, workdir: Path) -> tuple[subprocess.Popen[st
     )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_pump, args=(worker.stdout, lines), daemon=True).start()
-    try:
-        ready = lines.get(timeout=_START_SECONDS).strip() == "ready"
-    except queue.Empty:
-        ready = False
-    if not ready:
+    if not _ready(lines):
         _stop(worker)
-        raise RuntimeError(f"the fuzz worker for {module} did not start")
-    _kept[key] = worker, lines
+        raise RuntimeError("the fuzz worker did not start")
+    _kept[paths] = worker, lines
     return worker, lines
+
+
+def _ready(lines: queue.Queue[str]) -> bool:
+    """Whether the worker says it is ready within :data:`_START_SECONDS` (started, or a job's module imported)."""
+    try:
+        return lines.get(timeout=_START_SECONDS).strip() == "ready"
+    except queue.Empty:
+        return False
 
 
 def run_cases(
@@ -141,21 +144,24 @@ def run_cases(
     """Run ``module.function(case)`` for every case in worker processes; one result dict per case, in order.
 
     Each result holds ``outcome`` and ``detail`` (and the case's ``kind``). The cases run in ``workdir``, one after
-    another, in the worker the previous call for ``module`` left (:data:`_kept`) or a new one; a case that hangs or
-    crashes ends its worker, and the next case starts a new one."""
+    another, in the worker the previous call left (:data:`_kept`, whichever module its cases were of) or a new one; a
+    case that hangs or crashes ends its worker, and the next case starts a new one."""
     workdir.mkdir(parents=True, exist_ok=True)
     cases_file = workdir / f"cases-{function}.json"
     cases_file.write_text(json.dumps(cases), encoding="utf-8")
     results: list[dict[str, Any]] = []
     paths = json.dumps([str(Path(__file__).resolve().parent)] + [entry for entry in sys.path if entry])
     while len(results) < len(cases):
-        worker, lines = _worker(module, paths, workdir)
-        job = {"function": function, "cases": str(cases_file), "start": len(results), "workdir": str(workdir)}
+        worker, lines = _worker(paths, workdir)
+        job = {"module": module, "function": function, "cases": str(cases_file), "start": len(results)}
+        job["workdir"] = str(workdir)
         finished = False
         try:
             assert worker.stdin is not None
             worker.stdin.write(json.dumps(job) + "\n")
             worker.stdin.flush()
+            if not _ready(lines):  # the cases' time starts once their module is imported
+                raise RuntimeError(f"the fuzz worker could not import {module}")
             while len(results) < len(cases):
                 try:
                     line = lines.get(timeout=case_seconds)
@@ -187,16 +193,18 @@ def _result(case: dict[str, Any], outcome: str, detail: str = "") -> dict[str, A
     return {"kind": case.get("kind", ""), "outcome": outcome, "detail": detail[:300]}
 
 
-def _serve(module: str) -> None:
-    """The worker: import ``module``, say it is ready, then run each job its parent writes on its stdin (a JSON line:
-    the case function, the cases file, the first case to run, the folder to run them in), printing one JSON line per
-    case. The cases' own processes read no job: stdin is /dev/null for them."""
+def _serve() -> None:
+    """The worker: say it is ready, then run each job its parent writes on its stdin (a JSON line: the suite's module,
+    the case function, the cases file, the first case to run, the folder to run them in): import the module (once per
+    worker), say it is ready again, and print one JSON line per case. The cases' own processes read no job: stdin is
+    /dev/null for them."""
     jobs = os.fdopen(os.dup(0), encoding="utf-8")
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    loaded = importlib.import_module(module)
     print("ready", flush=True)
     while line := jobs.readline():
         job = json.loads(line)
+        loaded = importlib.import_module(job["module"])
+        print("ready", flush=True)
         os.chdir(job["workdir"])
         _work(getattr(loaded, job["function"]), job["cases"], job["start"])
 

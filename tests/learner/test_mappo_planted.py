@@ -8,7 +8,7 @@ The size penalty is paid on every step here (``size_penalty_mode="always"``, a p
 the paper's default ("on_error") a fusion agent that learns to ignore a redundant member loses nothing by
 keeping it once the team is almost always right (errors are ~0% and 5% on these pools), so which superset
 of the planted team it keeps is arbitrary; with a cost per question the planted team is the unique optimum.
-Everything else is the default configuration (about 20 s per pool on two cores), whose decider starts from the
+Everything else is the default configuration (3 to 9 CPU s per pool and start), whose decider starts from the
 train outcomes of every team (the offline start); each test also runs with the decider learning from its
 uniform prior alone (``decider_start="prior"``, no KL penalty), so that PPO itself must find the team.
 """
@@ -28,7 +28,11 @@ from ensemble_mappo.config import config_from_dict
 from ensemble_mappo.evaluation import evaluate_run
 from ensemble_mappo.training import train
 
-CONFIG = {"passes": 160, "env": {"size_penalty_mode": "always"}}
+#: 60 passes (issue 47: 25 CPU s for the four tests instead of 54 at 160): at 60, 80 and 160 every run selects the
+#: planted team on 99.8% of the test questions and each of the others on 0.2%, with the test accuracy from the prior
+#: 1.000 ("complementary") and 0.952 ("dominant") at each, from the offline start 0.898 / 0.902 / 1.000 and 0.950 (the
+#: best single models: 0.698 and 0.952); at 40 the offline start's accuracy on "dominant" is 0.865, under the bound
+CONFIG = {"passes": 60, "env": {"size_penalty_mode": "always"}}
 #: the decider's starts: the default (offline, from the train outcomes) and learning from the uniform prior alone
 STARTS = pytest.mark.parametrize(
     "start",
