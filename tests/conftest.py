@@ -5,7 +5,7 @@ marker. The helpers the fixtures are built from, and every helper shared by test
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from testing.caches import tiny_fields
 from testing.conversions import BBH_DATA
+from testing.cpu_times import CpuTimes, Timer
 from testing.lessons import LessonRuns
 
 from ensemble_env.cache import LogitCache
@@ -37,6 +38,13 @@ if str(TESTS) not in sys.path:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")
+    parser.addoption(
+        "--cpu-times",
+        metavar="FILE",
+        default=None,
+        help="write each test's CPU seconds (its own and its finished child processes') to FILE as JSON, and print "
+        "the 30 costliest tests and files (testing/cpu_times.py)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -46,6 +54,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+# -- per-test CPU time (--cpu-times FILE) ---------------------------------------------------------------
+_CPU_TIMES = CpuTimes()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    if item.config.getoption("--cpu-times") is None:
+        yield
+        return
+    timer = Timer()
+    timer.start()
+    yield
+    _CPU_TIMES.add(item.nodeid, *timer.stop())
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    target = config.getoption("--cpu-times")
+    if target is not None and _CPU_TIMES.rows:
+        _CPU_TIMES.write(Path(target))
+        terminalreporter.write_line(_CPU_TIMES.summary())
 
 
 # -- tiny cache ------------------------------------------------------------------------------------
