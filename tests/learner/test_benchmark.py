@@ -50,6 +50,56 @@ def test_interval_of_a_known_input():
     assert 0.38 < low < 0.42 and 0.58 < high < 0.62  # +- 1.96 x sqrt(0.25 / 100)
 
 
+def _resampled_means(values, tasks, macro, resample, n_resamples, seed):
+    """The resamples of bootstrap_interval written out one by one (the same draws from the same generator): each
+    draws S seeds with replacement, then per task its questions (or the tasks, each whole), and averages the drawn
+    values themselves."""
+    rng = np.random.default_rng(seed)
+    n_seeds = values.shape[0]
+    draws = rng.integers(0, n_seeds, (n_resamples, n_seeds))
+    ids = np.unique(tasks)
+    rows = [np.flatnonzero(tasks == task) for task in ids]
+    if resample == "tasks":
+        picks = rng.integers(0, ids.size, (n_resamples, ids.size))
+        samples = []
+        for r in range(n_resamples):
+            chosen = [values[draws[r]][:, rows[t]] for t in picks[r]]  # each (S, questions of task t)
+            if macro:
+                samples.append(np.mean([block.mean() for block in chosen]))
+            else:
+                samples.append(sum(block.sum() for block in chosen) / (n_seeds * sum(b.shape[1] for b in chosen)))
+        return np.array(samples)
+    picks = [rng.integers(0, part.size, (n_resamples, part.size)) for part in rows]
+    samples = []
+    for r in range(n_resamples):
+        chosen = [values[draws[r]][:, part[pick[r]]] for part, pick in zip(rows, picks, strict=True)]
+        if macro:
+            samples.append(np.mean([block.mean() for block in chosen]))
+        else:
+            samples.append(np.concatenate(chosen, axis=1).mean())
+    return np.array(samples)
+
+
+@pytest.mark.parametrize("resample", ["questions", "tasks"])
+@pytest.mark.parametrize("macro", [True, False])
+def test_interval_equals_its_resamples_written_out(resample: str, macro: bool):
+    """The interval's quantiles are those of the resamples computed one by one (the vectorised sums are the same
+    numbers), a NaN in a drawn seed's value making its resample NaN as the mean of the drawn values would."""
+    rng = np.random.default_rng(5)
+    for trial in range(6):
+        n_seeds, sizes = int(rng.integers(1, 5)), rng.integers(1, 9, int(rng.integers(1, 6)))
+        tasks = rng.permutation(np.repeat(np.arange(sizes.size), sizes))
+        values = rng.choice([-1.0, 1.0, -1.25, 0.0], size=(n_seeds, tasks.size))
+        samples = _resampled_means(values, tasks, macro, resample, 64, trial)
+        low, high = np.quantile(samples, [0.025, 0.975])
+        found = benchmark.bootstrap_interval(values, tasks, macro=macro, n_resamples=64, seed=trial, resample=resample)
+        assert found[1:] == pytest.approx((low, high), abs=1e-12)
+    values[0, 0] = np.nan
+    samples = _resampled_means(values, tasks, macro, "questions", 64, 0)
+    found = benchmark.bootstrap_interval(values, tasks, macro=macro, n_resamples=64, seed=0)
+    assert np.isnan(found[1]) == np.isnan(np.quantile(samples, 0.025))
+
+
 def test_table_has_every_algorithm_and_resume_skips_finished_runs(cache_file: str, tmp_path: Path):
     benchmark.load_plugins([str(EXAMPLE)])
     calls: list[int] = []

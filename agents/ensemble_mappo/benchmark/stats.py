@@ -105,17 +105,17 @@ def bootstrap_interval(
         raise ValueError(f"resample must be one of {', '.join(RESAMPLING)}, got {resample!r}")
     rng = np.random.default_rng(check_seed(seed, "bootstrap_interval", optional=False))
     n_seeds = values.shape[0]
-    draws = rng.integers(0, n_seeds, (n_resamples, n_seeds))
+    weights = _seed_weights(rng.integers(0, n_seeds, (n_resamples, n_seeds)), n_seeds)
     if resample == "tasks":
-        return _task_bootstrap(values, tasks, macro, draws, rng, level)
+        return _task_bootstrap(values, tasks, macro, weights, rng, level)
     per_task, sums, point_tasks = [], np.zeros(n_resamples), []
     for task in np.unique(tasks):
         rows = np.flatnonzero(tasks == task)
-        pick = rows[rng.integers(0, rows.size, (n_resamples, rows.size))]
-        # resample r: mean over its seeds of the mean over its questions
-        chosen = values[draws[:, :, None], pick[:, None, :]]  # (R, S, rows)
-        per_task.append(chosen.mean(axis=(1, 2)))
-        sums += chosen.sum(axis=2).mean(axis=1)
+        pick = rng.integers(0, rows.size, (n_resamples, rows.size))  # positions among the task's questions
+        # resample r: the mean over its seeds of each question (the same for every seed), summed over its questions
+        chosen = np.take_along_axis(_seed_means(values[:, rows], weights), pick, axis=1).sum(axis=1)
+        per_task.append(chosen / rows.size)
+        sums += chosen
         point_tasks.append(values[:, rows].mean())
     if macro:
         samples, point = np.mean(per_task, axis=0), float(np.mean(point_tasks))
@@ -126,16 +126,34 @@ def bootstrap_interval(
     return point, float(low), float(high)
 
 
-def _task_bootstrap(
-    values: np.ndarray, tasks: np.ndarray, macro: bool, draws: np.ndarray, rng: np.random.Generator, level: float
-) -> tuple[float, float, float]:
-    """:func:`bootstrap_interval` resampling the seeds (``draws``, (R, S)) and the tasks (drawn from ``rng``)."""
-    _, inverse, sizes = np.unique(tasks, return_inverse=True, return_counts=True)
-    n_seeds, n_tasks = values.shape[0], sizes.size
-    sums = np.stack([np.bincount(inverse, weights=row, minlength=n_tasks) for row in values])  # (S, T)
-    drawn = np.stack([np.bincount(row, minlength=n_seeds) for row in draws]) / n_seeds  # (R, S): each seed's weight
-    per_task = drawn @ sums  # (R, T): each task's total, averaged over the resample's seeds
+def _seed_weights(draws: np.ndarray, n_seeds: int) -> np.ndarray:
+    """(R, S): how many times each resample's draws (R, S) hold each seed, over S: each seed's weight in its mean."""
     n_resamples = draws.shape[0]
+    flat = (np.arange(n_resamples)[:, None] * n_seeds + draws).ravel()
+    return np.bincount(flat, minlength=n_resamples * n_seeds).reshape(n_resamples, n_seeds) / n_seeds
+
+
+def _seed_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(R, Q): each resample's mean over its drawn seeds (``weights``, (R, S)) of ``values`` (S, Q); NaN where a seed it
+    drew is NaN, as the mean of the drawn values themselves would be."""
+    missing = np.isnan(values)
+    if not missing.any():
+        return weights @ values
+    means = weights @ np.where(missing, 0.0, values)
+    means[(weights > 0) @ missing] = np.nan
+    return means
+
+
+def _task_bootstrap(
+    values: np.ndarray, tasks: np.ndarray, macro: bool, weights: np.ndarray, rng: np.random.Generator, level: float
+) -> tuple[float, float, float]:
+    """:func:`bootstrap_interval` resampling the seeds (``weights``, (R, S): :func:`_seed_weights`) and the tasks
+    (drawn from ``rng``)."""
+    _, inverse, sizes = np.unique(tasks, return_inverse=True, return_counts=True)
+    n_tasks = sizes.size
+    sums = np.stack([np.bincount(inverse, weights=row, minlength=n_tasks) for row in values])  # (S, T)
+    per_task = weights @ sums  # (R, T): each task's total, averaged over the resample's seeds
+    n_resamples = weights.shape[0]
     picks = rng.integers(0, n_tasks, (n_resamples, n_tasks))
     flat = (np.arange(n_resamples)[:, None] * n_tasks + picks).ravel()
     times = np.bincount(flat, minlength=n_resamples * n_tasks).reshape(n_resamples, n_tasks)  # each task's draws
