@@ -82,7 +82,7 @@ __all__ = [
 PROTOCOLS = ("standard", "unseen-tasks", "generated")
 #: what the game reveals after each answer (``--feedback``): every model's output ("all"), or only the answering
 #: team's ("team": partial feedback, ``ensemble_env/EnsembleUnseen-v2``; unseen-tasks and generated only)
-from ensemble_env.game.config import FEEDBACK as FEEDBACKS  # noqa: E402, I001 (the one vocabulary)
+from ensemble_env.game.config import FEEDBACK as FEEDBACKS  # noqa: E402 (the one vocabulary)
 
 #: the learner's settings under partial feedback, read-only: the preset :data:`ensemble_mappo.presets.PARTIAL` (where
 #: they are defined, with how they were chosen); its budget, :data:`PARTIAL_BUDGET_STEPS`, is defined there too
