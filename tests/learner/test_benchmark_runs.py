@@ -162,6 +162,10 @@ CORRUPTIONS = {
     "an infinite prediction": (_entry("predictions", 2, "__INF__"), "predictions", "entry 2 is Infinity"),
     "a 1e400 prediction": (_entry("predictions", 2, "__BIG__"), "predictions", "entry 2 is 1e400"),
     "NaN in info": (_set("info", {"loss": "__NAN__"}), "info", "NaN"),
+    # past the float range without an exponent, and past the digit limit: numbers json's own decoder would read as
+    # inf or as a huge int
+    "a prediction of 1e309 in 312 digits": (_entry("predictions", 2, "__HUGE__"), "predictions", "312 characters"),
+    "a prediction of 401 digits": (_entry("predictions", 2, "__LONG__"), "predictions", "401 characters"),
     "a prediction out of range": (_entry("predictions", 0, 99), "predictions", "99"),
     "a boolean prediction": (_entry("predictions", 1, True), "predictions", "True"),
     "a float prediction": (_entry("predictions", 1, 1.0), "predictions", "1.0"),
@@ -177,7 +181,9 @@ CORRUPTIONS = {
 
 def _write_corrupt(path: Path, corruption) -> None:
     text = corruption(json.loads(path.read_text(encoding="utf-8")))
-    for placeholder, number in (("__BIG__", "1e400"), ("__INF__", "Infinity"), ("__NAN__", "NaN")):
+    numbers = {"__BIG__": "1e400", "__INF__": "Infinity", "__NAN__": "NaN", "__HUGE__": "1" + "0" * 309 + ".0"}
+    numbers["__LONG__"] = "7" * 401
+    for placeholder, number in numbers.items():
         text = text.replace(f'"{placeholder}"', number)  # numbers Python's json does not write
     path.write_text(text, encoding="utf-8")
 
