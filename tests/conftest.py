@@ -5,6 +5,7 @@ marker. The helpers the fixtures are built from, and every helper shared by test
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 from testing.caches import tiny_fields
 from testing.conversions import BBH_DATA
-from testing.cpu_times import CpuTimes, Timer
+from testing.cpu_times import CpuTimes, children_seconds
 from testing.lessons import LessonRuns
 
 from ensemble_env.cache import LogitCache
@@ -65,10 +66,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if item.config.getoption("--cpu-times") is None:
         yield
         return
-    timer = Timer()
-    timer.start()
+    own, children = time.process_time(), children_seconds()
     yield
-    _CPU_TIMES.add(item.nodeid, *timer.stop())
+    _CPU_TIMES.add(item.nodeid, time.process_time() - own, children_seconds() - children)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

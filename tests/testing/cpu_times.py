@@ -20,11 +20,11 @@ by file:
 from __future__ import annotations
 
 import json
-import os
 import resource
-import time
 from collections import Counter
 from pathlib import Path
+
+from ensemble_env.files import write_text
 
 
 def children_seconds() -> float:
@@ -59,17 +59,5 @@ class CpuTimes:
         return "\n".join(lines)
 
     def write(self, path: Path) -> None:
-        """The rows as JSON ``{nodeid: [own, children]}``, written to a temporary file renamed into place."""
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(self.rows, indent=1), encoding="utf-8")
-        temporary.replace(path)
-
-
-class Timer:
-    """Measures one test: ``start()`` before it, ``stop()`` after, the (own, children) seconds in between."""
-
-    def start(self) -> None:
-        self.own, self.children = time.process_time(), children_seconds()
-
-    def stop(self) -> tuple[float, float]:
-        return time.process_time() - self.own, children_seconds() - self.children
+        """The rows as JSON ``{nodeid: [own, children]}`` (the project's atomic writer)."""
+        write_text(path, json.dumps(self.rows, indent=1))

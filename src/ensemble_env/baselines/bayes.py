@@ -54,10 +54,10 @@ of generated training tasks would cost hundreds of streams per setting).
 
 **Cost.** Fitting is one K x K scatter per task; a question costs a solve of the size of U and a K x U product (the
 noise blocks R_OjOj^-1 are inverted once per played team and prior). Measured on one core (docs/baselines.md): at N = 5
-(K = 31) about 35 microseconds per question (before L was read by flat positions, which cut the generated benchmark's
-``bayes_team`` from 172 to 119 CPU s), 2.7 CPU seconds for a fold of the benchmark (12 training tasks x 25 settings); at
-N = 10 (K = 1,023) about 0.35 ms per question while small teams play, 85 ms while the whole pool plays (every team
-revealed).
+(K = 31) about 35 microseconds per question (measured before L was read by flat positions, which then cut the
+generated benchmark's ``bayes_team`` from 172 to 119 CPU s), 2.7 CPU seconds for a fold of the benchmark (12 training
+tasks x 25 settings); at N = 10 (K = 1,023) about 0.35 ms per question while small teams play, 85 ms while the whole
+pool plays (every team revealed).
 
 >>> from ensemble_env.cache import synthetic
 >>> cache = synthetic.make_cache(n_models=3, n_questions=160, n_tasks=4, seed=0)
