@@ -105,7 +105,7 @@ def bootstrap_interval(
         raise ValueError(f"resample must be one of {', '.join(RESAMPLING)}, got {resample!r}")
     rng = np.random.default_rng(check_seed(seed, "bootstrap_interval", optional=False))
     n_seeds = values.shape[0]
-    weights = _seed_weights(rng.integers(0, n_seeds, (n_resamples, n_seeds)), n_seeds)
+    weights = _draw_counts(rng.integers(0, n_seeds, (n_resamples, n_seeds)), n_seeds) / n_seeds
     if resample == "tasks":
         return _task_bootstrap(values, tasks, macro, weights, rng, level)
     per_task, sums, point_tasks = [], np.zeros(n_resamples), []
@@ -126,11 +126,12 @@ def bootstrap_interval(
     return point, float(low), float(high)
 
 
-def _seed_weights(draws: np.ndarray, n_seeds: int) -> np.ndarray:
-    """(R, S): how many times each resample's draws (R, S) hold each seed, over S: each seed's weight in its mean."""
+def _draw_counts(draws: np.ndarray, n: int) -> np.ndarray:
+    """(R, n): how many times each row of ``draws`` (R, D), indices in 0..n-1, holds each index (each resample's
+    weight of a seed, times the seeds drawn, or its count of a task)."""
     n_resamples = draws.shape[0]
-    flat = (np.arange(n_resamples)[:, None] * n_seeds + draws).ravel()
-    return np.bincount(flat, minlength=n_resamples * n_seeds).reshape(n_resamples, n_seeds) / n_seeds
+    flat = (np.arange(n_resamples)[:, None] * n + draws).ravel()
+    return np.bincount(flat, minlength=n_resamples * n).reshape(n_resamples, n)
 
 
 def _seed_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -147,16 +148,14 @@ def _seed_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
 def _task_bootstrap(
     values: np.ndarray, tasks: np.ndarray, macro: bool, weights: np.ndarray, rng: np.random.Generator, level: float
 ) -> tuple[float, float, float]:
-    """:func:`bootstrap_interval` resampling the seeds (``weights``, (R, S): :func:`_seed_weights`) and the tasks
-    (drawn from ``rng``)."""
+    """:func:`bootstrap_interval` resampling the seeds (``weights``, (R, S): each seed's share of a resample's draws)
+    and the tasks (drawn from ``rng``)."""
     _, inverse, sizes = np.unique(tasks, return_inverse=True, return_counts=True)
     n_tasks = sizes.size
     sums = np.stack([np.bincount(inverse, weights=row, minlength=n_tasks) for row in values])  # (S, T)
     per_task = weights @ sums  # (R, T): each task's total, averaged over the resample's seeds
     n_resamples = weights.shape[0]
-    picks = rng.integers(0, n_tasks, (n_resamples, n_tasks))
-    flat = (np.arange(n_resamples)[:, None] * n_tasks + picks).ravel()
-    times = np.bincount(flat, minlength=n_resamples * n_tasks).reshape(n_resamples, n_tasks)  # each task's draws
+    times = _draw_counts(rng.integers(0, n_tasks, (n_resamples, n_tasks)), n_tasks)  # each task's draws
     if macro:
         samples, point = (times * per_task) @ (1.0 / sizes) / n_tasks, float((sums.mean(axis=0) / sizes).mean())
     else:
