@@ -76,6 +76,7 @@ class ResidualLogits(nn.Module):
     """
 
     members: Tensor  # (K, N) bool: team k's members
+    member_positions: Tensor  # (K * N,) the models of team k at [k * N, (k + 1) * N), its first repeated to fill them
     residual: Tensor  # () the multiple of g's output added to the index
 
     def __init__(
@@ -100,6 +101,10 @@ class ResidualLogits(nn.Module):
         self.model_rates = slice(record.start + 1, record.start + 1 + n_models)
         self.model_counts = layout.get("task_record_count")  # None under full feedback: every model's count is n
         self.register_buffer("members", teams.bool(), persistent=False)
+        # each team's members, padded to N with its first member (a repeat changes no min or max): (K * N,) positions
+        padded = [[i for i in range(n_models) if team[i]] for team in teams.tolist()]
+        positions = [row + row[:1] * (n_models - len(row)) for row in padded]
+        self.register_buffer("member_positions", torch.tensor(positions).flatten(), persistent=False)
         self.register_buffer("residual", torch.full((), float(gain)), persistent=False)
         self.g = nn.Sequential(
             layer_init(nn.Linear(len(RESIDUAL_FEATURES), hidden)),
@@ -121,11 +126,9 @@ class ResidualLogits(nn.Module):
         members = self.members  # (K, N)
 
         def member_stats(values: Tensor) -> list[Tensor]:
-            spread = values.unsqueeze(1).expand(-1, members.shape[0], -1)  # (B, K, N)
             mean = (values @ members.T.float()) / sizes
-            low = torch.where(members, spread, torch.inf).amin(-1)
-            high = torch.where(members, spread, -torch.inf).amax(-1)
-            return [mean, low, high]
+            spread = values.index_select(1, self.member_positions).view(len(values), *members.shape)  # (B, K, N)
+            return [mean, spread.amin(-1), spread.amax(-1)]
 
         seen = counts > 0
         best = torch.where(seen, rates, 0.0).amax(-1, keepdim=True).expand_as(rates)

@@ -50,6 +50,12 @@ def test_the_residual_reads_each_team_s_members_and_can_be_switched_off() -> Non
     np.testing.assert_allclose(features[:, team_ab, column["members_rate_mean"]], rates[:, :2].mean(-1), rtol=1e-6)
     np.testing.assert_allclose(features[:, team_ab, column["members_rate_min"]], rates[:, :2].amin(-1))
     np.testing.assert_allclose(features[:, 6, column["members_rate_max"]], rates.amax(-1))  # the whole pool
+    counts_of_models = inputs[:, residual.logits.model_counts]
+    for k, team in enumerate(residual.logits.members.tolist()):  # every team, by hand: its members' min and max
+        members = [i for i, member in enumerate(team) if member]
+        for name, values in (("rate", rates), ("count", counts_of_models)):
+            assert torch.equal(features[:, k, column[f"members_{name}_min"]], values[:, members].amin(-1)), (k, name)
+            assert torch.equal(features[:, k, column[f"members_{name}_max"]], values[:, members].amax(-1)), (k, name)
     with torch.no_grad():
         residual.logits.g[-1].bias.fill_(0.0)
         residual.logits.g[-1].weight.normal_()
