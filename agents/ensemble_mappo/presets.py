@@ -106,7 +106,7 @@ PARTIAL_BUDGET_STEPS: dict[str, int] = {"tiny": 4096, "quick": 16384, "default":
 #: (39 CPU s a run instead of 65), the best of every setting tried, none reaching etc_team's +0.030 there; the
 #: settings tried and their rewards are in docs/benchmark.md's selection table (one place for them). Then the fusion
 #: agent reading its team's size (``fusion_team_size``): +0.029 there over 3 seeds (the same selection), level with
-#: etc_team; +0.022 over 5 seeds, 0.008 under it (the 3 seeds' figure was the best of about 45 settings on them).
+#: etc_team; +0.022 over 5 seeds, 0.008 under it (seeds 3 and 4 score lower, for twice the steps as well).
 GENERATED = Preset(
     "generated",
     {
