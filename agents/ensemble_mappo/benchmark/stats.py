@@ -17,6 +17,7 @@ from ensemble_env.baselines.routing import team_vote
 from ensemble_env.baselines.simple import BaselineResult
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import RewardSettings
+from ensemble_env.metrics.votes import row_counts
 from ensemble_env.seeds import check_seed
 from ensemble_mappo.benchmark.answers import answers_from_json, check_answers
 
@@ -105,7 +106,7 @@ def bootstrap_interval(
         raise ValueError(f"resample must be one of {', '.join(RESAMPLING)}, got {resample!r}")
     rng = np.random.default_rng(check_seed(seed, "bootstrap_interval", optional=False))
     n_seeds = values.shape[0]
-    weights = _draw_counts(rng.integers(0, n_seeds, (n_resamples, n_seeds)), n_seeds) / n_seeds
+    weights = row_counts(rng.integers(0, n_seeds, (n_resamples, n_seeds)), n_seeds) / n_seeds
     if resample == "tasks":
         return _task_bootstrap(values, tasks, macro, weights, rng, level)
     per_task, sums, point_tasks = [], np.zeros(n_resamples), []
@@ -124,14 +125,6 @@ def bootstrap_interval(
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(samples, [tail, 1.0 - tail])
     return point, float(low), float(high)
-
-
-def _draw_counts(draws: np.ndarray, n: int) -> np.ndarray:
-    """(R, n): how many times each row of ``draws`` (R, D), indices in 0..n-1, holds each index (each resample's
-    weight of a seed, times the seeds drawn, or its count of a task)."""
-    n_resamples = draws.shape[0]
-    flat = (np.arange(n_resamples)[:, None] * n + draws).ravel()
-    return np.bincount(flat, minlength=n_resamples * n).reshape(n_resamples, n)
 
 
 def _seed_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -155,7 +148,7 @@ def _task_bootstrap(
     sums = np.stack([np.bincount(inverse, weights=row, minlength=n_tasks) for row in values])  # (S, T)
     per_task = weights @ sums  # (R, T): each task's total, averaged over the resample's seeds
     n_resamples = weights.shape[0]
-    times = _draw_counts(rng.integers(0, n_tasks, (n_resamples, n_tasks)), n_tasks)  # each task's draws
+    times = row_counts(rng.integers(0, n_tasks, (n_resamples, n_tasks)), n_tasks)  # each task's draws
     if macro:
         samples, point = (times * per_task) @ (1.0 / sizes) / n_tasks, float((sums.mean(axis=0) / sizes).mean())
     else:

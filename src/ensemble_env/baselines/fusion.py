@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.metrics.votes import row_counts
 
 __all__ = ["fixed_teams", "full_teams", "mean_vote", "plurality_answers", "valid_choices"]
 
@@ -28,10 +29,7 @@ def valid_choices(cache: LogitCache, questions: np.ndarray) -> np.ndarray:
 
 def plurality_answers(preds: np.ndarray, n_classes: int) -> np.ndarray:
     """Row-wise plurality of (Q, M) class indices in 0..n_classes-1; ties to the lowest class."""
-    n_rows = preds.shape[0]
-    flat = (np.arange(n_rows)[:, None] * n_classes + preds).ravel()
-    votes = np.bincount(flat, minlength=n_rows * n_classes).reshape(n_rows, n_classes)
-    return votes.argmax(axis=1)
+    return row_counts(preds, n_classes).argmax(axis=1)
 
 
 def mean_vote(probs: np.ndarray, members: np.ndarray, valid: np.ndarray) -> np.ndarray:

@@ -9,7 +9,18 @@ from numpy.typing import ArrayLike
 
 from ensemble_env.metrics.validation import as_labels, as_n_choices, as_preds
 
-__all__ = ["fleiss_kappa", "plurality_accuracy"]
+__all__ = ["fleiss_kappa", "plurality_accuracy", "row_counts"]
+
+
+def row_counts(values: np.ndarray, n: int) -> np.ndarray:
+    """(R, n) int: how many times each row of ``values`` (R, M), integers in 0..n-1, holds each of them.
+
+    >>> row_counts(np.array([[2, 2, 0], [1, 0, 1]]), 3).tolist()
+    [[1, 0, 2], [1, 2, 0]]
+    """
+    n_rows = values.shape[0]
+    flat = (np.arange(n_rows)[:, None] * n + values).ravel()
+    return np.bincount(flat, minlength=n_rows * n).reshape(n_rows, n)
 
 
 def plurality_accuracy(preds: ArrayLike, labels: ArrayLike) -> float:
@@ -57,9 +68,7 @@ def plurality_accuracy(preds: ArrayLike, labels: ArrayLike) -> float:
     classes, class_index = np.unique(predicted, return_inverse=True)
     class_index = class_index.reshape(predicted.shape)
     n_classes = classes.size
-    flat = (np.arange(n_rows)[:, None] * n_classes + class_index).ravel()
-    votes = np.bincount(flat, minlength=n_rows * n_classes).reshape(n_rows, n_classes)
-    winner = classes[votes.argmax(axis=1)]
+    winner = classes[row_counts(class_index, n_classes).argmax(axis=1)]
     return float(np.mean(winner == true_class))
 
 
@@ -108,8 +117,7 @@ def fleiss_kappa(preds: ArrayLike, n_choices: int) -> float:
     n_rows, n_members = predicted.shape
     if n_rows == 0 or n_members < 2:
         return 0.0
-    flat = (np.arange(n_rows)[:, None] * n_categories + predicted).ravel()
-    counts = np.bincount(flat, minlength=n_rows * n_categories).reshape(n_rows, n_categories)  # (W, n_choices): n_ij
+    counts = row_counts(predicted, n_categories)  # (W, n_choices): n_ij
     category_totals = counts.sum(axis=0)  # (n_choices,)
     if category_totals.max() == n_rows * n_members:
         return 1.0  # Pe == 1
