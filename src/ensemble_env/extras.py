@@ -67,7 +67,11 @@ EXTRAS: dict[str, Extra] = {
     extra.name: extra
     for extra in (
         Extra("plot", ("matplotlib",), "every figure: `plot`, `baselines --frontier`, `cache plot`, benchmark's plot"),
-        Extra("mappo", ("torch", "tqdm", "matplotlib"), "`train`, `evaluate`, `plot`, the learners in `benchmark`"),
+        Extra(
+            "mappo",
+            ("torch", "tqdm", "matplotlib", "threadpoolctl"),
+            "`train`, `evaluate`, `plot`, the learners in `benchmark`",
+        ),
         Extra(
             "tensorboard", ("tensorboard",), "`train --logger tensorboard`: the run's log as TensorBoard event files"
         ),

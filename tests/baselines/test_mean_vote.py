@@ -1,6 +1,6 @@
-"""The mean-probability vote (``fusion.mean_vote``) sums its members one model at a time: the same float64 sums, bit
+"""The mean-probability vote (``fusion.mean_vote``) sums its members in model order: the same float64 sums, bit
 for bit, as the whole (Q, N, C) table cast to float64 and summed over the models, for pools of 1 to 16 models, with
-ties and padded choices."""
+ties and padded choices; rows read in place (``game.votes.row_mean_votes``) vote as the copied rows."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ensemble_env.baselines.fusion import mean_vote
+from ensemble_env.game.votes import row_mean_votes
 
 
 @pytest.mark.parametrize("n_models", [1, 3, 5, 10, 16])
@@ -24,3 +25,22 @@ def test_the_vote_is_the_float64_sum_of_the_members_in_model_order(n_models: int
     total = (probs.astype(np.float64) * members[:, :, None]).sum(axis=1)
     expected = np.where(valid, total, -np.inf).argmax(axis=1)
     np.testing.assert_array_equal(mean_vote(probs, members, valid), expected)
+
+
+def test_rows_read_in_place_vote_as_the_copied_rows_and_bad_rows_are_refused() -> None:
+    rng = np.random.default_rng(7)
+    probs = rng.random((300, 5, 4)).astype(np.float32)
+    rows = rng.integers(0, 300, 120)  # repeats and any order, as a test split's positions in a cache
+    members = rng.random((120, 5)) < 0.5
+    members[:, 2] = True
+    valid = np.ones((120, 4), dtype=bool)
+    valid[::2, 3] = False
+    in_place = row_mean_votes(probs, members, valid, rows=rows)
+    np.testing.assert_array_equal(in_place, mean_vote(probs[rows], members, valid))
+    for bad in (np.array([0, 300]), np.array([-1, 0]), np.array([0.0, 1.0])):
+        with pytest.raises(ValueError, match=r"rows must be positions in 0\.\.299"):
+            row_mean_votes(probs, members[:2], valid[:2], rows=bad)
+    with pytest.raises(ValueError, match="float32"):
+        row_mean_votes(probs.astype(np.float64), members, valid, rows=rows)
+    with pytest.raises(ValueError, match="members"):
+        row_mean_votes(probs, members[:, :4], valid, rows=rows)

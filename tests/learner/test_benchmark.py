@@ -279,6 +279,37 @@ def test_team_changes_counts_modes_changes_and_flip_flops():
     assert benchmark.stats.mode_teams(teams, tasks).tolist() == [a, a, a, a, c, c, c, c]
 
 
+def test_team_changes_and_mode_teams_match_a_loop_over_each_task_s_sequence():
+    """The whole-array forms against the per-task loop they replace, on interleaved tasks (a task's questions need
+    not be contiguous), tasks of one question, and ties between most used teams (the team first used wins)."""
+    rng = np.random.default_rng(3)
+    tasks = rng.integers(0, 40, 900) * 7  # ids with gaps, interleaved
+    tasks[:3] = [1000, 1001, 1002]  # tasks of one question
+    teams = rng.random((900, 4)) < 0.3
+    teams[~teams.any(axis=1), 0] = True
+    codes = teams.astype(int) @ (1 << np.arange(4))
+    on_mode, distinct, changes, pairs, flips = 0, [], 0, 0, 0
+    expected_modes = np.empty_like(teams)
+    for task in np.unique(tasks):
+        rows = np.flatnonzero(tasks == task)
+        sequence = codes[rows]
+        values, first, counts = np.unique(sequence, return_index=True, return_counts=True)
+        on_mode += counts.max()
+        distinct.append(values.size)
+        changed = sequence[1:] != sequence[:-1]
+        changes, pairs = changes + changed.sum(), pairs + rows.size - 1
+        flips += (changed[1:] & (sequence[2:] == sequence[:-2])).sum()
+        best = max(range(values.size), key=lambda k: (counts[k], -first[k]))
+        expected_modes[rows] = teams[rows[first[best]]]
+    assert benchmark.team_changes(teams, tasks) == {
+        "mode_share": on_mode / 900,
+        "teams_per_task": float(np.mean(distinct)),
+        "change_rate": changes / pairs,
+        "flip_flops": flips / changes,
+    }
+    np.testing.assert_array_equal(benchmark.stats.mode_teams(teams, tasks), expected_modes)
+
+
 def test_routing_counterfactuals_of_a_vote_of_fixed_teams_are_the_algorithm_itself(tmp_path: Path):
     """static_team answers by its team's vote with one team per task: both counterfactuals reproduce its
     scores exactly; a team that changes every question is counted as such."""
@@ -315,3 +346,20 @@ def test_a_learner_on_a_cache_without_validation_names_the_fix(tmp_path: Path):
     cache = make_cache(n_models=3, n_questions=200, n_tasks=2, seed=0)  # train and test only
     with pytest.raises(ValueError, match=r"split 'validation'.*cache split CACHE -o OUT\.h5 --validation-fraction"):
         benchmark.learner_answers(cache, 0, 1.0, tmp_path, passes=1.0, checkpoints=1)
+
+
+def test_the_benchmark_runs_with_one_blas_thread_and_restores_the_count_after():
+    """``benchmark`` runs under one BLAS thread per process (the scoring's small matrices spun a second thread for
+    nothing: docs/benchmark.md, cost), and the caller's thread count is back when it returns."""
+    from threadpoolctl import threadpool_info
+
+    from ensemble_mappo.benchmark import runner
+
+    def blas_threads() -> list[int]:
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    before = blas_threads()
+    assert before, "numpy's BLAS is not visible to threadpoolctl"
+    assert runner._one_blas_thread(blas_threads)() == [1] * len(before)
+    assert blas_threads() == before
+    assert runner.benchmark.__wrapped__.__name__ == "benchmark"  # the public entry is the wrapped one

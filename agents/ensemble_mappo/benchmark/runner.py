@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ensemble_env.cache.datasets import cost_unit
 from ensemble_env.cache.datasets import resolve as resolve_cache
@@ -112,6 +114,21 @@ def _unique_caches(caches: Sequence[str]) -> tuple[dict[str, LogitCache], dict[s
     return loaded, digests
 
 
+def _one_blas_thread(function: Any) -> Any:
+    """Run ``function`` with one BLAS thread in this process and the run processes it forks (threadpoolctl). The
+    benchmark's parallelism is ``--jobs``; its matrices are small (the scoring's bootstrap, ``bayes_team``'s 31 x 31
+    solves), and a second OpenBLAS thread per process spun without speeding them up: the scoring of a generated run
+    took 92 CPU s with two threads against 50 with one, in the same wall time (docs/benchmark.md, cost)."""
+
+    @functools.wraps(function)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with threadpool_limits(limits=1, user_api="blas"):
+            return function(*args, **kwargs)
+
+    return wrapped
+
+
+@_one_blas_thread
 def benchmark(
     algorithms: Sequence[str],
     seeds: Iterable[int],

@@ -8,6 +8,7 @@ Runs are the records of :mod:`ensemble_mappo.benchmark.store` (read back and che
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -104,17 +105,17 @@ def bootstrap_interval(
         raise ValueError(f"values must be (seeds, questions) with {tasks.size} questions, got {values.shape}")
     if resample not in RESAMPLING:
         raise ValueError(f"resample must be one of {', '.join(RESAMPLING)}, got {resample!r}")
-    rng = np.random.default_rng(check_seed(seed, "bootstrap_interval", optional=False))
+    seed = check_seed(seed, "bootstrap_interval", optional=False)
     n_seeds = values.shape[0]
-    weights = row_counts(rng.integers(0, n_seeds, (n_resamples, n_seeds)), n_seeds) / n_seeds
     if resample == "tasks":
-        return _task_bootstrap(values, tasks, macro, weights, rng, level)
+        n_tasks = np.unique(tasks).size
+        return _task_bootstrap(values, tasks, macro, *_task_draws(seed, n_resamples, n_seeds, n_tasks), level)
+    task_rows = _task_rows(tasks)
+    weights, picks = _question_draws(seed, n_resamples, n_seeds, tuple(rows.size for rows in task_rows))
     per_task, sums, point_tasks = [], np.zeros(n_resamples), []
-    for task in np.unique(tasks):
-        rows = np.flatnonzero(tasks == task)
-        pick = rng.integers(0, rows.size, (n_resamples, rows.size))  # positions among the task's questions
+    for rows, pick in zip(task_rows, picks, strict=True):
         # resample r: the mean over its seeds of each question (the same for every seed), summed over its questions
-        chosen = np.take_along_axis(_seed_means(values[:, rows], weights), pick, axis=1).sum(axis=1)
+        chosen = _seed_means(values[:, rows], weights).ravel().take(pick).sum(axis=1)
         per_task.append(chosen / rows.size)
         sums += chosen
         point_tasks.append(values[:, rows].mean())
@@ -138,17 +139,51 @@ def _seed_means(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return means
 
 
+def _seed_weights(rng: np.random.Generator, n_resamples: int, n_seeds: int) -> np.ndarray:
+    """(R, S): each seed's share of a resample's S draws of the seeds with replacement."""
+    return row_counts(rng.integers(0, n_seeds, (n_resamples, n_seeds)), n_seeds) / n_seeds
+
+
+@functools.lru_cache(maxsize=64)
+def _question_draws(
+    seed: int, n_resamples: int, n_seeds: int, sizes: tuple[int, ...]
+) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """The draws of a bootstrap over seeds and questions: (R, S) each seed's share of a resample's draws, then per
+    task of ``sizes`` questions (in task order) the (R, size) positions drawn among its questions, from the generator
+    seeded ``seed`` in that order, as flat positions in an (R, size) array (row r's draws + r x size: one ``take``).
+    They depend on nothing else, so the intervals of one results.json that resample the same seeds and tasks (every
+    metric, algorithm and pair; each task's own) share them; read-only."""
+    rng = np.random.default_rng(seed)
+    weights = _seed_weights(rng, n_resamples, n_seeds)
+    offsets = np.arange(n_resamples)[:, None]
+    picks = tuple(rng.integers(0, size, (n_resamples, size)) + offsets * size for size in sizes)
+    for array in (weights, *picks):
+        array.flags.writeable = False
+    return weights, picks
+
+
+@functools.lru_cache(maxsize=2)
+def _task_draws(seed: int, n_resamples: int, n_seeds: int, n_tasks: int) -> tuple[np.ndarray, np.ndarray]:
+    """The draws of a bootstrap over seeds and tasks: (R, S) each seed's share of a resample's draws and (R, T) how
+    often each task is drawn, from the generator seeded ``seed``, seeds first. They depend on nothing else, so the
+    hundreds of intervals of one results.json (every metric, algorithm and pair, the same seeds and tasks) share
+    one draw instead of drawing R x T = 4 million task indices each time; read-only."""
+    rng = np.random.default_rng(seed)
+    weights = _seed_weights(rng, n_resamples, n_seeds)
+    times = row_counts(rng.integers(0, n_tasks, (n_resamples, n_tasks)), n_tasks)  # each task's draws
+    weights.flags.writeable = times.flags.writeable = False
+    return weights, times
+
+
 def _task_bootstrap(
-    values: np.ndarray, tasks: np.ndarray, macro: bool, weights: np.ndarray, rng: np.random.Generator, level: float
+    values: np.ndarray, tasks: np.ndarray, macro: bool, weights: np.ndarray, times: np.ndarray, level: float
 ) -> tuple[float, float, float]:
     """:func:`bootstrap_interval` resampling the seeds (``weights``, (R, S): each seed's share of a resample's draws)
-    and the tasks (drawn from ``rng``)."""
+    and the tasks (``times``, (R, T): how often a resample draws each task, in the order of ``np.unique(tasks)``)."""
     _, inverse, sizes = np.unique(tasks, return_inverse=True, return_counts=True)
     n_tasks = sizes.size
     sums = np.stack([np.bincount(inverse, weights=row, minlength=n_tasks) for row in values])  # (S, T)
     per_task = weights @ sums  # (R, T): each task's total, averaged over the resample's seeds
-    n_resamples = weights.shape[0]
-    times = row_counts(rng.integers(0, n_tasks, (n_resamples, n_tasks)), n_tasks)  # each task's draws
     if macro:
         samples, point = (times * per_task) @ (1.0 / sizes) / n_tasks, float((sums.mean(axis=0) / sizes).mean())
     else:
@@ -203,37 +238,53 @@ def team_changes(teams: np.ndarray, tasks: np.ndarray) -> dict[str, float]:
 
     ``mode_share``: share of the questions answered by their task's most used team; ``teams_per_task``: distinct
     teams per task (mean over tasks); ``change_rate``: share of consecutive questions of a task whose teams
-    differ; ``flip_flops``: share of those changes that return to the team before (A-B-A).
+    differ; ``flip_flops``: share of those changes that return to the team before (A-B-A). Whole arrays, no loop over
+    the tasks (thousands of generated tasks a run).
     """
     teams, tasks = np.asarray(teams, dtype=bool), np.asarray(tasks)
-    codes = _team_codes(teams)
-    on_mode, distinct, changes, pairs, flips = 0, [], 0, 0, 0
-    for rows in _task_rows(tasks):
-        sequence = codes[rows]
-        _, counts = np.unique(sequence, return_counts=True)
-        on_mode += int(counts.max())
-        distinct.append(counts.size)
-        changed = sequence[1:] != sequence[:-1]
-        changes += int(changed.sum())
-        pairs += max(sequence.size - 1, 0)
-        flips += int((changed[1:] & (sequence[2:] == sequence[:-2])).sum())
+    order = np.argsort(tasks, kind="stable")  # each task's questions together, in playing order
+    codes, grouped = _team_codes(teams)[order], tasks[order]
+    same = grouped[1:] == grouped[:-1]  # consecutive questions of one task
+    changed = same & (codes[1:] != codes[:-1])
+    flips = int((changed[1:] & same[:-1] & (codes[2:] == codes[:-2])).sum())
+    _, task_of_pair, counts = _team_counts(grouped, codes)
+    n_tasks = np.unique(tasks).size
+    changes = int(changed.sum())
     return {
-        "mode_share": on_mode / max(tasks.size, 1),
-        "teams_per_task": float(np.mean(distinct)) if distinct else 0.0,
-        "change_rate": changes / max(pairs, 1),
+        "mode_share": float(np.maximum.reduceat(counts, _starts(task_of_pair)).sum()) / max(tasks.size, 1)
+        if counts.size
+        else 0.0,
+        "teams_per_task": counts.size / n_tasks if n_tasks else 0.0,
+        "change_rate": changes / max(int(same.sum()), 1),
         "flip_flops": flips / max(changes, 1),
     }
 
 
 def mode_teams(teams: np.ndarray, tasks: np.ndarray) -> np.ndarray:
     """(Q, N): each question gets its task's most used team (ties to the team first used)."""
-    replaced = np.empty_like(teams)
+    teams, tasks = np.asarray(teams), np.asarray(tasks)
     codes = _team_codes(teams)
-    for rows in _task_rows(np.asarray(tasks)):
-        _, first, counts = np.unique(codes[rows], return_index=True, return_counts=True)
-        best = max(range(len(first)), key=lambda k: (counts[k], -first[k]))
-        replaced[rows] = teams[rows[first[best]]]
-    return replaced
+    first, task_of_pair, counts = _team_counts(tasks, codes)
+    # per task, the pair of the largest count, then of the earliest first use: the last after sorting by both
+    best = np.lexsort((-first, counts, task_of_pair))
+    last_of_task = np.r_[_starts(task_of_pair[best])[1:], best.size] - 1
+    chosen = best[last_of_task]  # one pair per task, in task order
+    _, inverse = np.unique(tasks, return_inverse=True)
+    return teams[first[chosen]][inverse.reshape(-1)]
+
+
+def _team_counts(tasks: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (task, team code) pairs of a sequence, sorted by task then code: each pair's first position in
+    the sequence, its task, and how often it occurs."""
+    _, task_index = np.unique(tasks, return_inverse=True)
+    keys = task_index.reshape(-1).astype(np.int64) * (int(codes.max(initial=0)) + 1) + codes
+    _, first, counts = np.unique(keys, return_index=True, return_counts=True)
+    return first, task_index.reshape(-1)[first], counts
+
+
+def _starts(sorted_groups: np.ndarray) -> np.ndarray:
+    """Where each run of equal values begins in ``sorted_groups`` (non-empty)."""
+    return np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
 
 
 def _team_codes(teams: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ensemble_env.cache.logit_cache import LogitCache
+from ensemble_env.game.votes import row_mean_votes
 from ensemble_env.metrics.votes import row_counts
 
 __all__ = ["fixed_teams", "full_teams", "mean_vote", "plurality_answers", "valid_choices"]
@@ -35,16 +36,12 @@ def plurality_answers(preds: np.ndarray, n_classes: int) -> np.ndarray:
 def mean_vote(probs: np.ndarray, members: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """Argmax over valid choices of the summed probabilities of each row's members.
 
-    ``probs`` is (Q, N, C), ``members`` (Q, N) bool. The sum (not the mean) is used: dividing by
+    ``probs`` is (Q, N, C) float32, ``members`` (Q, N) bool. The sum (not the mean) is used: dividing by
     the team size does not move the argmax. Every call sums in model order, in float64, so a full team
-    gives exactly the same numbers whichever function asks. One model at a time: a (Q, C) sum, never a
-    float64 copy of ``probs`` (hundreds of MB on a benchmark's generated tasks).
+    gives exactly the same numbers whichever function asks; ties go to the lowest valid choice. A compiled loop
+    over each row's members (:func:`ensemble_env.game.votes.row_mean_votes`).
     """
-    members = np.asarray(members, dtype=bool)
-    total = np.zeros((probs.shape[0], probs.shape[2]))
-    for model in range(probs.shape[1]):
-        total += probs[:, model] * members[:, model, None]  # a non-member adds an exact 0
-    return np.where(valid, total, -np.inf).argmax(axis=1)
+    return row_mean_votes(probs, members, valid)
 
 
 def full_teams(n_rows: int, n_models: int) -> np.ndarray:

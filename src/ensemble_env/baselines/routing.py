@@ -57,6 +57,7 @@ from ensemble_env.baselines.simple import (
 )
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings, model_costs
+from ensemble_env.game.votes import row_mean_votes
 
 __all__ = [
     "CRITERIA",
@@ -138,7 +139,7 @@ def team_vote(
     members = np.asarray(members, dtype=bool)
     if members.shape != (test.size, cache.n_models) or not members.any(axis=1).all():
         raise ValueError(f"members must be ({test.size}, {cache.n_models}) bool with a model in every row")
-    predictions = mean_vote(cache.probs[test], members, valid_choices(cache, test))
+    predictions = row_mean_votes(cache.probs, members, valid_choices(cache, test), rows=test)  # no copy of probs
     return BaselineResult.from_cache(name, cache, test, predictions, members.sum(axis=1), info, members)
 
 
