@@ -8,6 +8,7 @@ over every generated test task of every fold and seed; then the same over the re
 a two-panel figure of both against the position.
 
     python benchmarks/first_questions.py --out gen --figure first_questions.png
+    python benchmarks/first_questions.py --out gen --per-seed --algorithms "mappo (seed 0)" "mappo (seed 4)" etc_team
 
 Where a learner loses to a rule, this says whether it is in the exploration of a task's first questions (the rule
 pays the size penalty early and reads every team's outcome) or after it. The folder is read as hostile input: each
@@ -97,12 +98,14 @@ def positions(
     *,
     plan: protocols.GeneratedPlan | None = None,
     folds: int = 4,
+    per_seed: bool = False,
 ) -> dict[str, np.ndarray]:
     """Per algorithm, (Q, 3) rows [position, team size, reward] of every generated test question it answered over
     folds and seeds (a rule run once for every seed: once), the position of a question in its task from 1. With
     ``mean_vote``, each learner's teams also answered by their members' mean vote, the rules' fuser
     (``NAME(mean vote)``): what its fusion agent adds over that vote on the same teams. ``plan`` and ``folds``: the
-    benchmark's (default: the protocol's plan, 4 folds)."""
+    benchmark's (default: the protocol's plan, 4 folds). ``per_seed``: each seed of an algorithm run per seed on its
+    own, ``NAME (seed S)`` (a rule run once for every seed keeps its name)."""
     cache = resolve_cache(cache_name)
     plan = protocols.GeneratedPlan() if plan is None else plan
     units, _ = protocols.generated_units(cache, plan, k=folds, seed=fold_seed)
@@ -118,14 +121,15 @@ def positions(
         if not records:
             raise ValueError(f"{folder}: no stored run of {unit.label}: is it a --protocol generated folder of "
                              f"{cache_name} (fold seed {fold_seed})?")  # fmt: skip
-        for (name, _), record in sorted(records.items()):
+        for (algorithm, seed), record in sorted(records.items()):
+            name = f"{algorithm} (seed {seed})" if per_seed and seed >= 0 else algorithm
             order = np.searchsorted(record["questions"], generated)
             predictions, teams = record["predictions"][order], record["teams"][order]
             correct = predictions == np.asarray(unit.cache.labels)[generated]
             size = teams.sum(axis=1)
             paid = reward.rewards(correct, size / unit.cache.n_models)
             rows.setdefault(name, []).append(np.column_stack([position, size, paid]))
-            if mean_vote and name in algorithms.ALGORITHMS:
+            if mean_vote and algorithm in algorithms.ALGORITHMS:
                 voted = vote(unit.cache.probs[generated], teams.astype(bool), valid_choices(unit.cache, generated))
                 paid = reward.rewards(voted == np.asarray(unit.cache.labels)[generated], size / unit.cache.n_models)
                 rows.setdefault(f"{name}({MEAN_VOTE})", []).append(np.column_stack([position, size, paid]))
@@ -144,12 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--algorithms", nargs="+", metavar="NAME", help="the algorithms shown (default: every one)")
     voted = f"add each learner's teams answered by their members' mean vote, 'NAME({MEAN_VOTE})'"
     parser.add_argument("--mean-vote", action="store_true", help=voted)
+    parser.add_argument("--per-seed", action="store_true", help="each seed of a learner (and of a rule run per seed) "
+                        "in a column of its own, 'NAME (seed S)'")  # fmt: skip
     args = parser.parse_args(argv)
     if not 10 < args.questions <= 150:
         parser.error(f"--questions must be in 11..150, got {args.questions}")
     if args.figure is not None:
         check_output(args.figure, [])
-    found = positions(args.out, args.cache, args.fold_seed, args.alpha, args.mean_vote)
+    found = positions(args.out, args.cache, args.fold_seed, args.alpha, args.mean_vote, per_seed=args.per_seed)
     names = list(found) if args.algorithms is None else args.algorithms
     missing = [name for name in names if name not in found]
     if missing:

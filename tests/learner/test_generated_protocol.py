@@ -345,3 +345,9 @@ def test_first_questions_replays_each_run_and_answers_a_learner_s_teams_by_their
     mine, voted = found["mappo"], found["mappo(mean vote)"]
     assert np.array_equal(mine[:, :2], voted[:, :2])  # the same questions and teams, answered otherwise
     assert (mine[:, 0] >= 1).all() and (mine[:, 0] == 1).sum() == 2 * 2 * SMALL.test_tasks  # 2 folds x 2 seeds
+    # per seed: each seed of the learner its own rows, the pooled rows together; a rule run for all seeds keeps its name
+    split = script.positions(out, str(path), 0, 1.0, plan=SMALL, folds=2, per_seed=True)
+    seeds = [split["mappo (seed 0)"], split["mappo (seed 1)"]]
+    assert "mappo" not in split and np.array_equal(split["greedy_team"], found["greedy_team"])
+    assert sorted(map(tuple, np.concatenate(seeds))) == sorted(map(tuple, mine))
+    assert all((rows[:, 0] == 1).sum() == 2 * SMALL.test_tasks for rows in seeds)  # 2 folds each
