@@ -130,7 +130,7 @@ def positions(
             paid = reward.rewards(correct, size / unit.cache.n_models)
             rows.setdefault(name, []).append(np.column_stack([position, size, paid]))
             if mean_vote and algorithm in algorithms.ALGORITHMS:
-                voted = vote(unit.cache.probs[generated], teams.astype(bool), valid_choices(unit.cache, generated))
+                voted = vote(unit.cache.probs, teams.astype(bool), valid_choices(unit.cache, generated), rows=generated)
                 paid = reward.rewards(voted == np.asarray(unit.cache.labels)[generated], size / unit.cache.n_models)
                 rows.setdefault(f"{name}({MEAN_VOTE})", []).append(np.column_stack([position, size, paid]))
     return {name: np.concatenate(parts) for name, parts in rows.items()}

@@ -1,6 +1,6 @@
 """The mean-probability vote (``fusion.mean_vote``) sums its members in model order: the same float64 sums, bit
 for bit, as the whole (Q, N, C) table cast to float64 and summed over the models, for pools of 1 to 16 models, with
-ties and padded choices; rows read in place (``game.votes.row_mean_votes``) vote as the copied rows."""
+ties and padded choices; rows read in place (``rows=``) vote as the copied rows."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from ensemble_env.baselines.fusion import mean_vote
-from ensemble_env.game.votes import row_mean_votes
 
 
 @pytest.mark.parametrize("n_models", [1, 3, 5, 10, 16])
@@ -35,12 +34,12 @@ def test_rows_read_in_place_vote_as_the_copied_rows_and_bad_rows_are_refused() -
     members[:, 2] = True
     valid = np.ones((120, 4), dtype=bool)
     valid[::2, 3] = False
-    in_place = row_mean_votes(probs, members, valid, rows=rows)
+    in_place = mean_vote(probs, members, valid, rows=rows)
     np.testing.assert_array_equal(in_place, mean_vote(probs[rows], members, valid))
     for bad in (np.array([0, 300]), np.array([-1, 0]), np.array([0.0, 1.0])):
         with pytest.raises(ValueError, match=r"rows must be positions in 0\.\.299"):
-            row_mean_votes(probs, members[:2], valid[:2], rows=bad)
+            mean_vote(probs, members[:2], valid[:2], rows=bad)
     with pytest.raises(ValueError, match="float32"):
-        row_mean_votes(probs.astype(np.float64), members, valid, rows=rows)
+        mean_vote(probs.astype(np.float64), members, valid, rows=rows)
     with pytest.raises(ValueError, match="members"):
-        row_mean_votes(probs, members[:, :4], valid, rows=rows)
+        mean_vote(probs, members[:, :4], valid, rows=rows)

@@ -363,3 +363,14 @@ def test_the_benchmark_runs_with_one_blas_thread_and_restores_the_count_after():
     assert runner._one_blas_thread(blas_threads)() == [1] * len(before)
     assert blas_threads() == before
     assert runner.benchmark.__wrapped__.__name__ == "benchmark"  # the public entry is the wrapped one
+
+
+def test_a_bootstrap_draws_the_same_whether_its_draws_are_kept_or_drawn_anew(monkeypatch: pytest.MonkeyPatch):
+    """The question bootstrap keeps small draws for the next interval and draws large ones anew: the interval is
+    the same either way, and the same on a second call."""
+    rng = np.random.default_rng(5)
+    values, tasks = rng.random((3, 60)), np.repeat([4, 1, 9], [25, 15, 20])
+    kept = benchmark.bootstrap_interval(values, tasks, macro=True, n_resamples=300)
+    assert benchmark.bootstrap_interval(values, tasks, macro=True, n_resamples=300) == kept
+    monkeypatch.setattr(benchmark.stats, "_KEPT_DRAWS", 0)
+    assert benchmark.bootstrap_interval(values, tasks, macro=True, n_resamples=300) == kept

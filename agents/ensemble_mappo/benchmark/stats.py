@@ -111,7 +111,9 @@ def bootstrap_interval(
         n_tasks = np.unique(tasks).size
         return _task_bootstrap(values, tasks, macro, *_task_draws(seed, n_resamples, n_seeds, n_tasks), level)
     task_rows = _task_rows(tasks)
-    weights, picks = _question_draws(seed, n_resamples, n_seeds, tuple(rows.size for rows in task_rows))
+    sizes = tuple(rows.size for rows in task_rows)
+    draws = _question_draws if n_resamples * tasks.size <= _KEPT_DRAWS else _question_draws.__wrapped__
+    weights, picks = draws(seed, n_resamples, n_seeds, sizes)
     per_task, sums, point_tasks = [], np.zeros(n_resamples), []
     for rows, pick in zip(task_rows, picks, strict=True):
         # resample r: the mean over its seeds of each question (the same for every seed), summed over its questions
@@ -144,7 +146,12 @@ def _seed_weights(rng: np.random.Generator, n_resamples: int, n_seeds: int) -> n
     return row_counts(rng.integers(0, n_seeds, (n_resamples, n_seeds)), n_seeds) / n_seeds
 
 
-@functools.lru_cache(maxsize=64)
+#: the largest question bootstrap whose draws are kept for the next interval (resamples x questions: 64 MB of
+#: positions, a few kept); a larger one draws them anew each time, as a kept copy would hold them all at once
+_KEPT_DRAWS = 2**23
+
+
+@functools.lru_cache(maxsize=4)
 def _question_draws(
     seed: int, n_resamples: int, n_seeds: int, sizes: tuple[int, ...]
 ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:

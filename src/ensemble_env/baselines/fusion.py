@@ -33,15 +33,17 @@ def plurality_answers(preds: np.ndarray, n_classes: int) -> np.ndarray:
     return row_counts(preds, n_classes).argmax(axis=1)
 
 
-def mean_vote(probs: np.ndarray, members: np.ndarray, valid: np.ndarray) -> np.ndarray:
+def mean_vote(probs: np.ndarray, members: np.ndarray, valid: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
     """Argmax over valid choices of the summed probabilities of each row's members.
 
-    ``probs`` is (Q, N, C) float32, ``members`` (Q, N) bool. The sum (not the mean) is used: dividing by
-    the team size does not move the argmax. Every call sums in model order, in float64, so a full team
-    gives exactly the same numbers whichever function asks; ties go to the lowest valid choice. A compiled loop
-    over each row's members (:func:`ensemble_env.game.votes.row_mean_votes`).
+    ``probs`` is (P, N, C) float32; ``rows`` (Q,) the positions in it voted on (None: every row, Q = P), so that a
+    cache's whole ``probs`` is read in place rather than copied for a split; ``members`` (Q, N) bool and ``valid``
+    (Q, C) bool, one row per position. The sum (not the mean) is used: dividing by the team size does not move the
+    argmax. Every call sums in model order, in float64, so a full team gives exactly the same numbers whichever
+    function asks; ties go to the lowest valid choice. A compiled loop over each row's members
+    (:func:`ensemble_env.game.votes.row_mean_votes`).
     """
-    return row_mean_votes(probs, members, valid)
+    return row_mean_votes(probs, members, valid, rows=rows)
 
 
 def full_teams(n_rows: int, n_models: int) -> np.ndarray:

@@ -57,7 +57,6 @@ from ensemble_env.baselines.simple import (
 )
 from ensemble_env.cache.logit_cache import LogitCache
 from ensemble_env.game.reward import DEFAULT_REWARD, RewardSettings, model_costs
-from ensemble_env.game.votes import row_mean_votes
 
 __all__ = [
     "CRITERIA",
@@ -115,10 +114,11 @@ def team_correct(cache: LogitCache, questions: ArrayLike, teams: np.ndarray) -> 
     """(K, Q) bool: whether the mean-probability vote of each of the K ``teams`` ((K, N) bool) is right on
     each of ``questions`` (the vote of :func:`ensemble_env.baselines.mean_probability_vote`)."""
     rows = question_indices(cache, questions, "questions")
-    probs, valid, labels = cache.probs[rows], valid_choices(cache, rows), cache.labels[rows]
+    valid, labels = valid_choices(cache, rows), cache.labels[rows]
     correct = np.empty((teams.shape[0], rows.size), dtype=bool)
     for k, team in enumerate(teams):
-        correct[k] = mean_vote(probs, np.broadcast_to(team, (rows.size, cache.n_models)), valid) == labels
+        members = np.broadcast_to(team, (rows.size, cache.n_models))
+        correct[k] = mean_vote(cache.probs, members, valid, rows=rows) == labels
     return correct
 
 
@@ -139,7 +139,7 @@ def team_vote(
     members = np.asarray(members, dtype=bool)
     if members.shape != (test.size, cache.n_models) or not members.any(axis=1).all():
         raise ValueError(f"members must be ({test.size}, {cache.n_models}) bool with a model in every row")
-    predictions = row_mean_votes(cache.probs, members, valid_choices(cache, test), rows=test)  # no copy of probs
+    predictions = mean_vote(cache.probs, members, valid_choices(cache, test), rows=test)
     return BaselineResult.from_cache(name, cache, test, predictions, members.sum(axis=1), info, members)
 
 

@@ -174,7 +174,7 @@ def mean_probability_vote(cache: LogitCache, train: ArrayLike, test: ArrayLike) 
     """
     _, test = train_test_indices(cache, train, test)
     teams = full_teams(test.size, cache.n_models)
-    predictions = mean_vote(cache.probs[test], teams, valid_choices(cache, test))
+    predictions = mean_vote(cache.probs, teams, valid_choices(cache, test), rows=test)
     return BaselineResult.from_cache("mean_probability_vote", cache, test, predictions, cache.n_models, teams=teams)
 
 
@@ -205,7 +205,7 @@ def random_team(
     order = np.argsort(rng.random((test.size, cache.n_models)), axis=1)  # uniform permutations
     members = np.zeros((test.size, cache.n_models), dtype=bool)
     np.put_along_axis(members, order[:, :size], True, axis=1)
-    predictions = mean_vote(cache.probs[test], members, valid_choices(cache, test))
+    predictions = mean_vote(cache.probs, members, valid_choices(cache, test), rows=test)
     return BaselineResult(
         f"random_team(k={size})",
         predictions,
@@ -269,7 +269,7 @@ def greedy_focal_team(
     if fuse == "plurality":
         predictions = plurality_answers(cache.preds[test][:, members], cache.max_choices)
     else:
-        predictions = mean_vote(cache.probs[test], teams, valid_choices(cache, test))
+        predictions = mean_vote(cache.probs, teams, valid_choices(cache, test), rows=test)
     name = f"greedy_focal_team(k={size})" if fuse == "plurality" else f"greedy_focal_team(k={size},mean)"
     info = {
         "team": tuple(cache.models[m] for m in team),
